@@ -1,0 +1,1 @@
+"""g3align.kernels"""
