@@ -1,0 +1,228 @@
+"""Command line: `g3align index`, `g3align mem`, `g3align compare` (thin; logic lives in the modules).
+
+Conventions follow bwa: SAM to stdout, logs to stderr, `-` for stdin, gzip input accepted. Every
+expected failure (bad input, bad index, bad option) ends with one `[E::g3align] ...` line and exit 1.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+
+import click
+
+from g3align import __version__
+
+
+class G3Error(Exception):
+    """An expected, user-facing error: printed as one line, exit status 1."""
+
+
+def _split_pair(value: str, name: str, conv=int):
+    """bwa's INT[,INT] option values."""
+    try:
+        parts = [conv(v) for v in value.replace(":", ",").split(",") if v != ""]
+    except ValueError:
+        raise G3Error(f"option {name}: invalid value '{value}'")
+    if not 1 <= len(parts) <= 2:
+        raise G3Error(f"option {name}: expected INT[,INT], got '{value}'")
+    return parts[0], parts[-1]
+
+
+def _fail(msg: str):
+    click.echo(f"[E::g3align] {msg}", err=True)
+    sys.exit(1)
+
+
+@click.group(context_settings={"help_option_names": ["--help"]})
+@click.version_option(__version__, "--version")
+def main():
+    """g3align: GPU seed-chain-extend aligner reproducing bwa mem 0.7.17 and minimap2 2.24."""
+
+
+# ------------------------------------------------------------------------------------------ index
+@main.command("index")
+@click.option("-p", "prefix", default=None, help="index prefix [same as the FASTA path]")
+@click.option("--sa-intv", default=8, show_default=True, help="suffix array sampling interval (power of 2)")
+@click.argument("fasta")
+def index_cmd(fasta, prefix, sa_intv):
+    """Build the FM-index (double-step occurrence tables) of FASTA[.gz]."""
+    from g3align.index.build import build_index
+    prefix = prefix or fasta
+    try:
+        build_index(fasta, prefix, sa_intv=sa_intv, progress=sys.stderr.isatty())
+    except (OSError, ValueError) as e:
+        _fail(str(e).splitlines()[0] if str(e) else repr(e))
+
+
+# ------------------------------------------------------------------------------------------ mem
+def _opt(*names, **kw):
+    return click.option(*names, **kw)
+
+
+@main.command("mem", context_settings={"ignore_unknown_options": False})
+@_opt("-t", "threads", type=int, default=1, help="number of threads [1]")
+@_opt("-k", "min_seed_len", type=int, default=None, help="minimum seed length [19]")
+@_opt("-w", "band", type=int, default=None, help="band width for banded alignment [100]")
+@_opt("-d", "zdrop", type=int, default=None, help="off-diagonal X-dropoff [100]")
+@_opt("-r", "split_factor", type=float, default=None, help="look for internal seeds inside a seed longer than {-k} * FLOAT [1.5]")
+@_opt("-y", "max_mem_intv", type=int, default=None, help="seed occurrence for the 3rd round seeding [20]")
+@_opt("-c", "max_occ", type=int, default=None, help="skip seeds with more than INT occurrences [500]")
+@_opt("-D", "drop_ratio", type=float, default=None, help="drop chains shorter than FLOAT fraction of the longest overlapping chain [0.50]")
+@_opt("-W", "min_chain_weight", type=int, default=None, help="discard a chain if seeded bases shorter than INT [0]")
+@_opt("-m", "max_matesw", type=int, default=None, help="perform at most INT rounds of mate rescues for each read [50]")
+@_opt("-S", "no_rescue", is_flag=True, help="skip mate rescue")
+@_opt("-P", "no_pairing", is_flag=True, help="skip pairing; mate rescue performed unless -S also in use")
+@_opt("-A", "match", type=int, default=None, help="score for a sequence match [1]")
+@_opt("-B", "mismatch", type=int, default=None, help="penalty for a mismatch [4]")
+@_opt("-O", "gap_open", default=None, help="gap open penalties for deletions and insertions [6,6]")
+@_opt("-E", "gap_ext", default=None, help="gap extension penalty [1,1]")
+@_opt("-L", "clip", default=None, help="penalty for 5'- and 3'-end clipping [5,5]")
+@_opt("-U", "unpaired", type=int, default=None, help="penalty for an unpaired read pair [17]")
+@_opt("-p", "interleaved", is_flag=True, help="smart pairing (interleaved paired FASTQ)")
+@_opt("-R", "rg", default=None, help="read group header line such as '@RG\\tID:foo\\tSM:bar'")
+@_opt("-H", "hdr", default=None, help="insert STR to header if it starts with @; or insert lines in FILE")
+@_opt("-o", "output", default=None, help="output file (SAM; BAM if it ends in .bam) [stdout]")
+@_opt("-j", "ignore_alt", is_flag=True, help="treat ALT contigs as part of the primary assembly")
+@_opt("-5", "primary5", is_flag=True, help="for split alignment, take the alignment with the smallest query coordinate as primary")
+@_opt("-q", "keep_supp_mapq", is_flag=True, help="don't modify mapQ of supplementary alignments")
+@_opt("-K", "chunk", type=int, default=None, help="process INT input bases in each batch regardless of nThreads")
+@_opt("-v", "verbose", type=int, default=3, help="verbosity level: 1=error, 2=warning, 3=message [3]")
+@_opt("-T", "min_score", type=int, default=None, help="minimum score to output [30]")
+@_opt("-h", "xa_hits", default=None, help="if there are <INT hits with score >80%% of the max score, output all in XA [5,200]")
+@_opt("-a", "all_aln", is_flag=True, help="output all alignments for SE or unpaired PE")
+@_opt("-C", "copy_comment", is_flag=True, help="append FASTA/FASTQ comment to SAM output")
+@_opt("-V", "ref_hdr", is_flag=True, help="output the reference FASTA header in the XR tag")
+@_opt("-Y", "softclip", is_flag=True, help="use soft clipping for supplementary alignments")
+@_opt("-M", "no_multi", is_flag=True, help="mark shorter split hits as secondary")
+@_opt("-I", "insert", default=None, help="insert size distribution FLOAT[,FLOAT[,INT[,INT]]]")
+@_opt("-X", "mask_level", type=float, default=None, help="mask level [0.50]")
+@_opt("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
+      help="where the heavy stages run")
+@click.argument("prefix")
+@click.argument("reads1")
+@click.argument("reads2", required=False)
+def mem_cmd(**kw):
+    """Align 70bp-1Mbp query sequences with the BWA-MEM algorithm (bwa mem 0.7.17 compatible)."""
+    try:
+        _run_mem(kw)
+    except G3Error as e:
+        _fail(str(e))
+    except BrokenPipeError:
+        sys.exit(0)
+
+
+def _build_mem_options(kw):
+    from g3align.aligner.options import MemOpt, F_ALL, F_NO_MULTI, F_SOFTCLIP, F_PRIMARY5, \
+        F_KEEP_SUPP_MAPQ, F_REF_HDR, F_NOPAIRING, F_NO_RESCUE, F_PE, F_SMARTPE
+    import math
+    o = MemOpt()
+    user = o.set_by_user
+
+    def setv(name, val):
+        setattr(o, name, val)
+        user.add(name)
+    simple = {"min_seed_len": "min_seed_len", "band": "w", "zdrop": "zdrop", "split_factor": "split_factor",
+              "max_mem_intv": "max_mem_intv", "max_occ": "max_occ", "drop_ratio": "drop_ratio",
+              "min_chain_weight": "min_chain_weight", "max_matesw": "max_matesw", "match": "a",
+              "mismatch": "b", "unpaired": "pen_unpaired", "min_score": "T", "mask_level": "mask_level"}
+    for k, name in simple.items():
+        if kw[k] is not None:
+            setv(name, kw[k])
+    if kw["gap_open"] is not None:
+        d, i = _split_pair(kw["gap_open"], "-O")
+        setv("o_del", d)
+        setv("o_ins", i)
+    if kw["gap_ext"] is not None:
+        d, i = _split_pair(kw["gap_ext"], "-E")
+        setv("e_del", d)
+        setv("e_ins", i)
+    if kw["clip"] is not None:
+        c5, c3 = _split_pair(kw["clip"], "-L")
+        setv("pen_clip5", c5)
+        setv("pen_clip3", c3)
+    if kw["xa_hits"] is not None:
+        h, ha = _split_pair(kw["xa_hits"], "-h")
+        if "," not in kw["xa_hits"]:
+            ha = h
+        setv("max_XA_hits", h)
+        setv("max_XA_hits_alt", ha)
+    for flagname, bit in (("all_aln", F_ALL), ("no_multi", F_NO_MULTI), ("softclip", F_SOFTCLIP),
+                          ("keep_supp_mapq", F_KEEP_SUPP_MAPQ), ("ref_hdr", F_REF_HDR),
+                          ("no_pairing", F_NOPAIRING), ("no_rescue", F_NO_RESCUE)):
+        if kw[flagname]:
+            o.flag |= bit
+    if kw["primary5"]:
+        o.flag |= F_PRIMARY5 | F_KEEP_SUPP_MAPQ
+    if kw["interleaved"]:
+        o.flag |= F_PE | F_SMARTPE
+    o.n_threads = max(1, kw["threads"])
+    o.apply_match_scaling()
+    for name in ("a", "b", "o_del", "e_del", "o_ins", "e_ins", "w", "min_seed_len", "max_occ"):
+        if getattr(o, name) < (1 if name in ("a", "e_del", "e_ins", "min_seed_len", "max_occ") else 0):
+            raise G3Error(f"invalid value {getattr(o, name)} for {name}")
+    o.mapQ_coef_fac = math.log(o.mapQ_coef_len)
+    return o
+
+
+def _run_mem(kw):
+    from g3align.aligner.pipeline import MemAligner, run_mem_se, log
+    from g3align.aligner.reads import read_batches, ReadFormatError
+    from g3align.aligner.samhdr import sam_header, parse_rg_line, OutputSink
+    from g3align.index.store import load_index, IndexFormatError
+
+    opt = _build_mem_options(kw)
+    verbose = kw["verbose"]
+    if kw["reads2"] is not None or kw["interleaved"]:
+        raise G3Error("paired-end alignment is not implemented yet (single-end only in this version)")
+    if kw["device"] == "gpu":
+        raise G3Error("--device gpu: the GPU pipeline is not available yet; use --device cpu")
+    rg_line, rg_id = None, ""
+    if kw["rg"] is not None:
+        try:
+            rg_line, rg_id = parse_rg_line(kw["rg"])
+        except ValueError as e:
+            raise G3Error(str(e))
+    hdr_lines = []
+    if kw["hdr"] is not None:
+        if kw["hdr"].startswith("@"):
+            hdr_lines.append(kw["hdr"].replace("\\t", "\t"))
+        else:
+            try:
+                with open(kw["hdr"]) as fh:
+                    hdr_lines += [ln.rstrip("\n") for ln in fh if ln.strip()]
+            except OSError as e:
+                raise G3Error(f"cannot read header file '{kw['hdr']}': {e.strerror}")
+    for p in (kw["reads1"],):
+        if p != "-" and not os.path.exists(p):
+            raise G3Error(f"fail to open file '{p}'")
+    try:
+        ref, fm = load_index(kw["prefix"])
+    except IndexFormatError as e:
+        raise G3Error(str(e))
+    cmdline = " ".join(shlex.quote(a) for a in ["g3align"] + sys.argv[1:])
+    header = sam_header(ref.names, [int(x) for x in ref.lengths], rg_line=rg_line, pg_cmdline=cmdline,
+                        extra_lines=hdr_lines)
+    chunk = kw["chunk"] if kw["chunk"] is not None else opt.chunk_size * opt.n_threads
+    aligner = MemAligner(ref, fm, opt, rg_id=rg_id, copy_comment=kw["copy_comment"])
+    try:
+        with OutputSink(kw["output"], header) as sink:
+            n, dt = run_mem_se(aligner, read_batches(kw["reads1"], chunk_size=chunk), sink, verbose)
+    except ReadFormatError as e:
+        raise G3Error(str(e))
+    except OSError as e:
+        raise G3Error(f"I/O error: {e}")
+    log(f"[M::main] Processed {n} reads in {dt:.3f} sec", verbose)
+
+
+# ------------------------------------------------------------------------------------------ compare
+@main.command("compare", context_settings={"ignore_unknown_options": True})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def compare_cmd(args):
+    """Per-read concordance of TEST.sam against GOLD.sam (see `g3align compare --help`)."""
+    from g3align.aligner import compare
+    sys.exit(compare.main(list(args)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""Single-end bwa mem per read, as a batch kernel over a range of reads (CPU twin).
+
+`align_range_se` is the CPU kernel: it walks reads [i0, i1) of a ReadBatch (struct-of-arrays) and
+returns their SAM records as one byte buffer. It is `nogil`, so the pipeline runs contiguous ranges on
+several threads and concatenates the buffers in order: output never depends on -t or batch size.
+
+Per read it follows bwa's mem_align1_core + mem_reg2sam:
+  collect_intv (smem.py) -> chain_and_filter (chain.py) -> flt_chained_seeds -> chain2aln (extend.py)
+  -> sort_dedup_patch -> mark_primary_se (select.py) -> gen_alt / reg2aln / write_record (samout.py)
+"""
+import numba as nb
+import numpy as np
+
+from g3align.aligner.smem import collect_intv
+from g3align.aligner.chain import chain_and_filter, frac_rep
+from g3align.aligner.extend import chain2aln, flt_chained_seeds, NF, SECONDARY, SECONDARY_ALL, SCORE, \
+    IS_ALT, QB
+from g3align.aligner.select import sort_dedup_patch, mark_primary_se, INT_MAX
+from g3align.aligner.samout import gen_alt, reg2aln, write_record, F_ALL, F_NO_MULTI, F_KEEP_SUPP_MAPQ
+
+F_PRIMARY5 = 0x800
+
+
+@nb.njit(cache=True)
+def align1_core(fm, offsets, l_pac, pac, q, opt, mat):
+    """Alignment regions of one read: (R, n_regions, frac_rep)."""
+    L = q.shape[0]
+    R = np.zeros((8, NF), np.int64)
+    if L < opt.min_seed_len:
+        return R, 0, np.float32(0.0)
+    mb, me, mk, ms = collect_intv(fm, q, L, opt.min_seed_len, opt.split_factor, opt.split_width,
+                                  opt.max_mem_intv)
+    fr = frac_rep(mb, me, ms, L, opt.max_occ)
+    (s_rbeg, s_qbeg, s_len, s_score, ch_off, ch_seed, ch_rid, ch_w, ch_kept, ch_first,
+     ch_is_alt) = chain_and_filter(fm, offsets, l_pac, mb, me, mk, ms, opt)
+    ch_off, ch_seed = flt_chained_seeds(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_score,
+                                        ch_off, ch_seed)
+    nreg = 0
+    for c in range(ch_off.shape[0] - 1):
+        R, nreg = chain2aln(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_score,
+                            ch_seed[ch_off[c]:ch_off[c + 1]], ch_rid[c], fr, R, nreg)
+    nreg = sort_dedup_patch(opt, mat, l_pac, pac, q, R, nreg)
+    return R, nreg, fr
+
+
+@nb.njit(cache=True)
+def reorder_primary5(opt, R, n):
+    """mem_reorder_primary5 (-5): the leftmost-on-query primary becomes the first record."""
+    n_pri = 0
+    for k in range(n):
+        if R[k, SECONDARY] < 0 and R[k, IS_ALT] == 0 and R[k, SCORE] >= opt.T:
+            n_pri += 1
+    if n_pri <= 1:
+        return
+    left_st = INT_MAX
+    left_k = -1
+    for k in range(n):
+        if R[k, SECONDARY] >= 0 or R[k, IS_ALT] != 0 or R[k, SCORE] < opt.T:
+            continue
+        if R[k, QB] < left_st:
+            left_st = R[k, QB]
+            left_k = k
+    if left_k == 0:
+        return
+    tmp = R[0].copy()
+    R[0] = R[left_k]
+    R[left_k] = tmp
+    for k in range(1, n):
+        for f in (SECONDARY, SECONDARY_ALL):
+            if R[k, f] == 0:
+                R[k, f] = left_k
+            elif R[k, f] == left_k:
+                R[k, f] = 0
+
+
+_EMPTY_U8 = np.zeros(0, np.uint8)
+_EMPTY_U32 = np.zeros(0, np.uint32)
+
+
+@nb.njit(cache=True)
+def reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, name, qual, has_qual,
+               comment, rg_id, R, nreg, fr, read_id):
+    """mem_mark_primary_se + mem_reg2sam for one single-end read; appends records to buf."""
+    mark_primary_se(opt, R, nreg, read_id)
+    if opt.flag & F_PRIMARY5:
+        reorder_primary5(opt, R, nreg)
+    L = q.shape[0]
+    has_xa = False
+    xa_off = np.zeros(nreg + 1, np.int64)
+    xa = _EMPTY_U8
+    if not (opt.flag & F_ALL):
+        xa_off, xa, has_xa = gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, nreg, fr, ctg_names, ctg_off)
+    cap = nreg if nreg > 0 else 1
+    l_rid = np.empty(cap, np.int64)
+    l_pos = np.empty(cap, np.int64)
+    l_rev = np.empty(cap, np.int64)
+    l_mapq = np.empty(cap, np.int64)
+    l_flag = np.empty(cap, np.int64)
+    l_nm = np.empty(cap, np.int64)
+    l_score = np.empty(cap, np.int64)
+    l_sub = np.empty(cap, np.int64)
+    l_alt = np.empty(cap, np.int64)
+    l_k = np.empty(cap, np.int64)
+    cig_off = np.zeros(cap + 1, np.int64)
+    md_off = np.zeros(cap + 1, np.int64)
+    cigs = np.empty(64, np.uint32)
+    mds = np.empty(256, np.uint8)
+    m = 0
+    for k in range(nreg):
+        if R[k, SCORE] < opt.T:
+            continue
+        sec = R[k, SECONDARY]
+        if sec >= 0 and (R[k, IS_ALT] != 0 or not (opt.flag & F_ALL)):
+            continue
+        if sec >= 0 and sec < INT_MAX and R[k, SCORE] < R[sec, SCORE] * opt.drop_ratio:
+            continue
+        rid, pos, is_rev, mapq, flag, nm, cig, md, score, sub, alt_sc = reg2aln(
+            opt, mat, offsets, l_pac, pac, L, q, R, k, fr)
+        if sec >= 0:
+            sub = -1
+        if m > 0 and sec < 0:
+            flag |= 0x10000 if (opt.flag & F_NO_MULTI) else 0x800
+        if not (opt.flag & F_KEEP_SUPP_MAPQ) and m > 0 and R[k, IS_ALT] == 0 and mapq > l_mapq[0]:
+            mapq = l_mapq[0]
+        l_rid[m] = rid
+        l_pos[m] = pos
+        l_rev[m] = is_rev
+        l_mapq[m] = mapq
+        l_flag[m] = flag
+        l_nm[m] = nm
+        l_score[m] = score
+        l_sub[m] = sub
+        l_alt[m] = alt_sc
+        l_k[m] = k
+        nc = cig.shape[0]
+        if cig_off[m] + nc > cigs.shape[0]:
+            c2 = np.empty(2 * (cig_off[m] + nc), np.uint32)
+            c2[:cig_off[m]] = cigs[:cig_off[m]]
+            cigs = c2
+        cigs[cig_off[m]:cig_off[m] + nc] = cig
+        cig_off[m + 1] = cig_off[m] + nc
+        nmd = md.shape[0]
+        if md_off[m] + nmd > mds.shape[0]:
+            d2 = np.empty(2 * (md_off[m] + nmd), np.uint8)
+            d2[:md_off[m]] = mds[:md_off[m]]
+            mds = d2
+        mds[md_off[m]:md_off[m] + nmd] = md
+        md_off[m + 1] = md_off[m] + nmd
+        m += 1
+    if m == 0:
+        buf, nbuf = write_record(buf, nbuf, opt, name, q, qual, has_qual, comment, rg_id, ctg_names, ctg_off,
+                                 -1, -1, 0, 0, 0, 0, _EMPTY_U32, _EMPTY_U8, 0, 0, 0, _EMPTY_U8, 0,
+                                 l_rid, l_pos, l_rev, cig_off, cigs, l_mapq, l_nm, l_flag, 0)
+        return buf, nbuf
+    for j in range(m):
+        k = l_k[j]
+        xa_j = xa[xa_off[k]:xa_off[k + 1]] if has_xa else _EMPTY_U8
+        buf, nbuf = write_record(buf, nbuf, opt, name, q, qual, has_qual, comment, rg_id, ctg_names, ctg_off,
+                                 l_rid[j], l_pos[j], l_rev[j], l_mapq[j], l_flag[j], l_nm[j],
+                                 cigs[cig_off[j]:cig_off[j + 1]], mds[md_off[j]:md_off[j + 1]],
+                                 l_score[j], l_sub[j], l_alt[j], xa_j, j,
+                                 l_rid, l_pos, l_rev, cig_off, cigs, l_mapq, l_nm, l_flag, m)
+    return buf, nbuf
+
+
+@nb.njit(cache=True, nogil=True)
+def align_range_se(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual, has_qual,
+                   names, name_off, comments, com_off, rg_id, first_id, i0, i1, opt, mat):
+    """CPU kernel: SAM bytes for reads [i0, i1) of a batch (read ids first_id + i)."""
+    buf = np.empty(1024 + 600 * (i1 - i0), np.uint8)
+    nbuf = 0
+    for i in range(i0, i1):
+        q = seq[seq_off[i]:seq_off[i + 1]]
+        R, nreg, fr = align1_core(fm, offsets, l_pac, pac, q, opt, mat)
+        qu = qual[seq_off[i]:seq_off[i + 1]] if has_qual else _EMPTY_U8
+        buf, nbuf = reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q,
+                               names[name_off[i]:name_off[i + 1]], qu, has_qual,
+                               comments[com_off[i]:com_off[i + 1]], rg_id, R, nreg, fr, first_id + i)
+    return buf[:nbuf]

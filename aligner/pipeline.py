@@ -1,0 +1,97 @@
+"""The `g3align mem` pipeline: index load -> read batches -> batch kernels -> SAM/BAM.
+
+    for batch in read_batches(...):          # struct-of-arrays, bwa's -K chunking
+        sam = align_batch_se(batch)          # CPU twin: nogil numba kernel over read ranges
+        sink.write(sam)
+
+Ranges of a batch run on `n_threads` Python threads (the kernel releases the GIL); their outputs are
+concatenated in read order, so the bytes never depend on -t or -K.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from g3align.aligner.core import align_range_se
+from g3align.aligner.options import score_matrix
+
+
+def _bytes_csr(strings):
+    """list[str] -> (uint8 bytes, int64 offsets)."""
+    enc = [s.encode() for s in strings]
+    off = np.zeros(len(enc) + 1, np.int64)
+    if enc:
+        np.cumsum([len(e) for e in enc], out=off[1:])
+    return np.frombuffer(b"".join(enc), np.uint8).copy() if enc else np.zeros(0, np.uint8), off
+
+
+class MemAligner:
+    """Holds the index and options; aligns ReadBatches to SAM bytes."""
+
+    def __init__(self, ref, fm, opt, rg_id: str = "", copy_comment: bool = False):
+        self.ref = ref
+        self.fm = fm
+        self.opt = opt
+        self.params = opt.to_numba()
+        self.mat = score_matrix(opt.a, opt.b)
+        self.ctg_names, self.ctg_off = _bytes_csr(ref.names)
+        self.offsets = np.ascontiguousarray(ref.offsets, dtype=np.int64)
+        self.pac = ref.pac
+        self.l_pac = int(ref.l_pac)
+        self.rg_id = np.frombuffer(rg_id.encode(), np.uint8).copy()
+        self.copy_comment = copy_comment
+        self.n_threads = max(1, int(opt.n_threads))
+        self._pool = ThreadPoolExecutor(self.n_threads) if self.n_threads > 1 else None
+
+    def _ranges(self, seq_off, n):
+        """Contiguous read ranges with about equal bases, several per thread for balance."""
+        parts = min(n, self.n_threads * 8) if self.n_threads > 1 else 1
+        if parts <= 1:
+            return [(0, n)]
+        cuts = np.searchsorted(seq_off, np.linspace(seq_off[0], seq_off[-1], parts + 1)[1:-1])
+        bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, n), [n]]))
+        return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+
+    def align_batch_se(self, batch) -> bytes:
+        n = batch.n
+        if n == 0:
+            return b""
+        names, name_off = _bytes_csr(batch.names)
+        if self.copy_comment:
+            comments, com_off = _bytes_csr(batch.comments)
+        else:
+            comments, com_off = np.zeros(0, np.uint8), np.zeros(n + 1, np.int64)
+        seq_off = np.ascontiguousarray(batch.seq_off - batch.seq_off[0], dtype=np.int64)
+        qual = batch.qual if batch.has_qual else np.zeros(0, np.uint8)
+
+        def run(r):
+            return align_range_se(self.fm, self.offsets, self.l_pac, self.pac, self.ctg_names, self.ctg_off,
+                                  batch.seq, seq_off, qual, batch.has_qual, names, name_off, comments,
+                                  com_off, self.rg_id, int(batch.first_id), r[0], r[1], self.params, self.mat)
+
+        ranges = self._ranges(seq_off, n)
+        if self._pool is None or len(ranges) == 1:
+            outs = [run(r) for r in ranges]
+        else:
+            outs = list(self._pool.map(run, ranges))
+        return b"".join(o.tobytes() for o in outs)
+
+
+def log(msg: str, verbose: int = 3, level: int = 3):
+    if verbose >= level:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
+    n_reads = 0
+    t0 = time.time()
+    for batch in batches:
+        t1 = time.time()
+        sam = aligner.align_batch_se(batch)
+        sink.write_sam_bytes(sam)
+        n_reads += batch.n
+        log(f"[M::mem_process_seqs] Processed {batch.n} reads in {time.time() - t1:.3f} real sec", verbose)
+    return n_reads, time.time() - t0

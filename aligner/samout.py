@@ -1,0 +1,373 @@
+"""Alignment regions -> SAM records (bwa's mem_reg2aln, mem_gen_alt, mem_reg2sam, mem_aln2sam).
+
+Everything here is numba: the batch kernel formats each read's records into one growing uint8
+buffer, so no per-read Python runs on the output path. CIGAR ops are bwa's (len<<4 | op, op in MIDSH
+= 0..4); internal clipping op 3 prints as S, or H for supplementary records unless -Y.
+"""
+import numba as nb
+import numpy as np
+
+from g3align.aligner.extend import RB, RE, QB, QE, RID, SCORE, TRUESC, SUB, ALT_SC, CSUB, W, SECONDARY, \
+    SECONDARY_ALL, IS_ALT
+from g3align.aligner.bns import depos, pos2rid
+from g3align.aligner.ksw import gen_cigar2
+from g3align.aligner.select import approx_mapq_se, INT_MAX
+
+F_ALL = 0x8
+F_NO_MULTI = 0x10
+F_SOFTCLIP = 0x200
+F_KEEP_SUPP_MAPQ = 0x1000
+
+MIDSH = np.frombuffer(b"MIDSHN", np.uint8)
+ACGTN = np.frombuffer(b"ACGTN", np.uint8)
+TGCAN = np.frombuffer(b"TGCAN", np.uint8)
+
+
+_LIT3 = np.frombuffer(b"*\t0\t0\t*", np.uint8).copy()  # b"*\t0\t0\t*"
+_LIT4 = np.frombuffer(b"\t*\t0\t0\t", np.uint8).copy()  # b"\t*\t0\t0\t"
+_LIT5 = np.frombuffer(b"*\t*", np.uint8).copy()  # b"*\t*"
+_LIT6 = np.frombuffer(b"\tNM:i:", np.uint8).copy()  # b"\tNM:i:"
+_LIT7 = np.frombuffer(b"\tMD:Z:", np.uint8).copy()  # b"\tMD:Z:"
+_LIT8 = np.frombuffer(b"\tAS:i:", np.uint8).copy()  # b"\tAS:i:"
+_LIT9 = np.frombuffer(b"\tXS:i:", np.uint8).copy()  # b"\tXS:i:"
+_LIT10 = np.frombuffer(b"\tRG:Z:", np.uint8).copy()  # b"\tRG:Z:"
+_LIT11 = np.frombuffer(b"\tSA:Z:", np.uint8).copy()  # b"\tSA:Z:"
+_LIT12 = np.frombuffer(b"\tXA:Z:", np.uint8).copy()  # b"\tXA:Z:"
+
+
+# ---------------------------------------------------------------- byte buffer helpers
+@nb.njit(cache=True)
+def _reserve(buf, n, extra):
+    if n + extra <= buf.shape[0]:
+        return buf
+    cap = buf.shape[0] * 2
+    while cap < n + extra:
+        cap *= 2
+    b2 = np.empty(cap, np.uint8)
+    b2[:n] = buf[:n]
+    return b2
+
+
+@nb.njit(cache=True)
+def put_bytes(buf, n, src):
+    buf = _reserve(buf, n, src.shape[0])
+    buf[n:n + src.shape[0]] = src
+    return buf, n + src.shape[0]
+
+
+@nb.njit(cache=True)
+def put_char(buf, n, c):
+    buf = _reserve(buf, n, 1)
+    buf[n] = c
+    return buf, n + 1
+
+
+@nb.njit(cache=True)
+def put_int(buf, n, v):
+    buf = _reserve(buf, n, 24)
+    v = np.int64(v)
+    if v < 0:
+        buf[n] = 45  # '-'
+        n += 1
+        v = -v
+    tmp = np.empty(20, np.uint8)
+    k = 0
+    if v == 0:
+        tmp[0] = 48
+        k = 1
+    while v > 0:
+        tmp[k] = 48 + v % 10
+        v //= 10
+        k += 1
+    for i in range(k):
+        buf[n + i] = tmp[k - 1 - i]
+    return buf, n + k
+
+
+@nb.njit(cache=True)
+def put_str(buf, n, s):
+    """Append a literal given as a uint8 array."""
+    return put_bytes(buf, n, s)
+
+
+@nb.njit(cache=True)
+def put_cigar(buf, n, cig, hard):
+    for k in range(cig.shape[0]):
+        op = cig[k] & 0xf
+        if hard and (op == 3 or op == 4):
+            op = 4
+        buf, n = put_int(buf, n, cig[k] >> 4)
+        buf, n = put_char(buf, n, MIDSH[op])
+    return buf, n
+
+
+# ---------------------------------------------------------------- region -> alignment
+@nb.njit(cache=True)
+def infer_bw(l1, l2, score, a, q, r):
+    if l1 == l2 and l1 * a - score < ((q + r - a) << 1):
+        return 0
+    mn = l1 if l1 < l2 else l2
+    w = int((mn * a - score - q) / r + 2.)
+    d = l1 - l2 if l1 > l2 else l2 - l1
+    if w < d:
+        w = d
+    return w
+
+
+@nb.njit(cache=True)
+def reg2aln(opt, mat, offsets, l_pac, pac, L, q, R, i, frac_rep):
+    """mem_reg2aln. Returns (rid, pos, is_rev, mapq, flag, NM, cigar, MD, score, sub, alt_sc)."""
+    qb = R[i, QB]
+    qe = R[i, QE]
+    rb = R[i, RB]
+    re = R[i, RE]
+    mapq = approx_mapq_se(opt, R, i, frac_rep) if R[i, SECONDARY] < 0 else 0
+    flag = 0x100 if R[i, SECONDARY] >= 0 else 0
+    tmp = infer_bw(qe - qb, re - rb, R[i, TRUESC], opt.a, opt.o_del, opt.e_del)
+    w2 = infer_bw(qe - qb, re - rb, R[i, TRUESC], opt.a, opt.o_ins, opt.e_ins)
+    w2 = w2 if w2 > tmp else tmp
+    if w2 > opt.w:
+        w2 = w2 if w2 < R[i, W] else R[i, W]
+    it = 0
+    last_sc = -(1 << 30)
+    while True:
+        w2 = w2 if w2 < (opt.w << 2) else (opt.w << 2)
+        score, cig, nm, md = gen_cigar2(mat, opt.o_del, opt.e_del, opt.o_ins, opt.e_ins, w2, l_pac, pac,
+                                        qe - qb, q[qb:qe], rb, re)
+        if score == last_sc or w2 == (opt.w << 2):
+            break
+        last_sc = score
+        w2 <<= 1
+        it += 1
+        if not (it < 3 and score < R[i, TRUESC] - opt.a):
+            break
+    pos, is_rev = depos(l_pac, rb if rb < l_pac else re - 1)
+    nc = cig.shape[0]
+    s0 = 0
+    if nc > 0:  # squeeze out leading or trailing deletions
+        if (cig[0] & 0xf) == 2:
+            pos += cig[0] >> 4
+            s0 = 1
+        elif (cig[nc - 1] & 0xf) == 2:
+            nc -= 1
+    cig = cig[s0:nc]
+    if qb != 0 or qe != L:
+        clip5 = L - qe if is_rev else qb
+        clip3 = qb if is_rev else L - qe
+        c2 = np.empty(cig.shape[0] + 2, np.uint32)
+        m = 0
+        if clip5:
+            c2[m] = (clip5 << 4) | 3
+            m += 1
+        c2[m:m + cig.shape[0]] = cig
+        m += cig.shape[0]
+        if clip3:
+            c2[m] = (clip3 << 4) | 3
+            m += 1
+        cig = c2[:m]
+    rid = pos2rid(offsets, l_pac, pos)
+    pos = pos - offsets[rid]
+    sub = R[i, SUB] if R[i, SUB] > R[i, CSUB] else R[i, CSUB]
+    return rid, pos, is_rev, mapq, flag, nm, cig, md, R[i, SCORE], sub, R[i, ALT_SC]
+
+
+@nb.njit(cache=True)
+def _pri_idx(xa_drop, R, i):
+    k = R[i, SECONDARY_ALL]
+    if k >= 0 and R[i, SCORE] >= R[k, SCORE] * xa_drop:
+        return k
+    return -1
+
+
+@nb.njit(cache=True)
+def gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, n, frac_rep, name_buf, name_off):
+    """mem_gen_alt: XA strings per region (CSR: xa_off[n+1], xa bytes). Only after mark_primary."""
+    cnt = np.zeros(n, np.int64)
+    has_alt = np.zeros(n, np.int64)
+    tot = 0
+    for i in range(n):
+        r = _pri_idx(opt.XA_drop_ratio, R, i)
+        if r >= 0:
+            cnt[r] += 1
+            tot += 1
+            if R[i, IS_ALT]:
+                has_alt[r] = 1
+    xa_off = np.zeros(n + 1, np.int64)
+    if tot == 0:
+        return xa_off, np.empty(0, np.uint8), False
+    # build per-region strings, then CSR
+    bufs = np.empty(256, np.uint8)
+    nb_ = 0
+    owner = np.empty(n, np.int64)
+    seg_b = np.empty(n, np.int64)
+    seg_e = np.empty(n, np.int64)
+    nseg = 0
+    for i in range(n):
+        r = _pri_idx(opt.XA_drop_ratio, R, i)
+        if r < 0:
+            continue
+        if cnt[r] > opt.max_XA_hits_alt or (not has_alt[r] and cnt[r] > opt.max_XA_hits):
+            continue
+        rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt = reg2aln(opt, mat, offsets, l_pac, pac, L, q, R,
+                                                                         i, frac_rep)
+        b0 = nb_
+        bufs, nb_ = put_bytes(bufs, nb_, name_buf[name_off[rid]:name_off[rid + 1]])
+        bufs, nb_ = put_char(bufs, nb_, 44)
+        bufs, nb_ = put_char(bufs, nb_, 45 if is_rev else 43)
+        bufs, nb_ = put_int(bufs, nb_, pos + 1)
+        bufs, nb_ = put_char(bufs, nb_, 44)
+        for k in range(cig.shape[0]):
+            bufs, nb_ = put_int(bufs, nb_, cig[k] >> 4)
+            bufs, nb_ = put_char(bufs, nb_, MIDSH[cig[k] & 0xf])
+        bufs, nb_ = put_char(bufs, nb_, 44)
+        bufs, nb_ = put_int(bufs, nb_, nm)
+        bufs, nb_ = put_char(bufs, nb_, 59)
+        owner[nseg] = r
+        seg_b[nseg] = b0
+        seg_e[nseg] = nb_
+        nseg += 1
+    for s in range(nseg):
+        xa_off[owner[s] + 1] += seg_e[s] - seg_b[s]
+    for i in range(n):
+        xa_off[i + 1] += xa_off[i]
+    xa = np.empty(xa_off[n], np.uint8)
+    fill = xa_off[:n].copy()
+    for s in range(nseg):
+        r = owner[s]
+        ln = seg_e[s] - seg_b[s]
+        xa[fill[r]:fill[r] + ln] = bufs[seg_b[s]:seg_e[s]]
+        fill[r] += ln
+    return xa_off, xa, True
+
+
+@nb.njit(cache=True)
+def write_record(buf, n, opt, name, seq, qual, has_qual, comment, rg_id, ctg_names, ctg_off,
+                 rid, pos, is_rev, mapq, flag, nm, cig, md, score, sub, alt_sc, xa, which,
+                 sa_rid, sa_pos, sa_rev, sa_cig_off, sa_cig, sa_mapq, sa_nm, sa_flag, n_list):
+    """mem_aln2sam for a single-end record (no mate). `which` is the record's index in the read's
+    output list; the sa_* arrays describe the whole list (for the SA tag)."""
+    L = seq.shape[0]
+    if rid < 0:
+        flag |= 0x4
+    if is_rev:
+        flag |= 0x10
+    buf, n = put_bytes(buf, n, name)
+    buf, n = put_char(buf, n, 9)
+    buf, n = put_int(buf, n, (flag & 0xffff) | (0x100 if flag & 0x10000 else 0))
+    buf, n = put_char(buf, n, 9)
+    hard = which > 0 and not (opt.flag & F_SOFTCLIP)
+    if rid >= 0:
+        buf, n = put_bytes(buf, n, ctg_names[ctg_off[rid]:ctg_off[rid + 1]])
+        buf, n = put_char(buf, n, 9)
+        buf, n = put_int(buf, n, pos + 1)
+        buf, n = put_char(buf, n, 9)
+        buf, n = put_int(buf, n, mapq)
+        buf, n = put_char(buf, n, 9)
+        if cig.shape[0] > 0:
+            buf, n = put_cigar(buf, n, cig, hard)
+        else:
+            buf, n = put_char(buf, n, 42)
+    else:
+        buf, n = put_bytes(buf, n, _LIT3)
+    buf, n = put_bytes(buf, n, _LIT4)
+    if flag & 0x100:
+        buf, n = put_bytes(buf, n, _LIT5)
+    else:
+        qb = 0
+        qe = L
+        nc = cig.shape[0]
+        if nc > 0 and hard:
+            c0 = cig[0] & 0xf
+            c1 = cig[nc - 1] & 0xf
+            if not is_rev:
+                if c0 == 4 or c0 == 3:
+                    qb += cig[0] >> 4
+                if c1 == 4 or c1 == 3:
+                    qe -= cig[nc - 1] >> 4
+            else:
+                if c0 == 4 or c0 == 3:
+                    qe -= cig[0] >> 4
+                if c1 == 4 or c1 == 3:
+                    qb += cig[nc - 1] >> 4
+        if qe <= qb:
+            buf, n = put_char(buf, n, 42)  # empty SEQ is written as '*'
+            buf, n = put_char(buf, n, 9)
+            buf, n = put_char(buf, n, 42)
+        else:
+            buf = _reserve(buf, n, 2 * (qe - qb) + 2)
+            if not is_rev:
+                for i in range(qb, qe):
+                    buf[n] = ACGTN[seq[i]]
+                    n += 1
+                buf[n] = 9
+                n += 1
+                if has_qual:
+                    for i in range(qb, qe):
+                        buf[n] = qual[i]
+                        n += 1
+                else:
+                    buf[n] = 42
+                    n += 1
+            else:
+                for i in range(qe - 1, qb - 1, -1):
+                    buf[n] = TGCAN[seq[i]]
+                    n += 1
+                buf[n] = 9
+                n += 1
+                if has_qual:
+                    for i in range(qe - 1, qb - 1, -1):
+                        buf[n] = qual[i]
+                        n += 1
+                else:
+                    buf[n] = 42
+                    n += 1
+    if cig.shape[0] > 0:
+        buf, n = put_bytes(buf, n, _LIT6)
+        buf, n = put_int(buf, n, nm)
+        buf, n = put_bytes(buf, n, _LIT7)
+        buf, n = put_bytes(buf, n, md)
+    if score >= 0:
+        buf, n = put_bytes(buf, n, _LIT8)
+        buf, n = put_int(buf, n, score)
+    if sub >= 0:
+        buf, n = put_bytes(buf, n, _LIT9)
+        buf, n = put_int(buf, n, sub)
+    if rg_id.shape[0] > 0:
+        buf, n = put_bytes(buf, n, _LIT10)
+        buf, n = put_bytes(buf, n, rg_id)
+    if not (flag & 0x100):
+        other = False
+        for i in range(n_list):
+            if i != which and not (sa_flag[i] & 0x100):
+                other = True
+                break
+        if other:
+            buf, n = put_bytes(buf, n, _LIT11)
+            for i in range(n_list):
+                if i == which or (sa_flag[i] & 0x100):
+                    continue
+                r = sa_rid[i]
+                buf, n = put_bytes(buf, n, ctg_names[ctg_off[r]:ctg_off[r + 1]])
+                buf, n = put_char(buf, n, 44)
+                buf, n = put_int(buf, n, sa_pos[i] + 1)
+                buf, n = put_char(buf, n, 44)
+                buf, n = put_char(buf, n, 45 if sa_rev[i] else 43)
+                buf, n = put_char(buf, n, 44)
+                for k in range(sa_cig_off[i], sa_cig_off[i + 1]):
+                    buf, n = put_int(buf, n, sa_cig[k] >> 4)
+                    buf, n = put_char(buf, n, MIDSH[sa_cig[k] & 0xf])
+                buf, n = put_char(buf, n, 44)
+                buf, n = put_int(buf, n, sa_mapq[i])
+                buf, n = put_char(buf, n, 44)
+                buf, n = put_int(buf, n, sa_nm[i])
+                buf, n = put_char(buf, n, 59)
+        if alt_sc > 0:
+            pass  # pa:f is only produced with ALT contigs, which g3align does not model yet
+    if xa.shape[0] > 0:
+        buf, n = put_bytes(buf, n, _LIT12)
+        buf, n = put_bytes(buf, n, xa)
+    if comment.shape[0] > 0:
+        buf, n = put_char(buf, n, 9)
+        buf, n = put_bytes(buf, n, comment)
+    buf, n = put_char(buf, n, 10)
+    return buf, n

@@ -1,0 +1,261 @@
+"""Region post-processing: dedup/patch, primary/secondary marking, MAPQ (bwa 0.7.17 semantics).
+
+* sort_dedup_patch  = mem_sort_dedup_patch (+ mem_patch_reg): drop redundant regions, merge colinear
+  neighbours whose global alignment scores well.
+* mark_primary_se   = mem_mark_primary_se: order by (score desc, is_alt, hash(read_id+i)) and mark
+  each region secondary to the first significantly overlapping better region.
+* approx_mapq_se    = mem_approx_mapq_se.
+All operate on the region matrix R (fields from extend.py) in place, and return the new count.
+"""
+import numba as nb
+import numpy as np
+
+from g3align.aligner.extend import (RB, RE, QB, QE, RID, SCORE, TRUESC, SUB, ALT_SC, CSUB, SUB_N, W,
+                                    SEEDCOV, SECONDARY, SECONDARY_ALL, N_COMP, IS_ALT, HASH)
+from g3align.aligner.ksort import introsort
+from g3align.aligner.ksw import gen_cigar2_score
+
+INT_MAX = 2147483647
+
+
+@nb.njit(cache=True)
+def hash_64(key):
+    key = np.uint64(key)
+    key += ~(key << np.uint64(32))
+    key ^= (key >> np.uint64(22))
+    key += ~(key << np.uint64(13))
+    key ^= (key >> np.uint64(8))
+    key += (key << np.uint64(3))
+    key ^= (key >> np.uint64(15))
+    key += ~(key << np.uint64(27))
+    key ^= (key >> np.uint64(31))
+    return key
+
+
+SIGN = np.int64(-9223372036854775808)
+
+KEY_RE, KEY_SCORE_RB_QB, KEY_HASH, KEY_HASH2 = 0, 1, 2, 3
+
+
+@nb.njit(cache=True)
+def _sort_rows(R, n, kind):
+    """Sort regions R[0:n] with bwa's introsort and one of its four region orders:
+    KEY_RE (re asc: mem_ars2), KEY_SCORE_RB_QB (score desc, rb, qb: mem_ars),
+    KEY_HASH (score desc, is_alt, hash: mem_ars_hash), KEY_HASH2 (is_alt, score desc, hash)."""
+    K = np.empty((n, 3), np.int64)
+    for i in range(n):
+        if kind == KEY_RE:
+            K[i, 0] = R[i, RE]; K[i, 1] = 0; K[i, 2] = 0
+        elif kind == KEY_SCORE_RB_QB:
+            K[i, 0] = -R[i, SCORE]; K[i, 1] = R[i, RB]; K[i, 2] = R[i, QB]
+        elif kind == KEY_HASH:
+            K[i, 0] = -R[i, SCORE]; K[i, 1] = R[i, IS_ALT]; K[i, 2] = R[i, HASH] ^ SIGN
+        else:
+            K[i, 0] = R[i, IS_ALT]; K[i, 1] = -R[i, SCORE]; K[i, 2] = R[i, HASH] ^ SIGN
+    idx = np.arange(n)
+    introsort(idx, n, K)
+    R[:n] = R[idx]
+
+
+@nb.njit(cache=True)
+def patch_reg(opt, mat, l_pac, pac, q, R, a, b):
+    """mem_patch_reg: score of merging region a (left) into b, 0 if not mergeable. Returns (score, w)."""
+    if R[a, RB] < l_pac and R[b, RB] >= l_pac:
+        return 0, 0
+    if R[a, QB] >= R[b, QB] or R[a, QE] >= R[b, QE] or R[a, RE] >= R[b, RE]:
+        return 0, 0
+    w = (R[a, RE] - R[b, RB]) - (R[a, QE] - R[b, QB])
+    w = w if w > 0 else -w
+    r = (R[a, RE] - R[b, RB]) / (R[b, RE] - R[a, RB]) - (R[a, QE] - R[b, QB]) / (R[b, QE] - R[a, QB])
+    r = r if r > 0. else -r
+    if R[a, RE] < R[b, RB] or R[a, QE] < R[b, QB]:
+        if w > (opt.w << 1) or r >= np.float32(0.05):
+            return 0, 0
+    elif w > (opt.w << 2) or r >= np.float32(0.05) * 2:
+        return 0, 0
+    w += R[a, W] + R[b, W]
+    w = w if w < (opt.w << 2) else (opt.w << 2)
+    qb = R[a, QB]
+    qe = R[b, QE]
+    score, ok = gen_cigar2_score(mat, opt.o_del, opt.e_del, opt.o_ins, opt.e_ins, w, l_pac, pac,
+                                 qe - qb, q[qb:qe], R[a, RB], R[b, RE])
+    q_s = int((R[b, QE] - R[a, QB]) / ((R[b, QE] - R[b, QB]) + (R[a, QE] - R[a, QB]))
+              * (R[b, SCORE] + R[a, SCORE]) + .499)
+    r_s = int((R[b, RE] - R[a, RB]) / ((R[b, RE] - R[b, RB]) + (R[a, RE] - R[a, RB]))
+              * (R[b, SCORE] + R[a, SCORE]) + .499)
+    mx = q_s if q_s > r_s else r_s
+    if score / mx < np.float32(0.90):
+        return 0, 0
+    return score, w
+
+
+@nb.njit(cache=True)
+def sort_dedup_patch(opt, mat, l_pac, pac, q, R, n):
+    if n <= 1:
+        return n
+    _sort_rows(R, n, KEY_RE)
+    for i in range(n):
+        R[i, N_COMP] = 1
+    for i in range(1, n):
+        p = i
+        if R[p, RID] != R[i - 1, RID] or R[p, RB] >= R[i - 1, RE] + opt.max_chain_gap:
+            continue
+        j = i - 1
+        while j >= 0 and R[p, RID] == R[j, RID] and R[p, RB] < R[j, RE] + opt.max_chain_gap:
+            qq = j
+            if R[qq, QE] == R[qq, QB]:
+                j -= 1
+                continue
+            orr = R[qq, RE] - R[p, RB]
+            oq = R[qq, QE] - R[p, QB] if R[qq, QB] < R[p, QB] else R[p, QE] - R[qq, QB]
+            lq_r = R[qq, RE] - R[qq, RB]
+            lp_r = R[p, RE] - R[p, RB]
+            mr = lq_r if lq_r < lp_r else lp_r
+            lq_q = R[qq, QE] - R[qq, QB]
+            lp_q = R[p, QE] - R[p, QB]
+            mq = lq_q if lq_q < lp_q else lp_q
+            if orr > opt.mask_level_redun * mr and oq > opt.mask_level_redun * mq:
+                if R[p, SCORE] < R[qq, SCORE]:
+                    R[p, QE] = R[p, QB]
+                    break
+                else:
+                    R[qq, QE] = R[qq, QB]
+            elif R[qq, RB] < R[p, RB]:
+                score, w = patch_reg(opt, mat, l_pac, pac, q, R, qq, p)
+                if score > 0:
+                    R[p, N_COMP] += R[qq, N_COMP] + 1
+                    R[p, SEEDCOV] = max(R[p, SEEDCOV], R[qq, SEEDCOV])
+                    R[p, SUB] = max(R[p, SUB], R[qq, SUB])
+                    R[p, CSUB] = max(R[p, CSUB], R[qq, CSUB])
+                    R[p, QB] = R[qq, QB]
+                    R[p, RB] = R[qq, RB]
+                    R[p, TRUESC] = score
+                    R[p, SCORE] = score
+                    R[p, W] = w
+                    R[qq, QB] = R[qq, QE]
+            j -= 1
+    m = 0
+    for i in range(n):
+        if R[i, QE] > R[i, QB]:
+            if m != i:
+                R[m] = R[i]
+            m += 1
+    n = m
+    _sort_rows(R, n, KEY_SCORE_RB_QB)
+    for i in range(1, n):
+        if R[i, SCORE] == R[i - 1, SCORE] and R[i, RB] == R[i - 1, RB] and R[i, QB] == R[i - 1, QB]:
+            R[i, QE] = R[i, QB]
+    m = 1 if n > 0 else 0
+    for i in range(1, n):
+        if R[i, QE] > R[i, QB]:
+            if m != i:
+                R[m] = R[i]
+            m += 1
+    return m
+
+
+@nb.njit(cache=True)
+def _mark_core(opt, R, n, z):
+    tmp = opt.a + opt.b
+    if opt.o_del + opt.e_del > tmp:
+        tmp = opt.o_del + opt.e_del
+    if opt.o_ins + opt.e_ins > tmp:
+        tmp = opt.o_ins + opt.e_ins
+    nz = 1
+    z[0] = 0
+    for i in range(1, n):
+        k = 0
+        while k < nz:
+            j = z[k]
+            b_max = R[j, QB] if R[j, QB] > R[i, QB] else R[i, QB]
+            e_min = R[j, QE] if R[j, QE] < R[i, QE] else R[i, QE]
+            if e_min > b_max:
+                li = R[i, QE] - R[i, QB]
+                lj = R[j, QE] - R[j, QB]
+                min_l = li if li < lj else lj
+                if e_min - b_max >= min_l * opt.mask_level:
+                    if R[j, SUB] == 0:
+                        R[j, SUB] = R[i, SCORE]
+                    if R[j, SCORE] - R[i, SCORE] <= tmp and (R[j, IS_ALT] != 0 or R[i, IS_ALT] == 0):
+                        R[j, SUB_N] += 1
+                    break
+            k += 1
+        if k == nz:
+            z[nz] = i
+            nz += 1
+        else:
+            R[i, SECONDARY] = z[k]
+    return nz
+
+
+@nb.njit(cache=True)
+def mark_primary_se(opt, R, n, read_id):
+    if n == 0:
+        return 0
+    n_pri = 0
+    for i in range(n):
+        R[i, SUB] = 0
+        R[i, ALT_SC] = 0
+        R[i, SECONDARY] = -1
+        R[i, SECONDARY_ALL] = -1
+        R[i, HASH] = np.int64(hash_64(np.uint64(read_id + i)))
+        if R[i, IS_ALT] == 0:
+            n_pri += 1
+    _sort_rows(R, n, KEY_HASH)
+    z = np.empty(n, np.int64)
+    _mark_core(opt, R, n, z)
+    for i in range(n):
+        R[i, SECONDARY_ALL] = i
+        if R[i, IS_ALT] == 0 and R[i, SECONDARY] >= 0 and R[R[i, SECONDARY], IS_ALT] != 0:
+            R[i, ALT_SC] = R[R[i, SECONDARY], SCORE]
+    if n_pri >= 0 and n_pri < n:
+        if n_pri > 0:
+            _sort_rows(R, n, KEY_HASH2)
+        for i in range(n):
+            z[R[i, SECONDARY_ALL]] = i
+        for i in range(n):
+            if R[i, SECONDARY] >= 0:
+                R[i, SECONDARY_ALL] = z[R[i, SECONDARY]]
+                if R[i, IS_ALT] != 0:
+                    R[i, SECONDARY] = INT_MAX
+            else:
+                R[i, SECONDARY_ALL] = -1
+        if n_pri > 0:
+            for i in range(n_pri):
+                R[i, SUB] = 0
+                R[i, SECONDARY] = -1
+            _mark_core(opt, R, n_pri, z)
+    else:
+        for i in range(n):
+            R[i, SECONDARY_ALL] = R[i, SECONDARY]
+    return n_pri
+
+
+@nb.njit(cache=True)
+def approx_mapq_se(opt, R, i, frac_rep):
+    sub = R[i, SUB] if R[i, SUB] else opt.min_seed_len * opt.a
+    if R[i, CSUB] > sub:
+        sub = R[i, CSUB]
+    if sub >= R[i, SCORE]:
+        return 0
+    lq = R[i, QE] - R[i, QB]
+    lr = R[i, RE] - R[i, RB]
+    l = lq if lq > lr else lr
+    identity = 1. - (l * opt.a - R[i, SCORE]) / (opt.a + opt.b) / l
+    if R[i, SCORE] == 0:
+        mapq = 0
+    elif opt.mapQ_coef_len > 0:
+        tmp = 1. if l < opt.mapQ_coef_len else opt.mapQ_coef_fac / np.log(l)
+        tmp *= identity * identity
+        mapq = int(6.02 * (R[i, SCORE] - sub) / opt.a * tmp * tmp + .499)
+    else:
+        mapq = int(30.0 * (1. - sub / R[i, SCORE]) * np.log(R[i, SEEDCOV]) + .499)
+        mapq = int(mapq * identity * identity + .499) if identity < 0.95 else mapq
+    if R[i, SUB_N] > 0:
+        mapq -= int(4.343 * np.log(R[i, SUB_N] + 1) + .499)
+    if mapq > 60:
+        mapq = 60
+    if mapq < 0:
+        mapq = 0
+    mapq = int(mapq * (1. - np.float64(frac_rep)) + .499)
+    return mapq
