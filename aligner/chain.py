@@ -16,6 +16,8 @@ from g3align.index.fm import fm_sa
 from g3align.aligner.bns import intv2rid
 from g3align.aligner.ksort import introsort
 
+f32 = np.float32  # bwa's ratios are C floats: products are rounded to single precision
+
 
 @nb.njit(cache=True)
 def make_seeds(fm, offsets, l_pac, mb, me, mk, ms, max_occ):
@@ -241,11 +243,11 @@ def chain_and_filter(fm, offsets, l_pac, mb, me, mk, ms, opt):
                     li = ce[i] - cb[i]
                     lj = ce[j] - cb[j]
                     min_l = li if li < lj else lj
-                    if e_min - b_max >= min_l * opt.mask_level and min_l < opt.max_chain_gap:
+                    if f32(e_min - b_max) >= f32(min_l) * opt.mask_level and min_l < opt.max_chain_gap:
                         large_ovlp = 1
                         if firstsh[j] < 0:
                             firstsh[j] = i
-                        if w[i] < w[j] * opt.drop_ratio and w[j] - w[i] >= (opt.min_seed_len << 1):
+                        if f32(w[i]) < f32(w[j]) * opt.drop_ratio and w[j] - w[i] >= (opt.min_seed_len << 1):
                             break
                 k += 1
             if k == n_ch:

@@ -161,7 +161,7 @@ def _build_mem_options(kw):
     for name in ("a", "b", "o_del", "e_del", "o_ins", "e_ins", "w", "min_seed_len", "max_occ"):
         if getattr(o, name) < (1 if name in ("a", "e_del", "e_ins", "min_seed_len", "max_occ") else 0):
             raise G3Error(f"invalid value {getattr(o, name)} for {name}")
-    o.mapQ_coef_fac = math.log(o.mapQ_coef_len)
+    o.mapQ_coef_fac = int(math.log(o.mapQ_coef_len)) if o.mapQ_coef_len > 0 else 0  # int in bwa
     return o
 
 

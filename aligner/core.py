@@ -112,7 +112,7 @@ def reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, 
         sec = R[k, SECONDARY]
         if sec >= 0 and (R[k, IS_ALT] != 0 or not (opt.flag & F_ALL)):
             continue
-        if sec >= 0 and sec < INT_MAX and R[k, SCORE] < R[sec, SCORE] * opt.drop_ratio:
+        if sec >= 0 and sec < INT_MAX and np.float32(R[k, SCORE]) < np.float32(R[sec, SCORE]) * opt.drop_ratio:
             continue
         rid, pos, is_rev, mapq, flag, nm, cig, md, score, sub, alt_sc = reg2aln(
             opt, mat, offsets, l_pac, pac, L, q, R, k, fr)

@@ -50,7 +50,7 @@ class MemOpt:
     XA_drop_ratio: float = 0.80
     mask_level_redun: float = 0.95
     mapQ_coef_len: float = 50.0  # -Q
-    mapQ_coef_fac: float = math.log(50.0)
+    mapQ_coef_fac: int = 3      # int(log(mapQ_coef_len)): an int field in bwa, so log(50) truncates to 3
     max_ins: int = 10000
     max_XA_hits: int = 5        # -h INT[,INT]
     max_XA_hits_alt: int = 200
@@ -69,8 +69,12 @@ class MemOpt:
 
     def to_numba(self):
         vals = {f.name: getattr(self, f.name) for f in fields(self) if f.name in MemParams._fields}
-        return MemParams(**{k: (float(v) if isinstance(getattr(MemOpt, k, 0), float) else int(v))
-                            for k, v in vals.items()})
+        # bwa keeps these ratios in C floats; products with them round to single precision
+        return MemParams(**{k: (np.float32(v) if k in _F32 else float(v) if isinstance(getattr(MemOpt, k, 0), float)
+                                else int(v)) for k, v in vals.items()})
+
+
+_F32 = {"split_factor", "mask_level", "drop_ratio", "XA_drop_ratio", "mask_level_redun", "mapQ_coef_len"}
 
 
 MemParams = namedtuple("MemParams", [

@@ -174,7 +174,8 @@ def reg2aln(opt, mat, offsets, l_pac, pac, L, q, R, i, frac_rep):
 @nb.njit(cache=True)
 def _pri_idx(xa_drop, R, i):
     k = R[i, SECONDARY_ALL]
-    if k >= 0 and R[i, SCORE] >= R[k, SCORE] * xa_drop:
+    # bwa passes the float ratio to a double parameter: double arithmetic with the float's value
+    if k >= 0 and np.float64(R[i, SCORE]) >= np.float64(R[k, SCORE]) * np.float64(xa_drop):
         return k
     return -1
 

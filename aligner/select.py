@@ -114,7 +114,8 @@ def sort_dedup_patch(opt, mat, l_pac, pac, q, R, n):
             lq_q = R[qq, QE] - R[qq, QB]
             lp_q = R[p, QE] - R[p, QB]
             mq = lq_q if lq_q < lp_q else lp_q
-            if orr > opt.mask_level_redun * mr and oq > opt.mask_level_redun * mq:
+            if (np.float32(orr) > opt.mask_level_redun * np.float32(mr)
+                    and np.float32(oq) > opt.mask_level_redun * np.float32(mq)):
                 if R[p, SCORE] < R[qq, SCORE]:
                     R[p, QE] = R[p, QB]
                     break
@@ -173,7 +174,7 @@ def _mark_core(opt, R, n, z):
                 li = R[i, QE] - R[i, QB]
                 lj = R[j, QE] - R[j, QB]
                 min_l = li if li < lj else lj
-                if e_min - b_max >= min_l * opt.mask_level:
+                if np.float32(e_min - b_max) >= np.float32(min_l) * opt.mask_level:
                     if R[j, SUB] == 0:
                         R[j, SUB] = R[i, SCORE]
                     if R[j, SCORE] - R[i, SCORE] <= tmp and (R[j, IS_ALT] != 0 or R[i, IS_ALT] == 0):

@@ -153,7 +153,7 @@ def collect_intv(fm, q, L, min_seed_len, split_factor, split_width, max_mem_intv
     te = np.empty(L + 2, np.int64)
     tk = np.empty(L + 2, np.int64)
     ts = np.empty(L + 2, np.int64)
-    split_len = int(min_seed_len * split_factor + .499)
+    split_len = int(np.float64(np.float32(min_seed_len) * split_factor) + .499)
     # round 1: all SMEMs
     x = 0
     while x < L:

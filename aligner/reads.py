@@ -1,0 +1,674 @@
+"""FASTQ/FASTA input -> `ReadBatch` (struct of arrays), in batches of whole records.
+
+Input: a path or '-' (stdin), plain text or gzip/bgzip (detected from the magic bytes, not the
+name); FASTA or FASTQ (detected from the first character of the file). Output: an iterator of
+`ReadBatch`es of about `chunk_size` bases each, read block by block, never the whole file at once.
+
+Semantics follow bwa 0.7.17 (`bseq_read` in bwa.c and `kseq_read` in kseq.h), with stricter input
+checks:
+- name = header text up to the first whitespace (space, \\t, \\v, \\f, \\r); comment = the rest of the
+  header line after that one character (bwa's `-C` prints it). A name ending in "/<digit>" (and
+  longer than 2 characters) loses those 2 characters, as bwa's `trim_readno` does.
+- sequence letters -> codes with bwa's `nst_nt4_table`: ACGTacgt -> 0..3; IUPAC ambiguity codes
+  (RYKMSWBDHVN, either case), '.' and '-' -> 4. Every other byte is an error here (bwa would
+  silently read it as N).
+- a batch ends as soon as its base count reaches `chunk_size` *and* it holds an even number of reads
+  (bwa's `size >= chunk_size && (n&1) == 0`, which keeps interleaved pairs together); paired files
+  are read in lockstep and cut after whole pairs.
+- FASTQ must be 4 lines per record (no multi-line FASTQ); FASTA sequences may span any number of
+  lines, blank lines inside them are skipped. CRLF line ends are accepted everywhere; blank lines
+  before the first record and after the last are ignored.
+
+Errors raise `ReadFormatError`, one line naming the file and the 1-based record (and line) number.
+
+Parsing works on blocks of complete records (`block_size` bytes at a time): numpy finds the newlines
+and checks the record structure for the whole block, small numba loops copy the sequence (through a
+256-entry translation table) and quality bytes, and the names and comments of a block are made by
+one gather, one decode and one split. Python never loops over the characters of a record.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import sys
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import numba as nb
+import numpy as np
+
+# --------------------------------------------------------------------------------------------------
+# Base encoding (bwa's nst_nt4_table plus a "rejected" marker)
+
+INVALID = 255
+NT4 = np.full(256, INVALID, dtype=np.uint8)
+for _i, _c in enumerate("ACGT"):
+    NT4[ord(_c)] = NT4[ord(_c.lower())] = _i
+for _c in "RYKMSWBDHVN":
+    NT4[ord(_c)] = NT4[ord(_c.lower())] = 4
+NT4[ord(".")] = NT4[ord("-")] = 4
+del _i
+
+DEFAULT_CHUNK_SIZE = 10_000_000      # bwa mem: opt->chunk_size * n_threads, overridden by -K
+DEFAULT_BLOCK_SIZE = 1 << 22         # bytes read (and parsed) at a time
+
+_NL, _CR, _AT, _GT, _PLUS = 10, 13, ord("@"), ord(">"), ord("+")
+
+
+class ReadFormatError(ValueError):
+    """Malformed read input; the message is one line naming the file and the record."""
+
+
+# --------------------------------------------------------------------------------------------------
+# The batch
+
+@dataclass
+class ReadBatch:
+    """A batch of reads as struct-of-arrays.
+
+    Read i has bases `seq[seq_off[i]:seq_off[i+1]]` (codes 0..4) and, when `has_qual`, the raw ASCII
+    qualities `qual[seq_off[i]:seq_off[i+1]]` (phred+33, as in the file). For FASTA `qual` is empty.
+    `first_id` is the 0-based index of read 0 in the whole input (bwa numbers reads this way for the
+    per-read hash that breaks ties); for pair batches see `read_pair_batches` / `interleave`.
+    """
+    names: list[str]
+    comments: list[str]
+    seq: np.ndarray                  # uint8 codes 0..4, all reads concatenated
+    seq_off: np.ndarray              # int64[n+1]
+    qual: np.ndarray                 # uint8 raw ASCII, same offsets; empty when not has_qual
+    has_qual: bool
+    first_id: int = 0
+
+    @property
+    def n(self) -> int:
+        return len(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def bases(self) -> int:
+        """Total number of bases."""
+        return int(self.seq_off[-1] - self.seq_off[0])
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.seq_off)
+
+    def read_seq(self, i: int) -> np.ndarray:
+        return self.seq[self.seq_off[i] - self.seq_off[0]:self.seq_off[i + 1] - self.seq_off[0]]
+
+    def read_qual(self, i: int) -> np.ndarray | None:
+        if not self.has_qual:
+            return None
+        return self.qual[self.seq_off[i] - self.seq_off[0]:self.seq_off[i + 1] - self.seq_off[0]]
+
+    def seq_str(self, i: int) -> str:
+        """Sequence of read i as bwa prints it (codes -> ACGTN)."""
+        return _CODES2ACGTN[self.read_seq(i)].tobytes().decode("ascii")
+
+    def slice(self, i: int, j: int) -> ReadBatch:
+        """Reads [i, j) as a new batch (arrays are views; offsets rebased to start at 0)."""
+        a, b = int(self.seq_off[i] - self.seq_off[0]), int(self.seq_off[j] - self.seq_off[0])
+        off = self.seq_off[i:j + 1] - self.seq_off[i]
+        return ReadBatch(self.names[i:j], self.comments[i:j], self.seq[a:b], off,
+                         self.qual[a:b] if self.has_qual else self.qual[:0], self.has_qual,
+                         self.first_id + i)
+
+    @staticmethod
+    def empty(has_qual: bool = True, first_id: int = 0) -> ReadBatch:
+        return ReadBatch([], [], np.zeros(0, np.uint8), np.zeros(1, np.int64), np.zeros(0, np.uint8),
+                         has_qual, first_id)
+
+    @staticmethod
+    def concat(parts: list[ReadBatch]) -> ReadBatch:
+        """Concatenate consecutive batches; `first_id` is the first part's."""
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return ReadBatch.empty()
+        names: list[str] = []
+        comments: list[str] = []
+        offs = [np.zeros(1, np.int64)]
+        base = 0
+        for p in parts:
+            names += p.names
+            comments += p.comments
+            offs.append(p.seq_off[1:] - p.seq_off[0] + base)
+            base += p.bases
+        has_qual = all(p.has_qual for p in parts)
+        seq = np.concatenate([p.seq for p in parts])
+        qual = np.concatenate([p.qual for p in parts]) if has_qual else np.zeros(0, np.uint8)
+        return ReadBatch(names, comments, seq, np.concatenate(offs), qual, has_qual, parts[0].first_id)
+
+
+_CODES2ACGTN = np.frombuffer(b"ACGTN", dtype=np.uint8)
+
+
+def interleave(b1: ReadBatch, b2: ReadBatch) -> ReadBatch:
+    """Mates of two equal-sized batches in bwa's order r1[0], r2[0], r1[1], ...
+
+    `first_id` becomes 2 * b1.first_id, bwa's read numbering for paired input."""
+    if b1.n != b2.n:
+        raise ValueError(f"interleave: batches differ in size ({b1.n} vs {b2.n})")
+    n = b1.n
+    l1, l2 = b1.lengths, b2.lengths
+    lens = np.empty(2 * n, np.int64)
+    lens[0::2], lens[1::2] = l1, l2
+    off = np.zeros(2 * n + 1, np.int64)
+    np.cumsum(lens, out=off[1:])
+    # mate-1 read i goes to off[2i], mate-2 read i to off[2i+1]
+    d1, d2 = np.ascontiguousarray(off[0:-1:2]), np.ascontiguousarray(off[1::2])
+    s1, s2 = b1.seq_off[:-1] - b1.seq_off[0], b2.seq_off[:-1] - b2.seq_off[0]
+    seq = np.empty(int(off[-1]), np.uint8)
+    _gather(b1.seq, s1, l1, d1, seq, -1)
+    _gather(b2.seq, s2, l2, d2, seq, -1)
+    has_qual = b1.has_qual and b2.has_qual
+    if has_qual:
+        qual = np.empty(int(off[-1]), np.uint8)
+        _gather(b1.qual, s1, l1, d1, qual, -1)
+        _gather(b2.qual, s2, l2, d2, qual, -1)
+    else:
+        qual = np.zeros(0, np.uint8)
+    names = [None] * (2 * n)
+    names[0::2], names[1::2] = b1.names, b2.names
+    comments = [None] * (2 * n)
+    comments[0::2], comments[1::2] = b1.comments, b2.comments
+    return ReadBatch(names, comments, seq, off, qual, has_qual, 2 * b1.first_id)
+
+
+@nb.njit(cache=True, nogil=True)
+def _gather_codes(arr, starts, lens, off, table, out):
+    """out[off[i]:off[i]+lens[i]] = table[arr[starts[i]:starts[i]+lens[i]]]; returns the index in `out`
+    of the first byte that `table` maps to INVALID, or -1."""
+    bad = -1
+    for i in range(len(starts)):
+        s = starts[i]
+        o = off[i]
+        for k in range(lens[i]):
+            c = table[arr[s + k]]
+            out[o + k] = c
+            if c == 255 and bad < 0:
+                bad = o + k
+    return bad
+
+
+@nb.njit(cache=True, nogil=True)
+def _gather(arr, starts, lens, off, out, sep):
+    """Copy arr[starts[i]:starts[i]+lens[i]] to out[off[i]:...]; when sep >= 0 a byte `sep` follows
+    each piece (then off must leave room for it)."""
+    for i in range(len(starts)):
+        s = starts[i]
+        o = off[i]
+        n = lens[i]
+        out[o:o + n] = arr[s:s + n]
+        if sep >= 0:
+            out[o + n] = sep
+
+
+@nb.njit(cache=True, nogil=True)
+def _first_space(arr, hs, he, space):
+    """Position of the first whitespace byte in each line arr[hs[i]:he[i]] (he[i] if none)."""
+    ne = he.copy()
+    for i in range(len(hs)):
+        for j in range(hs[i], he[i]):
+            if space[arr[j]]:
+                ne[i] = j
+                break
+    return ne
+
+
+def _strings(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> list[str]:
+    """The byte ranges as Python strings (one gather, one decode, one split)."""
+    n = len(starts)
+    if n == 0:
+        return []
+    off = np.zeros(n + 1, np.int64)
+    np.cumsum(lens + 1, out=off[1:])
+    out = np.empty(int(off[-1]), np.uint8)
+    _gather(arr, starts, lens, off, out, _NL)
+    res = out.tobytes().decode("utf-8", "surrogateescape").split("\n")
+    res.pop()
+    return res
+
+
+_SPACE = np.zeros(256, np.bool_)                 # isspace() of the C locale: kseq's KS_SEP_SPACE
+for _c in b" \t\n\x0b\x0c\r":
+    _SPACE[_c] = True
+_DIGIT = np.zeros(256, np.bool_)
+_DIGIT[ord("0"):ord("9") + 1] = True
+
+
+# --------------------------------------------------------------------------------------------------
+# Opening files
+
+def _display(path: str) -> str:
+    return "<stdin>" if path == "-" else str(path)
+
+
+def open_input(path: str) -> BinaryIO:
+    """Binary stream of the decompressed content of `path` ('-' = stdin); gzip/bgzip by magic bytes."""
+    if path == "-":
+        raw = sys.stdin.buffer
+        if not hasattr(raw, "peek"):
+            raw = io.BufferedReader(raw)
+    else:
+        raw = open(path, "rb")  # noqa: SIM115 (returned to the caller, who closes it)
+    if raw.peek(2)[:2] != b"\x1f\x8b":
+        return raw
+    if path == "-":
+        return gzip.GzipFile(fileobj=raw, mode="rb")   # handles bgzip's many members
+    raw.close()
+    return gzip.open(path, "rb")                       # owns (and closes) the file
+
+
+# --------------------------------------------------------------------------------------------------
+# Record parsers (one block of complete records each)
+
+def _line_bounds(arr: np.ndarray, nl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (exclusive, trailing '\\r' dropped) of each line ended by a newline in `nl`."""
+    starts = np.empty(len(nl), np.int64)
+    if len(nl):
+        starts[0] = 0
+        starts[1:] = nl[:-1] + 1
+    ends = nl.astype(np.int64)
+    if len(nl):
+        cr = (ends > starts) & (arr[np.maximum(ends - 1, 0)] == _CR)
+        ends = ends - cr
+    return starts, ends
+
+
+def _char(b: int) -> str:
+    return repr(chr(b)) if 32 <= b < 127 else f"byte 0x{b:02X}"
+
+
+class _Parser:
+    """Per-file parsing state: display name, records and lines consumed so far."""
+
+    def __init__(self, path: str, trim_readno: bool):
+        self.path = _display(path)
+        self.trim_readno = trim_readno
+        self.n_rec = 0        # records parsed so far
+        self.n_line = 0       # lines consumed so far
+
+    def error(self, rec: int, line: int | None, what: str) -> ReadFormatError:
+        where = f"record {rec}" + (f" (line {line})" if line is not None else "")
+        return ReadFormatError(f"{self.path}: {where}: {what}")
+
+    def _encode(self, raw: np.ndarray, off: np.ndarray, line_of) -> np.ndarray:
+        """Sequence letters -> codes, rejecting invalid characters."""
+        codes = NT4.take(raw)
+        if len(codes) and codes.max() == INVALID:
+            k = int(np.argmax(codes == INVALID))
+            self._invalid(codes, off, k, line_of, lambda i, pos: int(raw[k]))
+        return codes
+
+    # -- FASTQ --------------------------------------------------------------------------------
+    def fastq(self, buf: bytes, arr: np.ndarray, nl: np.ndarray) -> ReadBatch:
+        """Parse the 4-line records whose lines end at the newlines `nl` (len(nl) % 4 == 0)."""
+        n = len(nl) // 4
+        starts, ends = _line_bounds(arr, nl)
+        hs, he = starts[0::4], ends[0::4]
+        ss, se = starts[1::4], ends[1::4]
+        ps = starts[2::4]
+        qs, qe = starts[3::4], ends[3::4]
+        slen, qlen = se - ss, qe - qs
+        off = np.zeros(n + 1, np.int64)
+        np.cumsum(slen, out=off[1:])
+        line0 = self.n_line
+
+        bad_struct = (arr[hs] != _AT) | (arr[ps] != _PLUS) | (slen != qlen)
+        first_bad = int(np.argmax(bad_struct)) if bad_struct.any() else n
+        codes = np.empty(int(off[-1]), np.uint8)
+        bad = _gather_codes(arr, ss, slen, off, NT4, codes)
+        # invalid characters count only in the records before the first structural error
+        if 0 <= bad < off[first_bad]:
+            self._invalid(codes, off, bad, lambda i, k: line0 + 4 * i + 2,
+                          lambda i, k: int(arr[ss[i] + k]))
+        if first_bad < n:
+            i = first_bad
+            rec, ln = self.n_rec + i + 1, line0 + 4 * i + 1
+            if arr[hs[i]] != _AT:
+                found = "an empty line" if hs[i] == he[i] else f"{_char(int(arr[hs[i]]))}"
+                raise self.error(rec, ln, f"expected a FASTQ header starting with '@', found {found}")
+            if 0 <= bad < off[first_bad + 1]:
+                self._invalid(codes, off, bad, lambda i, k: ln + 1, lambda i, k: int(arr[ss[i] + k]))
+            if arr[ps[i]] != _PLUS:
+                raise self.error(rec, ln + 2, "missing '+' line after the sequence (multi-line FASTQ "
+                                 "is not supported)")
+            raise self.error(rec, ln + 3, f"sequence and quality lengths differ ({int(slen[i])} vs "
+                             f"{int(qlen[i])})")
+        qual = np.empty(int(off[-1]), np.uint8)
+        _gather(arr, qs, qlen, off, qual, -1)
+        names, comments = self._split_headers(arr, hs + 1, he)
+        batch = ReadBatch(names, comments, codes, off, qual, True, self.n_rec)
+        self.n_rec += n
+        self.n_line += len(nl)
+        return batch
+
+    def _split_headers(self, arr: np.ndarray, hs: np.ndarray, he: np.ndarray
+                       ) -> tuple[list[str], list[str]]:
+        """Names and comments of the header lines arr[hs:he] (leading '@'/'>' excluded), as kseq
+        splits them: the name ends at the first whitespace, the comment is the rest of the line."""
+        ne = _first_space(arr, hs, he, _SPACE)
+        cs = np.minimum(ne + 1, he)
+        nlen = ne - hs
+        if self.trim_readno:
+            t = nlen > 2
+            t[t] = (arr[ne[t] - 2] == ord("/")) & _DIGIT[arr[ne[t] - 1]]
+            nlen = nlen - 2 * t
+        return _strings(arr, hs, nlen), _strings(arr, cs, he - cs)
+
+    def _invalid(self, codes, off, k, line_of, byte_of):
+        i = int(np.searchsorted(off, k, side="right")) - 1
+        pos = k - int(off[i])
+        raise self.error(self.n_rec + i + 1, line_of(i, pos),
+                         f"invalid character {_char(byte_of(i, pos))} in sequence at position {pos + 1}")
+
+    # -- FASTA --------------------------------------------------------------------------------
+    def fasta(self, buf: bytes) -> ReadBatch:
+        """Parse a block of complete FASTA records; `buf` starts with '>'."""
+        if b"\r" in buf:
+            buf = buf.replace(b"\r\n", b"\n")
+        recs = buf[1:].split(b"\n>")
+        heads, seqs = [], []
+        for r in recs:
+            h, _, s = r.partition(b"\n")
+            heads.append(h)
+            seqs.append(s.replace(b"\n", b""))
+        n = len(recs)
+        lens = np.fromiter(map(len, seqs), dtype=np.int64, count=n)
+        off = np.zeros(n + 1, np.int64)
+        np.cumsum(lens, out=off[1:])
+        raw = np.frombuffer(b"".join(seqs), dtype=np.uint8)
+
+        def line_of(i: int, k: int) -> int:      # only on the error path
+            pos = 1 + sum(len(r) + 2 for r in recs[:i])
+            body = recs[i].partition(b"\n")[2]
+            # find the line holding the k-th sequence letter of record i (blank lines are skipped)
+            seen = 0
+            ln = self.n_line + buf.count(b"\n", 0, pos) + 2
+            for line in body.split(b"\n"):
+                if seen + len(line) > k:
+                    return ln
+                seen += len(line)
+                ln += 1
+            return ln
+
+        codes = self._encode(raw, off, line_of)
+        blob = np.frombuffer(b"\n".join(heads) + b"\n", dtype=np.uint8)
+        he = np.flatnonzero(blob == _NL)
+        hs = np.zeros(n, np.int64)
+        hs[1:] = he[:-1] + 1
+        names, comments = self._split_headers(blob, hs, he)
+        batch = ReadBatch(names, comments, codes, off, np.zeros(0, np.uint8), False, self.n_rec)
+        self.n_rec += n
+        self.n_line += buf.count(b"\n") + (0 if buf.endswith(b"\n") else 1)
+        return batch
+
+
+# --------------------------------------------------------------------------------------------------
+# Block reader: whole records, block by block
+
+def iter_pieces(path: str, block_size: int = DEFAULT_BLOCK_SIZE, trim_readno: bool = True
+                ) -> Iterator[ReadBatch]:
+    """Parse `path` into consecutive `ReadBatch` pieces of whole records (sizes follow the blocks
+    read, not -K); `first_id` of each piece is the index of its first record in the file."""
+    block_size = max(1, int(block_size))
+    p = _Parser(path, trim_readno)
+    fh = None
+    try:
+        fh = open_input(path)
+        yield from _pieces(fh, p, block_size)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise ReadFormatError(f"{p.path}: truncated or corrupt gzip data after record {p.n_rec} "
+                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'no detail'})"
+                              ) from None
+    finally:
+        if fh is not None and path != "-":
+            fh.close()
+
+
+def _pieces(fh: BinaryIO, p: _Parser, block_size: int) -> Iterator[ReadBatch]:
+    carry = b""
+    # skip blank lines before the first record; the first character decides the format
+    while True:
+        data = fh.read(block_size)
+        if not data:
+            return                                   # empty file: no records
+        carry += data
+        stripped = carry.lstrip(b"\r\n")
+        p.n_line += carry.count(b"\n", 0, len(carry) - len(stripped))
+        carry = stripped
+        if carry:
+            break
+    first = carry[0]
+    if first == _AT:
+        yield from _fastq_pieces(fh, p, carry, block_size)
+    elif first == _GT:
+        yield from _fasta_pieces(fh, p, carry, block_size)
+    else:
+        raise p.error(1, p.n_line + 1, f"expected a header starting with '@' (FASTQ) or '>' (FASTA), "
+                      f"found {_char(first)}")
+
+
+def _fastq_pieces(fh: BinaryIO, p: _Parser, carry: bytes, block_size: int) -> Iterator[ReadBatch]:
+    while True:
+        data = fh.read(block_size)
+        if not data:
+            break
+        carry += data
+        arr = np.frombuffer(carry, dtype=np.uint8)
+        nl = np.flatnonzero(arr == _NL)
+        # hold back blank lines at the end of what we have: they may be the file's trailing blank
+        # lines (not a record) or the empty sequence/quality lines of a zero-length read.
+        t = len(carry.rstrip(b"\r\n"))
+        nl = nl[:int(np.searchsorted(nl, t)) + 1]
+        n_full = (len(nl) // 4) * 4
+        if n_full:
+            cut = int(nl[n_full - 1]) + 1
+            yield p.fastq(carry, arr, nl[:n_full])
+            carry = carry[cut:]
+    # end of file: keep only the trailing blank lines that complete the last record
+    lines = carry.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()                                  # the last line's newline (it may lack one)
+    k = 0
+    while k < len(lines) and lines[len(lines) - 1 - k] in (b"", b"\r"):
+        k += 1
+    m = len(lines) - k
+    if m == 0:
+        return
+    lines = lines[:m + min((-m) % 4, k)]
+    if len(lines) % 4 == 3 and lines[-2] in (b"", b"\r") and lines[-1].startswith(b"+"):
+        lines.append(b"")                            # a zero-length read ends with its '+' line
+    carry = b"\n".join(lines) + b"\n"
+    arr = np.frombuffer(carry, dtype=np.uint8)
+    nl = np.flatnonzero(arr == _NL)
+    n_full = (len(nl) // 4) * 4
+    if n_full:
+        yield p.fastq(carry, arr, nl[:n_full])
+    lines = lines[n_full:]
+    if not lines:
+        return
+    rec, ln = p.n_rec + 1, p.n_line + 1
+    head = lines[0].rstrip(b"\r")
+    if not head.startswith(b"@"):
+        found = "an empty line" if not head else _char(head[0])
+        raise p.error(rec, ln, f"expected a FASTQ header starting with '@', found {found}")
+    what = ["header", "sequence", "'+'"][len(lines) - 1]
+    raise p.error(rec, ln, f"truncated file: the record ends after its {what} line "
+                  f"({len(lines)} of 4 lines)")
+
+
+def _fasta_pieces(fh: BinaryIO, p: _Parser, carry: bytes, block_size: int) -> Iterator[ReadBatch]:
+    chunks = [carry]                                 # the unparsed tail, as a list (no quadratic +=)
+    last = carry[-1:]
+    while True:
+        data = fh.read(block_size)
+        if not data:
+            break
+        j = (last + data).rfind(b"\n>")             # index j of (last + data) = index j-1+1 of data
+        last = data[-1:]
+        if j < 0:
+            chunks.append(data)
+            continue
+        block = b"".join(chunks) + data[:j]          # records before the last header are complete
+        chunks = [data[j:]]
+        yield p.fasta(block)
+    block = b"".join(chunks).rstrip(b"\r\n")       # blank lines after the last record do not count
+    if block:
+        yield p.fasta(block)
+
+
+# --------------------------------------------------------------------------------------------------
+# Batches of about K bases (bwa -K)
+
+def _cut(cum: np.ndarray, p: int, chunk_size: int, step: int) -> int:
+    """End of the batch that starts at read p: the smallest q > p with (q - p) % step == 0 and
+    cum[q] - cum[p] >= chunk_size; -1 when the reads buffered so far do not reach it."""
+    q = int(np.searchsorted(cum, cum[p] + chunk_size, side="left"))
+    q = max(q, p + 1)
+    r = (q - p) % step
+    if r:
+        q += step - r
+    return q if q < len(cum) else -1
+
+
+def _batches_from(pieces: Iterator[ReadBatch], chunk_size: int, step: int, lens_of
+                  ) -> Iterator[ReadBatch]:
+    """Re-cut a stream of pieces into bwa -K batches (`step` = reads that must stay together)."""
+    pending: list[ReadBatch] = []
+    n_bases = 0
+    for piece in pieces:
+        pending.append(piece)
+        n_bases += piece.bases
+        if n_bases < chunk_size:
+            continue
+        cat = ReadBatch.concat(pending)
+        cum = np.zeros(cat.n + 1, np.int64)
+        np.cumsum(lens_of(cat), out=cum[1:])
+        p = 0
+        while True:
+            q = _cut(cum, p, chunk_size, step)
+            if q < 0:
+                break
+            yield cat.slice(p, q)
+            p = q
+        rest = cat.slice(p, cat.n)
+        pending, n_bases = ([rest], int(cum[-1] - cum[p])) if rest.n else ([], 0)
+    if pending:
+        cat = ReadBatch.concat(pending)
+        if cat.n:
+            yield cat
+
+
+def read_batches(path: str, chunk_size: int = DEFAULT_CHUNK_SIZE, block_size: int = DEFAULT_BLOCK_SIZE,
+                 trim_readno: bool = True) -> Iterator[ReadBatch]:
+    """Batches of whole records of one file (single-end, or interleaved pairs for `-p`), cut as bwa's
+    bseq_read does: a batch ends once it holds >= chunk_size bases and an even number of reads."""
+    yield from _batches_from(iter_pieces(path, block_size, trim_readno), chunk_size, 2,
+                             lambda b: b.lengths)
+
+
+def _pair_pieces(path1: str, path2: str, block_size: int, trim_readno: bool
+                 ) -> Iterator[ReadBatch]:
+    """Lockstep pieces of two files, as *interleaved* batches (r1, r2, r1, r2, ...).
+
+    When one file has fewer records the extra records of the other are dropped with bwa's warning."""
+    it1, it2 = iter_pieces(path1, block_size, trim_readno), iter_pieces(path2, block_size, trim_readno)
+    q1: list[ReadBatch] = []
+    q2: list[ReadBatch] = []
+    n1 = n2 = 0
+    done1 = done2 = False
+    n_pairs = 0
+    while True:
+        if not done1 and n1 <= n2:
+            b = next(it1, None)
+            if b is None:
+                done1 = True
+            else:
+                q1.append(b)
+                n1 += b.n
+        if not done2 and n2 <= n1:
+            b = next(it2, None)
+            if b is None:
+                done2 = True
+            else:
+                q2.append(b)
+                n2 += b.n
+        m = min(n1, n2)
+        if m:
+            c1, c2 = ReadBatch.concat(q1), ReadBatch.concat(q2)
+            b1, b2 = c1.slice(0, m), c2.slice(0, m)
+            b1.first_id = b2.first_id = n_pairs
+            out = interleave(b1, b2)
+            n_pairs += m
+            yield out
+            q1 = [c1.slice(m, c1.n)] if c1.n > m else []
+            q2 = [c2.slice(m, c2.n)] if c2.n > m else []
+            n1, n2 = n1 - m, n2 - m
+        if (done1 and n1 == 0) or (done2 and n2 == 0):
+            break
+    rest1 = n1 > 0 or (not done1 and next(it1, None) is not None)
+    rest2 = n2 > 0 or (not done2 and next(it2, None) is not None)
+    if rest1:
+        sys.stderr.write("[W::read_pair_batches] the 2nd file has fewer sequences.\n")
+    elif rest2:
+        sys.stderr.write("[W::read_pair_batches] the 1st file has fewer sequences.\n")
+
+
+def read_pair_batches(path1: str, path2: str, chunk_size: int = DEFAULT_CHUNK_SIZE,
+                      block_size: int = DEFAULT_BLOCK_SIZE, trim_readno: bool = True
+                      ) -> Iterator[ReadBatch]:
+    """Two files in lockstep, as interleaved batches (read 2i = mate 1 and 2i+1 = mate 2 of pair i),
+    exactly bwa's in-memory order for `bwa mem ref R1 R2`. A batch ends after the first pair that
+    brings it to >= chunk_size bases; `first_id` counts reads (2 * index of the first pair).
+    Use `deinterleave` for the two mates as separate batches."""
+    yield from _batches_from(_pair_pieces(path1, path2, block_size, trim_readno), chunk_size, 2,
+                             lambda b: b.lengths)
+
+
+def deinterleave(b: ReadBatch) -> tuple[ReadBatch, ReadBatch]:
+    """Split an interleaved batch into (mate-1 batch, mate-2 batch); first_id = pair index."""
+    if b.n % 2:
+        raise ValueError("deinterleave: odd number of reads")
+    lens = b.lengths
+    out = []
+    for k in (0, 1):
+        ln = np.ascontiguousarray(lens[k::2])
+        off = np.zeros(len(ln) + 1, np.int64)
+        np.cumsum(ln, out=off[1:])
+        src = np.ascontiguousarray(b.seq_off[k:-1:2] - b.seq_off[0])
+        seq = np.empty(int(off[-1]), np.uint8)
+        _gather(b.seq, src, ln, off, seq, -1)
+        qual = b.qual[:0]
+        if b.has_qual:
+            qual = np.empty(int(off[-1]), np.uint8)
+            _gather(b.qual, src, ln, off, qual, -1)
+        out.append(ReadBatch(b.names[k::2], b.comments[k::2], seq, off, qual, b.has_qual,
+                             b.first_id // 2))
+    return out[0], out[1]
+
+
+def read_all(path: str, trim_readno: bool = True) -> ReadBatch:
+    """The whole file as one batch (tests, small inputs)."""
+    parts = list(iter_pieces(path, trim_readno=trim_readno))
+    return ReadBatch.concat(parts) if parts else ReadBatch.empty()
+
+
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "NT4",
+    "ReadBatch",
+    "ReadFormatError",
+    "deinterleave",
+    "interleave",
+    "iter_pieces",
+    "open_input",
+    "read_all",
+    "read_batches",
+    "read_pair_batches",
+]

@@ -1,0 +1,93 @@
+"""``g3align index``: FASTA -> packed reference -> FM-index -> ``PREFIX.g3i``."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .fasta import read_fasta
+from .fm import build_fm
+from .store import save_index
+
+__all__ = ["build_index"]
+
+
+def _log(msg: str) -> None:
+    sys.stderr.write(f"[M::index] {msg}\n")
+    sys.stderr.flush()
+
+
+class _Progress:
+    """tqdm bars for build_fm's stages, only when stderr is a terminal."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and sys.stderr.isatty()
+        self.bar = None
+        self.stage = None
+
+    def __call__(self, stage, done, total):
+        if not self.enabled or stage != "occ":
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc="[M::index] occ table", unit="blk", file=sys.stderr,
+                            leave=False, mininterval=0.5)
+        self.bar.update(done - self.bar.n)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def build_index(fasta_path, prefix=None, sa_intv: int = 8, progress: bool = True) -> str:
+    """Build the g3align index of ``fasta_path`` into ``PREFIX.g3i`` (default prefix: the FASTA path).
+
+    Returns the index file path. Raises ``FastaFormatError`` (a ValueError) for unusable FASTA input.
+    """
+    fasta_path = os.fspath(fasta_path)
+    prefix = fasta_path if prefix is None else os.fspath(prefix)
+    t_all = time.perf_counter()
+
+    t = time.perf_counter()
+    ref = read_fasta(fasta_path)
+    n_amb = int(ref.hole_len.sum()) if ref.hole_len.size else 0
+    _log(f"read {len(ref.names)} sequence(s), {ref.l_pac} bp, {ref.hole_off.size} ambiguity hole(s) "
+         f"({n_amb} bp) from {fasta_path} in {time.perf_counter() - t:.2f} s")
+
+    stage_t = {}
+    bar = _Progress(progress)
+
+    def prog(stage, done, total):
+        if done == 0 and stage not in stage_t:
+            stage_t[stage] = time.perf_counter()
+        bar(stage, done, total)
+        if done == total and stage in stage_t:
+            if stage == "occ":
+                bar.close()
+            _log(f"{_STAGE_NAMES.get(stage, stage)} done in {time.perf_counter() - stage_t.pop(stage):.2f} s")
+
+    t = time.perf_counter()
+    try:
+        fm = build_fm(ref.pac, sa_intv=sa_intv, progress=prog)
+    finally:
+        bar.close()
+    _log(f"FM-index of {fm.n} bp (both strands) built in {time.perf_counter() - t:.2f} s "
+         f"(sa_intv={sa_intv}, primary={fm.primary})")
+
+    t = time.perf_counter()
+    path = save_index(prefix, ref, fm)
+    size = os.path.getsize(path)
+    _log(f"wrote {path} ({size / 1e6:.1f} MB) in {time.perf_counter() - t:.2f} s")
+    _log(f"index built in {time.perf_counter() - t_all:.2f} s")
+    return path
+
+
+_STAGE_NAMES = {
+    "text": "text construction",
+    "sa": "suffix array (divsufsort)",
+    "occ": "occurrence table",
+    "sample": "SA sampling",
+}

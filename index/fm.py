@@ -1,0 +1,499 @@
+"""FM-index over ``T = pac + revcomp(pac)`` with a double-step occurrence table.
+
+Conventions (docs/DESIGN.md): ``n = 2*l_pac``; rows ``0..n`` are the sorted suffixes of ``T$``; row 0
+is the empty suffix ``$`` (``SA[0] = n``); row ``j >= 1`` is divsufsort's ``SA[j-1]``; ``primary`` is
+the row with ``SA = 0``. This is bwa's row numbering: ``fm_sa(fm, row)`` equals bwa's ``bwt_sa`` for
+every row ``>= 1``.
+
+Occurrence table
+----------------
+Every row ``j`` carries a 4-bit *pair code* ``T[SA[j]-2] << 2 | T[SA[j]-1]`` (the two bases before its
+suffix). Two rows have no such pair: the ``primary`` row (SA = 0, BWT char ``$``) stores code 0 and
+the row ``row_sa1`` (SA = 1, one base ``T[0]`` before it) stores code ``T[0]`` (i.e. pair ``A,T[0]``,
+whose low 2 bits are the correct single preceding base). Queries subtract these two fake entries.
+
+Rows are grouped in blocks of ``occ_intv = 64`` (fixed). Each block of the flat array ``occ``
+holds, at ``occ[b*occ_stride : b*occ_stride + 16]``, the 16 cumulative counts of the stored codes in
+rows ``< b*occ_intv``, followed by the block's codes, 16 per uint64 (row ``b*occ_intv + 16*w + k`` is
+nibble ``k`` (bits ``4k..4k+3``) of code word ``w``). With ``occ_wide == 0`` the array is uint32 and
+a code word is two consecutive uint32 (low word first); with ``occ_wide == 1`` (``n + 1 >= 2**32``)
+the array is uint64. There is a final block so that ``occ(c, n + 1)`` works.
+
+``occ2(ab, i) = #{j < i : SA[j] >= 2, T[SA[j]-2] = a, T[SA[j]-1] = b}``
+``occ1(c, i)  = #{j < i : SA[j] >= 1, T[SA[j]-1] = c}`` = sum over a of the stored counts of ``a<<2|c``
+(minus the primary's fake code when c == 0).
+
+``C1[c]`` (c = 0..3) is the first row starting with base c, ``C1[4] = C1[5] = n + 1``.
+``C2[ab]`` (ab = 0..15) is the first row starting with ``ab``, ``C2[16] = n + 1``; the interval of
+``ab`` is ``[C2[ab], C2[ab] + occ2(ab, n + 1))``.
+
+Sampled suffix array: ``sa[i] = SA[i*sa_intv]`` (``sa[0] = n``), ``sa_intv`` a power of two.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+from numba import get_num_threads, njit, prange, types
+from numba.extending import intrinsic
+
+__all__ = [
+    "FMIndex",
+    "build_fm",
+    "build_text",
+    "fm_bwt",
+    "fm_count",
+    "fm_lf",
+    "fm_locate",
+    "fm_occ1",
+    "fm_occ2",
+    "fm_occ4",
+    "fm_sa",
+    "fm_step1",
+    "fm_step2",
+]
+
+FMIndex = namedtuple(
+    "FMIndex",
+    [
+        "n",  # int: text length 2*l_pac (rows 0..n)
+        "l_pac",  # int: forward reference length
+        "primary",  # int: row whose SA is 0 (BWT char '$')
+        "row_sa1",  # int: row whose SA is 1 (preceded only by T[0])
+        "t0",  # int: T[0], the fake pair code stored at row_sa1
+        "C1",  # int64[6]
+        "C2",  # int64[17]
+        "occ",  # uint32[] (occ_wide 0) or uint64[] (occ_wide 1), interleaved blocks
+        "occ_shift",  # int: log2(occ_intv) = 6 (fixed; recorded for the file format)
+        "occ_stride",  # int: words of occ per block
+        "occ_wide",  # int: 0 -> uint32 layout, 1 -> uint64 layout
+        "sa",  # uint32[] or uint64[]: SA at rows multiple of sa_intv
+        "sa_shift",  # int: log2(sa_intv)
+    ],
+)
+
+_NIB_LO = np.uint64(0x1111111111111111)
+_U64_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@intrinsic
+def popcount64(typingctx, x):
+    """LLVM ctpop on a uint64 (compiles to POPCNT)."""
+    if not isinstance(x, types.Integer):
+        return None
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        val = context.cast(builder, args[0], signature.args[0], types.uint64)
+        return builder.ctpop(val)
+
+    return sig, codegen
+
+
+# ------------------------------------------------------------------------------------------------
+# queries
+# ------------------------------------------------------------------------------------------------
+
+
+# The occurrence table uses 64-row blocks (4 code words); the block size is fixed so that the
+# in-block counting below is branchless and fully unrolled.
+OCC_SHIFT = 6
+OCC_INTV = 1 << OCC_SHIFT
+
+
+@njit(inline="always")
+def _code_word(occ, wide, base, w):
+    """Code word w (0..3) of the block starting at occ[base]."""
+    if wide:
+        return np.uint64(occ[base + 16 + w])
+    lo = np.uint64(occ[base + 16 + 2 * w])
+    hi = np.uint64(occ[base + 17 + 2 * w])
+    return lo | (hi << np.uint64(32))
+
+
+@njit(inline="always")
+def _keep(r, w):
+    """Mask of the nibbles of code word w that belong to rows < r of the block (r in 0..63)."""
+    lim = r - 16 * w
+    if lim <= 0:
+        return np.uint64(0)
+    if lim >= 16:
+        return _U64_ONES
+    return _U64_ONES >> np.uint64(64 - 4 * lim)
+
+
+@njit(inline="always")
+def _count_pair(occ, wide, base, r, pat):
+    """Rows < r of the block whose 4-bit code equals the pattern nibble (pat = code * 0x111..1)."""
+    cnt = np.int64(0)
+    for w in range(4):
+        x = _code_word(occ, wide, base, w) ^ pat
+        x = x | (x >> np.uint64(1))
+        x = x | (x >> np.uint64(2))
+        cnt += np.int64(popcount64(~x & _NIB_LO & _keep(r, w)))
+    return cnt
+
+
+@njit(inline="always")
+def _count_low2(occ, wide, base, r, pat):
+    """Rows < r of the block whose code's low 2 bits (the BWT base) equal those of pat."""
+    cnt = np.int64(0)
+    for w in range(4):
+        x = _code_word(occ, wide, base, w) ^ pat
+        x = x | (x >> np.uint64(1))
+        cnt += np.int64(popcount64(~x & _NIB_LO & _keep(r, w)))
+    return cnt
+
+
+@njit(inline="always")
+def _occ2(fm, ab, i):
+    occ = fm.occ
+    base = (i >> OCC_SHIFT) * fm.occ_stride
+    cnt = np.int64(occ[base + ab])
+    cnt += _count_pair(occ, fm.occ_wide, base, i & (OCC_INTV - 1), np.uint64(ab) * _NIB_LO)
+    if ab == 0 and fm.primary < i:
+        cnt -= 1
+    if ab == fm.t0 and fm.row_sa1 < i:
+        cnt -= 1
+    return cnt
+
+
+@njit(inline="always")
+def _occ1(fm, c, i):
+    occ = fm.occ
+    base = (i >> OCC_SHIFT) * fm.occ_stride
+    cnt = (
+        np.int64(occ[base + c])
+        + np.int64(occ[base + 4 + c])
+        + np.int64(occ[base + 8 + c])
+        + np.int64(occ[base + 12 + c])
+    )
+    cnt += _count_low2(occ, fm.occ_wide, base, i & (OCC_INTV - 1), np.uint64(c) * _NIB_LO)
+    if c == 0 and fm.primary < i:
+        cnt -= 1
+    return cnt
+
+
+@njit(inline="always")
+def _bwt(fm, row):
+    if row == fm.primary:
+        return np.int64(4)
+    base = (row >> OCC_SHIFT) * fm.occ_stride
+    r = row & (OCC_INTV - 1)
+    word = _code_word(fm.occ, fm.occ_wide, base, r >> 4)
+    return np.int64((word >> np.uint64(4 * (r & 15))) & np.uint64(3))
+
+
+# Public query functions. They are compiled without NRT reference counting (_nrt=False): with it,
+# every access to an array field of the FMIndex tuple costs atomic incref/decref pairs, which made
+# an occ lookup 3-4x slower. They allocate nothing, so this is safe; callers may use NRT freely.
+
+
+@njit(cache=True, _nrt=False)
+def fm_occ2(fm, ab, i):
+    """#{rows j < i whose two preceding bases are (a, b)}, ab = a<<2|b, 0 <= i <= n+1."""
+    return _occ2(fm, ab, i)
+
+
+@njit(cache=True, _nrt=False)
+def fm_occ1(fm, c, i):
+    """#{rows j < i whose preceding base (BWT char) is c}, c in 0..3, 0 <= i <= n+1."""
+    return _occ1(fm, c, i)
+
+
+@njit(cache=True, _nrt=False)
+def fm_occ4(fm, i):
+    """(occ1(0,i), occ1(1,i), occ1(2,i), occ1(3,i)) with one block visit."""
+    occ = fm.occ
+    wide = fm.occ_wide
+    base = (i >> OCC_SHIFT) * fm.occ_stride
+    r = i & (OCC_INTV - 1)
+    o0 = np.int64(0)
+    o1 = np.int64(0)
+    o2 = np.int64(0)
+    o3 = np.int64(0)
+    for a in range(4):
+        o0 += np.int64(occ[base + 4 * a])
+        o1 += np.int64(occ[base + 4 * a + 1])
+        o2 += np.int64(occ[base + 4 * a + 2])
+        o3 += np.int64(occ[base + 4 * a + 3])
+    for w in range(4):
+        keep = _NIB_LO & _keep(r, w)
+        lo = _code_word(occ, wide, base, w)
+        x1 = lo ^ np.uint64(0x1111111111111111)
+        x2 = lo ^ np.uint64(0x2222222222222222)
+        x3 = lo ^ np.uint64(0x3333333333333333)
+        o0 += np.int64(popcount64(~(lo | (lo >> np.uint64(1))) & keep))
+        o1 += np.int64(popcount64(~(x1 | (x1 >> np.uint64(1))) & keep))
+        o2 += np.int64(popcount64(~(x2 | (x2 >> np.uint64(1))) & keep))
+        o3 += np.int64(popcount64(~(x3 | (x3 >> np.uint64(1))) & keep))
+    if fm.primary < i:
+        o0 -= 1
+    return o0, o1, o2, o3
+
+
+@njit(cache=True, _nrt=False)
+def fm_bwt(fm, row):
+    """BWT character of row: the base preceding its suffix (0..3), or 4 for the primary row ('$')."""
+    return _bwt(fm, row)
+
+
+@njit(cache=True, _nrt=False)
+def fm_lf(fm, row):
+    """LF mapping: row of the suffix one position to the left (primary -> 0)."""
+    if row == fm.primary:
+        return np.int64(0)
+    c = _bwt(fm, row)
+    return fm.C1[c] + _occ1(fm, c, row)
+
+
+@njit(cache=True, _nrt=False)
+def fm_step1(fm, k, l, c):
+    """Prepend base c (0..3) to the pattern of row interval [k, l); c > 3 gives an empty interval."""
+    if c > 3:
+        return np.int64(fm.n + 1), np.int64(fm.n + 1)
+    C = fm.C1[c]
+    return C + _occ1(fm, c, k), C + _occ1(fm, c, l)
+
+
+@njit(cache=True, _nrt=False)
+def fm_step2(fm, k, l, a, b):
+    """Prepend bases a, b (a leftmost: pattern P -> a b P) to the interval [k, l)."""
+    if a > 3 or b > 3:
+        return np.int64(fm.n + 1), np.int64(fm.n + 1)
+    ab = (a << 2) | b
+    C = fm.C2[ab]
+    return C + _occ2(fm, ab, k), C + _occ2(fm, ab, l)
+
+
+@njit(cache=True, _nrt=False)
+def fm_sa(fm, row):
+    """Suffix-array value (position in T) of a row, by LF walking to a sampled row."""
+    mask = (np.int64(1) << fm.sa_shift) - 1
+    steps = np.int64(0)
+    while row & mask:
+        if row == fm.primary:
+            return steps
+        c = _bwt(fm, row)
+        row = fm.C1[c] + _occ1(fm, c, row)
+        steps += 1
+    return steps + np.int64(fm.sa[row >> fm.sa_shift])
+
+
+@njit(cache=True)
+def fm_count(fm, pat):
+    """Row interval [k, l) of a pattern (uint8 codes) using double steps (testing/utility)."""
+    k = np.int64(0)
+    l = np.int64(fm.n + 1)
+    i = pat.shape[0]
+    while i >= 2 and k < l:
+        k, l = fm_step2(fm, k, l, np.int64(pat[i - 2]), np.int64(pat[i - 1]))
+        i -= 2
+    if i == 1 and k < l:
+        k, l = fm_step1(fm, k, l, np.int64(pat[0]))
+    return k, l
+
+
+@njit(cache=True)
+def fm_locate(fm, k, l):
+    """SA values of the rows [k, l) (int64 array)."""
+    out = np.empty(max(l - k, 0), dtype=np.int64)
+    for j in range(k, l):
+        out[j - k] = fm_sa(fm, j)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# construction
+# ------------------------------------------------------------------------------------------------
+
+
+def build_text(pac: np.ndarray) -> np.ndarray:
+    """T = pac + revcomp(pac) as uint8 codes 0..3."""
+    pac = np.asarray(pac, dtype=np.uint8)
+    lp = pac.shape[0]
+    t = np.empty(2 * lp, dtype=np.uint8)
+    t[:lp] = pac
+    np.subtract(3, pac[::-1], out=t[lp:])
+    return t
+
+
+@njit(cache=True, parallel=True)
+def _fill_occ(T, SA, n, occ, b0, b1, shift, stride, wide, nsub, sub_tot, specials):
+    """Fill blocks [b0, b1) of the occurrence table in ``nsub`` parallel pieces.
+
+    The 16 counts of each block are written relative to the start of its piece; ``sub_tot[p]``
+    receives the code totals of piece p (``_fix_occ`` turns them into cumulative counts).
+    """
+    intv = np.int64(1) << shift
+    nwords = intv >> 4
+    per = (b1 - b0 + nsub - 1) // nsub
+    for p in prange(nsub):
+        pb0 = b0 + p * per
+        pb1 = min(b1, pb0 + per)
+        counts = np.zeros(16, dtype=np.int64)
+        for b in range(pb0, pb1):
+            base = b * stride
+            for ab in range(16):
+                occ[base + ab] = counts[ab]
+            row = b * intv
+            for w in range(nwords):
+                word = np.uint64(0)
+                for k in range(16):
+                    if row <= n:
+                        s = n if row == 0 else np.int64(SA[row - 1])
+                        if s >= 2:
+                            code = np.int64(T[s - 2]) * 4 + np.int64(T[s - 1])
+                        elif s == 1:
+                            code = np.int64(T[0])
+                            specials[1] = row
+                        else:
+                            code = np.int64(0)
+                            specials[0] = row
+                        counts[code] += 1
+                        word |= np.uint64(code) << np.uint64(4 * k)
+                    row += 1
+                if wide:
+                    occ[base + 16 + w] = word
+                else:
+                    occ[base + 16 + 2 * w] = word & np.uint64(0xFFFFFFFF)
+                    occ[base + 17 + 2 * w] = word >> np.uint64(32)
+        for ab in range(16):
+            sub_tot[p, ab] = counts[ab]
+
+
+@njit(cache=True)
+def _fix_occ(occ, b0, b1, stride, nsub, sub_tot, carry):
+    """Add the counts of everything before each piece; ``carry`` (int64[16]) runs across calls."""
+    per = (b1 - b0 + nsub - 1) // nsub
+    for p in range(nsub):
+        pb0 = b0 + p * per
+        pb1 = min(b1, pb0 + per)
+        for b in range(pb0, pb1):
+            base = b * stride
+            for ab in range(16):
+                occ[base + ab] += carry[ab]
+        for ab in range(16):
+            carry[ab] += sub_tot[p, ab]
+
+
+@njit(cache=True)
+def _base_counts(T):
+    c = np.zeros(4, dtype=np.int64)
+    for i in range(T.shape[0]):
+        c[T[i]] += 1
+    return c
+
+
+def _log2_pow2(x: int, what: str) -> int:
+    if x < 1 or (x & (x - 1)) != 0:
+        raise ValueError(f"{what} must be a power of two (got {x})")
+    return x.bit_length() - 1
+
+
+def suffix_array(T: np.ndarray) -> np.ndarray:
+    """divsufsort suffix array of T (int32 when len(T) < 2**31, else int64)."""
+    import pydivsufsort
+
+    return pydivsufsort.divsufsort(np.ascontiguousarray(T, dtype=np.uint8))
+
+
+def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None = None) -> FMIndex:
+    """Build the FM-index of ``pac + revcomp(pac)``.
+
+    ``progress``: optional callable ``progress(stage: str, done: int, total: int)`` called as work
+    advances (stages ``"text"``, ``"sa"``, ``"occ"``, ``"sample"``). ``wide``: force the uint64
+    table layout (default: only when ``n + 1 >= 2**32``; forcing it is for tests).
+    """
+    pac = np.asarray(pac, dtype=np.uint8)
+    if pac.shape[0] < 1:
+        raise ValueError("cannot build an FM-index of an empty reference")
+    sa_shift = _log2_pow2(int(sa_intv), "sa_intv")
+    occ_shift = OCC_SHIFT
+
+    def _p(stage, done, total):
+        if progress is not None:
+            progress(stage, done, total)
+
+    _p("text", 0, 1)
+    T = build_text(pac)
+    n = int(T.shape[0])
+    _p("text", 1, 1)
+
+    _p("sa", 0, 1)
+    SA = suffix_array(T)
+    _p("sa", 1, 1)
+
+    wide = 1 if (n + 1 >= (1 << 32) or wide) else 0
+    wdt = np.uint64 if wide else np.uint32
+    nwords = (1 << occ_shift) >> 4
+    stride = 16 + (nwords if wide else 2 * nwords)
+    nblocks = ((n + 1) >> occ_shift) + 1
+    occ = np.empty(nblocks * stride, dtype=wdt)
+    counts = np.zeros(16, dtype=np.int64)
+    specials = np.full(2, -1, dtype=np.int64)
+    nsub = max(1, int(get_num_threads()))
+    sub_tot = np.zeros((nsub, 16), dtype=np.int64)
+    step = max(nsub, (1 << 25) >> occ_shift)  # ~32M rows per call
+    _p("occ", 0, nblocks)
+    for b0 in range(0, nblocks, step):
+        b1 = min(nblocks, b0 + step)
+        _fill_occ(T, SA, np.int64(n), occ, np.int64(b0), np.int64(b1), np.int64(occ_shift),
+                  np.int64(stride), np.int64(wide), np.int64(nsub), sub_tot, specials)
+        _fix_occ(occ, np.int64(b0), np.int64(b1), np.int64(stride), np.int64(nsub), sub_tot, counts)
+        _p("occ", b1, nblocks)
+    primary, row_sa1 = int(specials[0]), int(specials[1])
+    assert primary >= 1 and row_sa1 >= 1
+    t0 = int(T[0])
+
+    _p("sample", 0, 1)
+    intv = 1 << sa_shift
+    sa = np.empty(n // intv + 1, dtype=wdt)
+    sa[0] = n
+    sa[1:] = SA[intv - 1::intv]
+    del SA
+    _p("sample", 1, 1)
+
+    # C1 / C2
+    bc = _base_counts(T)
+    C1 = np.empty(6, dtype=np.int64)
+    C1[0] = 1
+    for c in range(4):
+        C1[c + 1] = C1[c] + bc[c]
+    C1[5] = C1[4]
+    pair = counts.copy()  # stored codes = pairs at text positions 0..n-2, plus the two fakes
+    pair[0] -= 1
+    pair[t0] -= 1
+    last = int(T[n - 1])
+    C2 = np.empty(17, dtype=np.int64)
+    for a in range(4):
+        acc = C1[a] + (1 if last == a else 0)
+        for b in range(4):
+            C2[a * 4 + b] = acc
+            acc += pair[a * 4 + b]
+    C2[16] = n + 1
+    del T
+    return FMIndex(
+        n=n,
+        l_pac=int(pac.shape[0]),
+        primary=primary,
+        row_sa1=row_sa1,
+        t0=t0,
+        C1=C1,
+        C2=C2,
+        occ=occ,
+        occ_shift=occ_shift,
+        occ_stride=stride,
+        occ_wide=wide,
+        sa=sa,
+        sa_shift=sa_shift,
+    )
+
+
+def fm_params(fm: FMIndex) -> dict:
+    """Scalar fields of an FMIndex (for storage)."""
+    return {
+        k: int(getattr(fm, k))
+        for k in ("n", "l_pac", "primary", "row_sa1", "t0", "occ_shift", "occ_stride", "occ_wide", "sa_shift")
+    }

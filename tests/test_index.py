@@ -1,0 +1,417 @@
+"""Tests of the reference packing, the FM-index and the index file (g3align.index)."""
+
+import gzip
+import os
+import shutil
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+from g3align.index import fasta as F
+from g3align.index.build import build_index
+from g3align.index.fm import (
+    build_fm,
+    build_text,
+    fm_bwt,
+    fm_count,
+    fm_lf,
+    fm_locate,
+    fm_occ1,
+    fm_occ2,
+    fm_occ4,
+    fm_sa,
+    fm_step1,
+    fm_step2,
+)
+from g3align.index.store import IndexFormatError, index_path, load_index, read_index_meta, save_index
+from numba import njit
+
+HAVE_BWA = shutil.which("bwa") is not None
+
+# glibc: srand48(11); then lrand48() x 12  (computed with a 5-line C program)
+LRAND48_SEED11 = [1609868485, 1074594562, 470884846, 2128573038, 960673312, 346697164,
+                  303961605, 444770020, 1109020034, 1241372325, 865094427, 1652518985]
+# glibc: srand48(0); lrand48() x 2
+LRAND48_SEED0 = [366850414, 1610402240]
+
+
+# ------------------------------------------------------------------------------------------------
+# lrand48 / FASTA
+# ------------------------------------------------------------------------------------------------
+
+
+def test_lrand48_matches_glibc():
+    assert F.lrand48_seq(11, 12).tolist() == LRAND48_SEED11
+    assert F.lrand48_seq(0, 2).tolist() == LRAND48_SEED0
+
+
+def _write(path, text, mode="plain"):
+    data = text.encode() if isinstance(text, str) else text
+    if mode == "gzip":
+        with gzip.open(path, "wb") as fh:
+            fh.write(data)
+    elif mode == "bgzip":
+        import pysam
+
+        with pysam.BGZFile(str(path), "wb") as fh:
+            fh.write(data)
+    else:
+        with open(path, "wb") as fh:
+            fh.write(data)
+    return str(path)
+
+
+FA_TEXT = (
+    "\n>chr1 first contig\nACGTacgtNN\nNNRYn\n\n>chr2\tdesc two\nggcc\nAAAA\n>empty\n>chr3\n"
+    "NnNNaC\n"
+)
+
+
+def _expected_codes():
+    # chr1: ACGTacgt NNNN R Y n ; chr2: ggccAAAA ; empty ; chr3: N n NN a C
+    seq = "ACGTacgtNNNNRYn" + "ggccAAAA" + "" + "NnNNaC"
+    draws = iter(F.lrand48_seq(11, 100) & 3)
+    return np.array(["ACGTacgt".index(ch) % 4 if ch in "ACGTacgt" else int(next(draws)) for ch in seq],
+                    dtype=np.uint8)
+
+
+@pytest.mark.parametrize("mode", ["plain", "gzip", "bgzip", "crlf"])
+def test_read_fasta_packing(tmp_path, mode):
+    text = FA_TEXT.replace("\n", "\r\n") if mode == "crlf" else FA_TEXT
+    path = _write(tmp_path / "r.fa", text, "plain" if mode == "crlf" else mode)
+    ref = F.read_fasta(path)
+    assert ref.names == ["chr1", "chr2", "empty", "chr3"]
+    assert ref.comments == ["first contig", "desc two", "", ""]
+    assert ref.offsets.tolist() == [0, 15, 23, 23, 29]
+    assert ref.l_pac == 29 and ref.pac.dtype == np.uint8
+    assert np.array_equal(ref.pac, _expected_codes())
+    # holes: runs of the same character within a contig (case-sensitive), offsets in pac
+    assert ref.hole_off.tolist() == [8, 12, 13, 14, 23, 24, 25]
+    assert ref.hole_len.tolist() == [4, 1, 1, 1, 1, 1, 2]
+    assert bytes(ref.hole_chr).decode() == "NRYnNnN"
+    assert ref.src_size == os.path.getsize(path)
+
+
+def test_holes_do_not_span_contigs(tmp_path):
+    ref = F.read_fasta(_write(tmp_path / "r.fa", ">a\nACNN\n>b\nNNAC\n"))
+    assert ref.hole_off.tolist() == [2, 4] and ref.hole_len.tolist() == [2, 2]
+
+
+@pytest.mark.parametrize(
+    "text,msg",
+    [
+        ("", "empty file"),
+        ("ACGT\nACGT\n", "no '>' header"),
+        ("\nACGT\n>a\nACGT\n", "before the first '>' header"),
+        (">a\nACGT\n>b\nAC\n>a\nGG\n", "duplicate sequence name 'a'"),
+        (">a\n>b\n\n", "zero contigs"),
+        (">a\nACGT\n+\nIIII\n", "FASTQ"),
+        ("> x\nACGT\n", "empty sequence name"),
+    ],
+)
+def test_read_fasta_errors(tmp_path, text, msg):
+    path = _write(tmp_path / "bad.fa", text)
+    with pytest.raises(F.FastaFormatError, match=msg) as ei:
+        F.read_fasta(path)
+    assert "bad.fa" in str(ei.value)
+    assert isinstance(ei.value, ValueError)
+
+
+def test_read_fasta_missing(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nothere.fa"):
+        F.read_fasta(str(tmp_path / "nothere.fa"))
+
+
+def _random_fasta(rng, n_contigs=5, crlf=False):
+    iupac = "NNNNRYKMSWBDHVnnx-."
+    out = []
+    for r in range(n_contigs):
+        out.append(f">ctg{r} comment {r}\n" if r % 2 else f">ctg{r}\n")
+        L = int(rng.integers(0, 1500)) if r != 2 else 0
+        s, i = [], 0
+        while i < L:
+            if rng.random() < 0.02:
+                k = int(rng.integers(1, 40))
+                s.append(iupac[int(rng.integers(len(iupac)))] * k)
+                i += k
+            else:
+                s.append("ACGTacgt"[int(rng.integers(8))])
+                i += 1
+        s = "".join(s)
+        w = int(rng.choice([50, 60, 77]))
+        for j in range(0, len(s), w):
+            out.append(s[j:j + w] + ("\n" if rng.random() < 0.9 else "\n\n"))
+    text = "".join(out)
+    return text.replace("\n", "\r\n") if crlf else text
+
+
+def _read_bwa_sa(fn):
+    h = np.fromfile(fn, dtype=np.uint64, count=7)
+    return int(h[0]), h[1:5].astype(np.int64), int(h[5]), int(h[6]), np.fromfile(fn, np.uint64, offset=56)
+
+
+@njit
+def _sa_rows(fm, rows):
+    out = np.empty(rows.shape[0], np.int64)
+    for i in range(rows.shape[0]):
+        out[i] = fm_sa(fm, rows[i])
+    return out
+
+
+@pytest.mark.skipif(not HAVE_BWA, reason="bwa not on PATH")
+@pytest.mark.parametrize("crlf", [False, True])
+def test_against_bwa_index(tmp_path, crlf):
+    rng = np.random.default_rng(7 + crlf)
+    fa = _write(tmp_path / "syn.fa", _random_fasta(rng, crlf=crlf))
+    prefix = str(tmp_path / "bwa")
+    subprocess.run(["bwa", "index", "-p", prefix, fa], check=True, capture_output=True)
+    ref = F.read_fasta(fa)
+    # .pac / .ann / .amb
+    assert np.array_equal(F.read_bwa_pac(prefix), ref.pac)
+    l_pac, _, hoff, hlen, hchr = F.read_bwa_amb(prefix)
+    assert l_pac == ref.l_pac
+    assert np.array_equal(hoff, ref.hole_off) and np.array_equal(hlen, ref.hole_len)
+    assert np.array_equal(hchr, ref.hole_chr)
+    _, names, _, offs, lens = F.read_bwa_ann(prefix)
+    assert names == ref.names
+    assert np.array_equal(offs, ref.offsets[:-1]) and np.array_equal(lens, ref.lengths)
+    # .sa: primary, C, and every sampled suffix-array row
+    fm = build_fm(ref.pac, sa_intv=8)
+    primary, L2, intv, seq_len, bsa = _read_bwa_sa(prefix + ".sa")
+    assert primary == fm.primary and seq_len == fm.n
+    assert (L2 + 1).tolist() == fm.C1[1:5].tolist()
+    rows = np.arange(1, bsa.size + 1, dtype=np.int64) * intv
+    assert np.array_equal(_sa_rows(fm, rows), bsa.astype(np.int64))
+
+
+# ------------------------------------------------------------------------------------------------
+# FM-index brute force
+# ------------------------------------------------------------------------------------------------
+
+
+@njit
+def _dump(fm):
+    m = fm.n + 2
+    o1 = np.empty((m, 4), np.int64)
+    o4 = np.empty((m, 4), np.int64)
+    o2 = np.empty((m, 16), np.int64)
+    for i in range(m):
+        a0, a1, a2, a3 = fm_occ4(fm, i)
+        o4[i, 0] = a0
+        o4[i, 1] = a1
+        o4[i, 2] = a2
+        o4[i, 3] = a3
+        for c in range(4):
+            o1[i, c] = fm_occ1(fm, c, i)
+        for ab in range(16):
+            o2[i, ab] = fm_occ2(fm, ab, i)
+    sa = np.empty(m - 1, np.int64)
+    bwt = np.empty(m - 1, np.int64)
+    lf = np.empty(m - 1, np.int64)
+    for r in range(m - 1):
+        sa[r] = fm_sa(fm, r)
+        bwt[r] = fm_bwt(fm, r)
+        lf[r] = fm_lf(fm, r)
+    return o1, o4, o2, sa, bwt, lf
+
+
+def _naive_sa(T):
+    n = len(T)
+    tb = bytes(T.tolist())
+    return np.array(sorted(range(n + 1), key=lambda i: tb[i:]), dtype=np.int64)  # '$' = shortest
+
+
+def _texts():
+    rng = np.random.default_rng(1)
+    lengths = list(range(1, 26)) + [31, 32, 33, 63, 64, 65, 97, 128, 129, 200]
+    for L in lengths:
+        yield rng.integers(0, 4, L).astype(np.uint8)
+    for L in (1, 2, 3, 7, 32, 33, 64, 150):
+        yield np.zeros(L, np.uint8)  # all A (its revcomp is all T)
+        yield np.full(L, rng.integers(4), np.uint8)
+        yield np.tile(rng.integers(0, 4, 2).astype(np.uint8), L)[:L]
+    yield np.tile(np.array([0, 3], np.uint8), 90)  # palindromic: T == revcomp
+    yield np.array([1, 2] * 70, np.uint8)
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_fm_bruteforce(wide):
+    rng = np.random.default_rng(2)
+    for pac in _texts():
+        sa_intv = int(rng.choice([1, 2, 4, 8, 16, 32]))
+        fm = build_fm(pac, sa_intv=sa_intv, wide=wide)
+        T = build_text(pac)
+        n = T.size
+        SA = _naive_sa(T)
+        assert fm.n == n and fm.l_pac == pac.size
+        assert SA[fm.primary] == 0 and SA[fm.row_sa1] == 1
+        o1, o4, o2, sa, bwt, lf = _dump(fm)
+        assert np.array_equal(sa, SA), (pac, sa_intv)
+        prev = np.array([T[s - 1] if s >= 1 else 4 for s in SA])
+        prev2 = np.array([T[s - 2] * 4 + T[s - 1] if s >= 2 else 99 for s in SA])
+        exp1 = np.zeros((n + 2, 4), np.int64)  # exp1[i] counts rows < i (i = 0..n+1)
+        exp1[1:] = np.cumsum(prev[:, None] == np.arange(4)[None, :], axis=0)
+        exp2 = np.zeros((n + 2, 16), np.int64)
+        exp2[1:] = np.cumsum(prev2[:, None] == np.arange(16)[None, :], axis=0)
+        assert np.array_equal(o1, exp1) and np.array_equal(o4, exp1)
+        assert np.array_equal(o2, exp2)
+        assert np.array_equal(bwt, prev)
+        isa = np.empty(n + 1, np.int64)
+        isa[SA] = np.arange(n + 1)
+        assert np.array_equal(lf, np.where(SA >= 1, isa[np.maximum(SA - 1, 0)], 0))
+        # C1 / C2
+        starts = [T[s] if s < n else -1 for s in SA]
+        for c in range(4):
+            rows = [r for r in range(n + 1) if starts[r] == c]
+            assert fm.C1[c] == (rows[0] if rows else fm.C1[c + 1])
+        assert fm.C1[4] == fm.C1[5] == n + 1 and fm.C1[0] == 1
+
+
+def test_fm_search_bruteforce():
+    rng = np.random.default_rng(3)
+    for L in (1, 5, 40, 127, 300):
+        pac = rng.integers(0, 4, L).astype(np.uint8)
+        if L == 300:
+            pac[100:200] = 0
+        fm = build_fm(pac, sa_intv=4)
+        T = build_text(pac)
+        tb = bytes(T.tolist())
+        SA = _naive_sa(T)
+        suf = [tb[s:] for s in SA]
+        for plen in (1, 2, 3, 4, 5, 8, 13):
+            for _ in range(25):
+                if rng.random() < 0.5 and plen <= T.size:
+                    st = int(rng.integers(0, T.size - plen + 1))
+                    p = T[st:st + plen].copy()
+                else:
+                    p = rng.integers(0, 4, plen).astype(np.uint8)
+                pb = bytes(p.tolist())
+                rows = [r for r in range(T.size + 1) if suf[r][:plen] == pb]
+                k, l = fm_count(fm, p)
+                # single steps only
+                k1, l1 = 0, fm.n + 1
+                for c in p[::-1]:
+                    k1, l1 = fm_step1(fm, k1, l1, int(c))
+                if rows:
+                    assert (k, l) == (rows[0], rows[-1] + 1) == (k1, l1)
+                    assert sorted(fm_locate(fm, k, l).tolist()) == sorted(SA[rows].tolist())
+                else:
+                    assert k >= l and k1 >= l1
+        # ambiguous bases give empty intervals
+        k, l = fm_step1(fm, 0, fm.n + 1, 4)
+        assert k >= l
+        k, l = fm_step2(fm, 0, fm.n + 1, 1, 4)
+        assert k >= l
+
+
+# ------------------------------------------------------------------------------------------------
+# index file
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_index(tmp_path):
+    rng = np.random.default_rng(11)
+    fa = _write(tmp_path / "ref.fa", _random_fasta(rng, n_contigs=4))
+    prefix = str(tmp_path / "idx")
+    ref = F.read_fasta(fa)
+    fm = build_fm(ref.pac, sa_intv=4)
+    save_index(prefix, ref, fm)
+    return prefix, ref, fm, fa
+
+
+@pytest.mark.parametrize("use_mmap", [True, False])
+def test_store_roundtrip(small_index, use_mmap):
+    prefix, ref, fm, fa = small_index
+    ref2, fm2 = load_index(prefix, use_mmap=use_mmap)
+    for k in ("pac", "offsets", "hole_off", "hole_len", "hole_chr"):
+        a, b = getattr(ref, k), getattr(ref2, k)
+        assert a.dtype == b.dtype and np.array_equal(a, b), k
+    assert ref2.names == ref.names and ref2.comments == ref.comments and ref2.l_pac == ref.l_pac
+    for k, v in fm._asdict().items():
+        v2 = getattr(fm2, k)
+        if isinstance(v, np.ndarray):
+            assert v.dtype == v2.dtype and np.array_equal(v, v2), k
+        else:
+            assert v == v2, k
+    assert fm2.occ.flags.writeable  # numba-friendly plain arrays
+    rows = np.arange(fm.n + 1, dtype=np.int64)
+    assert np.array_equal(_sa_rows(fm2, rows), _sa_rows(fm, rows))
+    meta = read_index_meta(prefix)
+    assert meta["params"]["sa_intv"] == 4 and meta["ref"]["names"] == ref.names
+    assert meta["source"]["size"] == os.path.getsize(fa)
+
+
+def _corrupt(path, offset, data):
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        fh.write(data)
+
+
+def test_store_errors(small_index, tmp_path):
+    prefix, ref, _fm, _ = small_index
+    path = index_path(prefix)
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    meta = read_index_meta(prefix)
+
+    with pytest.raises(IndexFormatError, match="nothere.g3i.*not found"):
+        load_index(str(tmp_path / "nothere"))
+
+    def fresh():
+        with open(path, "wb") as fh:
+            fh.write(raw)
+
+    # truncated
+    with open(path, "r+b") as fh:
+        fh.truncate(len(raw) - 10)
+    with pytest.raises(IndexFormatError, match="truncated"):
+        load_index(prefix)
+    with open(path, "wb") as fh:
+        fh.write(raw[:10])
+    with pytest.raises(IndexFormatError, match="too short"):
+        load_index(prefix)
+    # corrupt array data -> checksum error naming the array; verify=False skips the check
+    fresh()
+    off = meta["arrays"]["fm.occ"]["offset"] + 20
+    _corrupt(path, off, bytes([raw[off] ^ 0x5A]))
+    with pytest.raises(IndexFormatError, match=r"idx\.g3i.*checksum mismatch in array fm\.occ"):
+        load_index(prefix)
+    load_index(prefix, verify=False)
+    # corrupt header
+    fresh()
+    _corrupt(path, 40, b"#")
+    with pytest.raises(IndexFormatError, match="header is corrupt"):
+        load_index(prefix)
+    # wrong version
+    fresh()
+    _corrupt(path, 8, struct.pack("<I", 999))
+    with pytest.raises(IndexFormatError, match="version 999 is not supported"):
+        load_index(prefix)
+    # not an index
+    fresh()
+    _corrupt(path, 0, b"BWAINDEX")
+    with pytest.raises(IndexFormatError, match="bad magic"):
+        load_index(prefix)
+    fresh()
+    ref2, _ = load_index(prefix)
+    assert ref2.names == ref.names
+    # messages are one line
+    try:
+        load_index(str(tmp_path / "nothere"))
+    except IndexFormatError as e:
+        assert "\n" not in str(e)
+
+
+def test_build_index(tmp_path, capsys):
+    fa = _write(tmp_path / "g.fa.gz", FA_TEXT, "bgzip")
+    out = build_index(fa, str(tmp_path / "g"), sa_intv=2, progress=True)
+    assert out == str(tmp_path / "g.g3i") and os.path.exists(out)
+    err = capsys.readouterr().err
+    assert "[M::index] read 4 sequence(s), 29 bp" in err and "[M::index] index built in" in err
+    ref, fm = load_index(str(tmp_path / "g"))
+    assert np.array_equal(ref.pac, _expected_codes())
+    assert fm.sa_shift == 1 and fm.n == 58
+    # default prefix = the FASTA path
+    assert build_index(fa, progress=False) == fa + ".g3i"
