@@ -301,8 +301,9 @@ def chain_and_filter(fm, offsets, l_pac, mb, me, mk, ms, opt):
 
 
 @nb.njit(cache=True)
-def frac_rep(mb, me, ms, L, max_occ):
-    """Fraction of the read covered by seeds occurring more than max_occ times."""
+def rep_len(mb, me, ms, max_occ):
+    """Read bases covered by seeds occurring more than max_occ times (bwa's l_rep; frac_rep is
+    float32(l_rep)/float32(read length))."""
     b = 0
     e = 0
     l_rep = 0
@@ -318,4 +319,4 @@ def frac_rep(mb, me, ms, L, max_occ):
         else:
             e = e if e > se else se
     l_rep += e - b
-    return np.float32(l_rep) / np.float32(L)
+    return l_rep

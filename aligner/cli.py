@@ -10,6 +10,7 @@ import shlex
 import sys
 
 import click
+import numpy as np
 
 from g3align import __version__
 
@@ -60,7 +61,7 @@ def _opt(*names, **kw):
     return click.option(*names, **kw)
 
 
-@main.command("mem", context_settings={"ignore_unknown_options": False})
+@main.command("mem", context_settings={"help_option_names": ["--help"]})
 @_opt("-t", "threads", type=int, default=1, help="number of threads [1]")
 @_opt("-k", "min_seed_len", type=int, default=None, help="minimum seed length [19]")
 @_opt("-w", "band", type=int, default=None, help="band width for banded alignment [100]")
@@ -166,34 +167,40 @@ def _build_mem_options(kw):
 
 
 def _run_mem(kw):
-    from g3align.aligner.pipeline import MemAligner, run_mem_se, log
-    from g3align.aligner.reads import read_batches, ReadFormatError
-    from g3align.aligner.samhdr import sam_header, parse_rg_line, OutputSink
+    from g3align.aligner.pipeline import MemAligner, run_mem_se, run_mem_pe, user_pestat, log
+    from g3align.aligner.reads import read_batches, read_pair_batches, ReadFormatError
+    from g3align.aligner.samhdr import sam_header, parse_rg, parse_header_arg, OutputSink
     from g3align.index.store import load_index, IndexFormatError
 
     opt = _build_mem_options(kw)
     verbose = kw["verbose"]
-    if kw["reads2"] is not None or kw["interleaved"]:
-        raise G3Error("paired-end alignment is not implemented yet (single-end only in this version)")
+    paired = kw["reads2"] is not None or kw["interleaved"]
+    if kw["reads2"] is not None and kw["interleaved"]:
+        log("[W::mem] when '-p' is in use, the second query file is ignored.", verbose, 2)
+        kw["reads2"] = None
     if kw["device"] == "gpu":
         raise G3Error("--device gpu: the GPU pipeline is not available yet; use --device cpu")
     rg_line, rg_id = None, ""
     if kw["rg"] is not None:
         try:
-            rg_line, rg_id = parse_rg_line(kw["rg"])
+            rg_line, rg_id = parse_rg(kw["rg"])
         except ValueError as e:
             raise G3Error(str(e))
     hdr_lines = []
     if kw["hdr"] is not None:
-        if kw["hdr"].startswith("@"):
-            hdr_lines.append(kw["hdr"].replace("\\t", "\t"))
-        else:
-            try:
-                with open(kw["hdr"]) as fh:
-                    hdr_lines += [ln.rstrip("\n") for ln in fh if ln.strip()]
-            except OSError as e:
-                raise G3Error(f"cannot read header file '{kw['hdr']}': {e.strerror}")
-    for p in (kw["reads1"],):
+        try:
+            hdr_lines = parse_header_arg(kw["hdr"])
+        except (OSError, ValueError) as e:
+            raise G3Error(f"-H: {e}")
+    pes = None
+    if kw["insert"] is not None:
+        try:
+            pes = user_pestat(kw["insert"])
+        except ValueError as e:
+            raise G3Error(str(e))
+    for p in (kw["reads1"], kw["reads2"]):
+        if p is None:
+            continue
         if p != "-" and not os.path.exists(p):
             raise G3Error(f"fail to open file '{p}'")
     try:
@@ -207,12 +214,32 @@ def _run_mem(kw):
     aligner = MemAligner(ref, fm, opt, rg_id=rg_id, copy_comment=kw["copy_comment"])
     try:
         with OutputSink(kw["output"], header) as sink:
-            n, dt = run_mem_se(aligner, read_batches(kw["reads1"], chunk_size=chunk), sink, verbose)
+            if not paired:
+                n, dt = run_mem_se(aligner, read_batches(kw["reads1"], chunk_size=chunk), sink, verbose)
+            else:
+                batches = (read_pair_batches(kw["reads1"], kw["reads2"], chunk_size=chunk) if kw["reads2"]
+                           else _interleaved(read_batches(kw["reads1"], chunk_size=chunk), kw["reads1"]))
+                n, dt = run_mem_pe(aligner, batches, sink, verbose, pes)
     except ReadFormatError as e:
         raise G3Error(str(e))
     except OSError as e:
         raise G3Error(f"I/O error: {e}")
     log(f"[M::main] Processed {n} reads in {dt:.3f} sec", verbose)
+
+
+def _interleaved(batches, path):
+    """-p input: mates must be adjacent records with the same name."""
+    from g3align.aligner.reads import ReadFormatError
+    for b in batches:
+        if b.n % 2:
+            raise ReadFormatError(f"{path}: interleaved input has an odd number of records "
+                                  f"(record {b.first_id + b.n} has no mate)")
+        bad = np.flatnonzero(np.array(b.names[0::2], dtype=object) != np.array(b.names[1::2], dtype=object))
+        if bad.size:
+            k = 2 * int(bad[0])
+            raise ReadFormatError(f"{path}: records {b.first_id + k + 1} and {b.first_id + k + 2} are not "
+                                  f"mates ('{b.names[k]}' vs '{b.names[k + 1]}')")
+        yield b
 
 
 # ------------------------------------------------------------------------------------------ compare
@@ -222,6 +249,12 @@ def compare_cmd(args):
     """Per-read concordance of TEST.sam against GOLD.sam (see `g3align compare --help`)."""
     from g3align.aligner import compare
     sys.exit(compare.main(list(args)))
+
+
+# ------------------------------------------------------------------------------------------ align
+from g3align.aligner.align_cli import align_cmd  # noqa: E402  (pairwise DP engine, issue 7)
+
+main.add_command(align_cmd)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import numba as nb
 import numpy as np
 
 from g3align.aligner.smem import collect_intv
-from g3align.aligner.chain import chain_and_filter, frac_rep
+from g3align.aligner.chain import chain_and_filter, rep_len
 from g3align.aligner.extend import chain2aln, flt_chained_seeds, NF, SECONDARY, SECONDARY_ALL, SCORE, \
     IS_ALT, QB
 from g3align.aligner.select import sort_dedup_patch, mark_primary_se, INT_MAX
@@ -23,14 +23,14 @@ F_PRIMARY5 = 0x800
 
 @nb.njit(cache=True)
 def align1_core(fm, offsets, l_pac, pac, q, opt, mat):
-    """Alignment regions of one read: (R, n_regions, frac_rep)."""
+    """Alignment regions of one read: (R, n_regions, l_rep)."""
     L = q.shape[0]
     R = np.zeros((8, NF), np.int64)
     if L < opt.min_seed_len:
-        return R, 0, np.float32(0.0)
+        return R, 0, 0
     mb, me, mk, ms = collect_intv(fm, q, L, opt.min_seed_len, opt.split_factor, opt.split_width,
                                   opt.max_mem_intv)
-    fr = frac_rep(mb, me, ms, L, opt.max_occ)
+    fr = rep_len(mb, me, ms, opt.max_occ)
     (s_rbeg, s_qbeg, s_len, s_score, ch_off, ch_seed, ch_rid, ch_w, ch_kept, ch_first,
      ch_is_alt) = chain_and_filter(fm, offsets, l_pac, mb, me, mk, ms, opt)
     ch_off, ch_seed = flt_chained_seeds(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_score,
@@ -39,7 +39,7 @@ def align1_core(fm, offsets, l_pac, pac, q, opt, mat):
     for c in range(ch_off.shape[0] - 1):
         R, nreg = chain2aln(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_score,
                             ch_seed[ch_off[c]:ch_off[c + 1]], ch_rid[c], fr, R, nreg)
-    nreg = sort_dedup_patch(opt, mat, l_pac, pac, q, R, nreg)
+    nreg = sort_dedup_patch(opt, mat, l_pac, pac, q, R, nreg, True)
     return R, nreg, fr
 
 
@@ -79,17 +79,27 @@ _EMPTY_U32 = np.zeros(0, np.uint32)
 
 @nb.njit(cache=True)
 def reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, name, qual, has_qual,
-               comment, rg_id, R, nreg, fr, read_id):
+               comment, rg_id, R, nreg, read_id):
     """mem_mark_primary_se + mem_reg2sam for one single-end read; appends records to buf."""
     mark_primary_se(opt, R, nreg, read_id)
     if opt.flag & F_PRIMARY5:
         reorder_primary5(opt, R, nreg)
+    return reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, name, qual, has_qual,
+                   comment, rg_id, R, nreg, 0, False, -1, -1, 0, _EMPTY_U32)
+
+
+@nb.njit(cache=True)
+def reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, name, qual, has_qual,
+            comment, rg_id, R, nreg, extra_flag, m_has, m_rid, m_pos, m_rev, m_cig):
+    """bwa's mem_reg2sam on regions already marked primary/secondary: the read's records (primary,
+    supplementary, with -a secondary; or one unmapped record), with `extra_flag` and the mate's
+    position (m_*) for paired reads."""
     L = q.shape[0]
     has_xa = False
     xa_off = np.zeros(nreg + 1, np.int64)
     xa = _EMPTY_U8
     if not (opt.flag & F_ALL):
-        xa_off, xa, has_xa = gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, nreg, fr, ctg_names, ctg_off)
+        xa_off, xa, has_xa = gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, nreg, ctg_names, ctg_off)
     cap = nreg if nreg > 0 else 1
     l_rid = np.empty(cap, np.int64)
     l_pos = np.empty(cap, np.int64)
@@ -115,7 +125,8 @@ def reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, 
         if sec >= 0 and sec < INT_MAX and np.float32(R[k, SCORE]) < np.float32(R[sec, SCORE]) * opt.drop_ratio:
             continue
         rid, pos, is_rev, mapq, flag, nm, cig, md, score, sub, alt_sc = reg2aln(
-            opt, mat, offsets, l_pac, pac, L, q, R, k, fr)
+            opt, mat, offsets, l_pac, pac, L, q, R, k)
+        flag |= extra_flag
         if sec >= 0:
             sub = -1
         if m > 0 and sec < 0:
@@ -149,8 +160,9 @@ def reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, 
         m += 1
     if m == 0:
         buf, nbuf = write_record(buf, nbuf, opt, name, q, qual, has_qual, comment, rg_id, ctg_names, ctg_off,
-                                 -1, -1, 0, 0, 0, 0, _EMPTY_U32, _EMPTY_U8, 0, 0, 0, _EMPTY_U8, 0,
-                                 l_rid, l_pos, l_rev, cig_off, cigs, l_mapq, l_nm, l_flag, 0)
+                                 -1, -1, 0, 0, extra_flag, 0, _EMPTY_U32, _EMPTY_U8, 0, 0, 0, _EMPTY_U8, 0,
+                                 l_rid, l_pos, l_rev, cig_off, cigs, l_mapq, l_nm, l_flag, 0,
+                                 m_has, m_rid, m_pos, m_rev, m_cig)
         return buf, nbuf
     for j in range(m):
         k = l_k[j]
@@ -159,7 +171,8 @@ def reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, 
                                  l_rid[j], l_pos[j], l_rev[j], l_mapq[j], l_flag[j], l_nm[j],
                                  cigs[cig_off[j]:cig_off[j + 1]], mds[md_off[j]:md_off[j + 1]],
                                  l_score[j], l_sub[j], l_alt[j], xa_j, j,
-                                 l_rid, l_pos, l_rev, cig_off, cigs, l_mapq, l_nm, l_flag, m)
+                                 l_rid, l_pos, l_rev, cig_off, cigs, l_mapq, l_nm, l_flag, m,
+                                 m_has, m_rid, m_pos, m_rev, m_cig)
     return buf, nbuf
 
 
@@ -175,5 +188,5 @@ def align_range_se(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qu
         qu = qual[seq_off[i]:seq_off[i + 1]] if has_qual else _EMPTY_U8
         buf, nbuf = reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q,
                                names[name_off[i]:name_off[i + 1]], qu, has_qual,
-                               comments[com_off[i]:com_off[i + 1]], rg_id, R, nreg, fr, first_id + i)
+                               comments[com_off[i]:com_off[i + 1]], rg_id, R, nreg, first_id + i)
     return buf[:nbuf]

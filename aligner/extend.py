@@ -17,8 +17,8 @@ from g3align.aligner.ksw import ksw_extend2, ksw_align2
 
 # region fields
 RB, RE, QB, QE, RID, SCORE, TRUESC, SUB, ALT_SC, CSUB, SUB_N, W, SEEDCOV, SECONDARY, SECONDARY_ALL, \
-    SEEDLEN0, N_COMP, IS_ALT, HASH = range(19)
-NF = 19
+    SEEDLEN0, N_COMP, IS_ALT, HASH, LREP, QLEN = range(21)
+NF = 21  # LREP/QLEN: the region's frac_rep is float32(LREP)/float32(QLEN) (bwa's float frac_rep)
 
 MEM_SHORT_EXT = 50
 MEM_SHORT_LEN = 200
@@ -94,7 +94,7 @@ def flt_chained_seeds(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len
 
 
 @nb.njit(cache=True)
-def chain2aln(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_score, seeds, rid, frac_rep,
+def chain2aln(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_score, seeds, rid, l_rep,
               R, nreg):
     """Extend one chain; regions are appended to R from row nreg. Returns (R, nreg)."""
     nseed = seeds.shape[0]
@@ -254,4 +254,6 @@ def chain2aln(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_scor
         R[a, SEEDCOV] = cov
         R[a, W] = aw0 if aw0 > aw1 else aw1
         R[a, SEEDLEN0] = sl
+        R[a, LREP] = l_rep
+        R[a, QLEN] = L
     return R, nreg

@@ -22,15 +22,17 @@ Public functions (see each docstring for details)
     -> (score, qle, tle, gtle, gscore, max_off)
 ``ksw_global2(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins, w)``
     -> (score, cigar)
-``ksw_global2_score(...same args...)``                      -> score
 ``ksw_align2(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins, xtra)``
     -> (score, te, qe, score2, te2, tb, qb)
 ``gen_cigar2(mat, o_del, e_del, o_ins, e_ins, w, l_pac, pac, l_query, query, rb, re)``
     -> (score, cigar, NM, MD)
-``gen_cigar2_score(...same args...)``                       -> (score, ok)
 
-``*_ws`` variants take caller-owned scratch buffers so that hot loops over many
-reads do not allocate; the plain variants allocate their scratch once per call.
+Scratch-buffer variants (no allocation except the returned CIGAR) for hot loops:
+``ksw_extend2_ws(..., h0, ws)``                 ws: int32[extend_ws_size(qlen, m)]
+``ksw_global2_ws(..., w, with_cigar, ws, zbuf)`` (ws, zbuf) sizes: global_ws_size(qlen, tlen, m, w);
+                                                with_cigar=False: score only, empty cigar
+``ksw_align2_ws(..., xtra, ws, ws8)``           (int32, uint8) sizes: align_ws_size(qlen, tlen, m)
+The plain variants allocate their scratch once per call.
 """
 
 import numpy as np
@@ -81,7 +83,7 @@ def extend_ws_size(qlen, m):
     return 2 * (qlen + 2) + m * qlen
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def ksw_extend2_ws(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins,
                    w, end_bonus, zdrop, h0, ws):
     """ksw_extend2 with a caller-provided int32 scratch array ``ws`` of length
@@ -179,10 +181,9 @@ def ksw_extend2_ws(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins
         hrow[end] = h1
         erow[end] = 0
         jlast = end if end > beg else beg
-        if jlast == qlen:          # the whole query was consumed in this row
-            if h1 >= gscore:
-                max_ie = i
-                gscore = h1
+        if jlast == qlen and h1 >= gscore:  # whole query consumed in this row
+            max_ie = i
+            gscore = h1
         if rmax == 0:
             break
         if rmax > best:
@@ -371,16 +372,6 @@ def ksw_global2(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins, w
                           w, True, ws, z)
 
 
-@njit(cache=True)
-def ksw_global2_score(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins, w):
-    """Score of ksw_global2 without traceback (no O(qlen*w) matrix)."""
-    a, b = global_ws_size(qlen, tlen, m, w)
-    ws = np.empty(a, np.int32)
-    z = np.empty(0, np.uint8)
-    return ksw_global2_ws(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins,
-                          w, False, ws, z)[0]
-
-
 # ----------------------------------------------------------------------------
 # local Smith-Waterman (bwa's striped SSE2 ksw_u8 / ksw_i16, emulated)
 # ----------------------------------------------------------------------------
@@ -399,7 +390,7 @@ def ksw_global2_score(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_
 #     Gotoh recursion used here - provided o_ins > 0.  With o_ins <= 0 the
 #     lazy-F loop's exit test fires before a carried gap has been propagated
 #     and the scores really differ; _striped_row then replays bwa's loop
-#     order literally (about 1.3x slower, used only for that case).
+#     order literally (about 2x slower, used only for that case).
 #   * The padding cells are real DP cells (score 0 against any base); they
 #     never beat the best score but enter the per-row maxima that feed the
 #     second-best (score2/te2) bookkeeping, so they are computed too.
@@ -409,7 +400,7 @@ def ksw_global2_score(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_
 #     array does it (comparing against the row stored in the current entry).
 
 @njit(cache=True)
-def _striped_row(nlen, slen, p, byte, shift, poff, prof, hprev, hcur, erow, carry,
+def _striped_row(nlen, slen, p, cap, shift, poff, prof, hprev, hcur, erow, carry,
                  oe_del, e_del, oe_ins, e_ins):
     """One target row in the exact order of bwa's SIMD loops.  First pass: F
     restarted at every segment start, E derived from that provisional H; the
@@ -430,17 +421,12 @@ def _striped_row(nlen, slen, p, byte, shift, poff, prof, hprev, hcur, erow, carr
             seg = 0
             f = 0
         seg += 1
-        if byte:
-            mm = diag + prof[poff + j]
-            if mm > 255:
-                mm = 255
-            mm -= shift
-            if mm < 0:
-                mm = 0
-        else:
-            mm = diag + prof[poff + j]
-            if mm > 32767:
-                mm = 32767
+        mm = diag + prof[poff + j]
+        if mm > cap:
+            mm = cap
+        mm -= shift
+        if mm < 0:
+            mm = 0
         diag = hprev[j]
         e = erow[j]
         h = mm if mm > e else e
@@ -492,17 +478,15 @@ def _striped_row(nlen, slen, p, byte, shift, poff, prof, hprev, hcur, erow, carr
 
 
 @njit(cache=True)
-def _sw_pass(qlen, query, qrev, tlen, target, trev, m, mat, o_del, e_del, o_ins, e_ins,
+def _sw_pass(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins,
              xtra, byte, striped, prof, hA, hB, erow, bsc, bte, carry):
-    """One ksw_u8 / ksw_i16 scan.  Query position j is query[qlen-1-j] when qrev
-    else query[j]; target row i is target[trev-1-i] for i < trev else target[i].
+    """One ksw_u8 / ksw_i16 scan of query[0:qlen] against target[0:tlen].
     striped=True follows the SIMD code's segment/lazy-F order literally
     (required when o_ins <= 0, see above); otherwise the plain recursion.
     Returns (score, te, qe, score2, te2)."""
     p = 16 if byte else 8
     slen = (qlen + p - 1) // p
     nlen = slen * p
-    # bias used by the unsigned 8-bit variant (256 - min score, as a byte)
     mn = 127
     mxs = 0
     for a in range(m * m):
@@ -510,19 +494,24 @@ def _sw_pass(qlen, query, qrev, tlen, target, trev, m, mat, o_del, e_del, o_ins,
             mn = mat[a]
         if mat[a] > mxs:
             mxs = mat[a]
-    shift = (256 - (mn & 0xff)) & 0xff
     qmax = mxs & 0xff
+    # Cell update for both widths: M = min(diag + prof, cap) - shift, floored
+    # at 0.  8-bit: prof holds (score + shift) as a byte and cap = 255 models
+    # the saturating add; 16-bit: shift = 0, cap = 32767 (the floor is
+    # harmless there since E, F >= 0).
+    if byte:
+        shift = (256 - (mn & 0xff)) & 0xff
+        cap = 255
+    else:
+        shift = 0
+        cap = 32767
     for c in range(m):
         base = c * nlen
         for j in range(nlen):
+            s = 0
             if j < qlen:
-                s = mat[c * m + (query[qlen - 1 - j] if qrev else query[j])]
-            else:
-                s = 0
-            if byte:
-                prof[base + j] = (s + shift) & 0xff
-            else:
-                prof[base + j] = s
+                s = mat[c * m + query[j]]
+            prof[base + j] = ((s + shift) & 0xff) if byte else s
     for j in range(nlen):
         hA[j] = 0
         erow[j] = 0
@@ -537,27 +526,21 @@ def _sw_pass(qlen, query, qrev, tlen, target, trev, m, mat, o_del, e_del, o_ins,
     hprev = hA
     hcur = hB
     for i in range(tlen):
-        tb = target[trev - 1 - i] if i < trev else target[i]
-        poff = tb * nlen
+        poff = target[i] * nlen
         if striped:
-            imax = _striped_row(nlen, slen, p, byte, shift, poff, prof, hprev, hcur, erow,
+            imax = _striped_row(nlen, slen, p, cap, shift, poff, prof, hprev, hcur, erow,
                                 carry, oe_del, e_del, oe_ins, e_ins)
         else:
             diag = 0
             f = 0
             imax = 0
             for j in range(nlen):
-                if byte:
-                    mm = diag + prof[poff + j]
-                    if mm > 255:
-                        mm = 255
-                    mm -= shift
-                    if mm < 0:
-                        mm = 0
-                else:
-                    mm = diag + prof[poff + j]
-                    if mm > 32767:
-                        mm = 32767
+                mm = diag + prof[poff + j]
+                if mm > cap:
+                    mm = cap
+                mm -= shift
+                if mm < 0:
+                    mm = 0
                 diag = hprev[j]
                 e = erow[j]
                 h = mm if mm > e else e
@@ -580,6 +563,8 @@ def _sw_pass(qlen, query, qrev, tlen, target, trev, m, mat, o_del, e_del, o_ins,
                 if t > f:
                     f = t
         if imax >= minsc:
+            # rows scoring >= minsc; a row right after the row stored in the
+            # last entry updates that entry, otherwise a new entry starts
             if n_b == 0 or bte[n_b - 1] + 1 != i:
                 bsc[n_b] = imax
                 bte[n_b] = i
@@ -596,18 +581,15 @@ def _sw_pass(qlen, query, qrev, tlen, target, trev, m, mat, o_del, e_del, o_ins,
                 if hcur[j] > best:
                     best = hcur[j]
                     qe = j
-            if byte:
-                if gmax + shift >= 255 or gmax >= endsc:
-                    break
-            elif gmax >= endsc:
+            if gmax >= endsc or (byte and gmax + shift >= 255):
                 break
         tmp = hprev
         hprev = hcur
         hcur = tmp
-    score2 = -1
-    te2 = -1
     if byte and gmax + shift >= 255:
         return 255, te, -1, -1, -1
+    score2 = -1
+    te2 = -1
     if n_b > 0:
         r = (gmax + qmax - 1) // qmax
         low = te - r
@@ -622,22 +604,15 @@ def _sw_pass(qlen, query, qrev, tlen, target, trev, m, mat, o_del, e_del, o_ins,
 
 @njit(cache=True)
 def align_ws_size(qlen, tlen, m):
-    """Length of the int32 scratch array needed by :func:`ksw_align2_ws`
-    (covers both the 8- and 16-bit layouts)."""
+    """(int32 scratch length, uint8 scratch length) needed by
+    :func:`ksw_align2_ws` (covers both the 8- and 16-bit layouts)."""
     nlen = (qlen + 7) // 8 * 8 + 16
-    return (m + 3) * nlen + 2 * tlen + 2 + 16
+    return (m + 3) * nlen + 2 * tlen + 2 + 16, qlen + tlen
 
 
-@njit(cache=True)
-def ksw_align2_ws(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins, xtra, ws):
-    """ksw_align2 with caller scratch ``ws`` (int32, >= align_ws_size)."""
-    return _align2_impl(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins, xtra,
-                        o_ins <= 0, ws)
-
-
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _align2_impl(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins, xtra,
-                 striped, ws):
+                 striped, ws, ws8):
     byte = (xtra & KSW_XBYTE) != 0
     nlen = (qlen + 7) // 8 * 8 + 16
     prof = ws[0:m * nlen]
@@ -650,7 +625,7 @@ def _align2_impl(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins, 
     bte = ws[o + tlen + 1:o + 2 * tlen + 2]
     o += 2 * tlen + 2
     carry = ws[o:o + 16]
-    score, te, qe, score2, te2 = _sw_pass(qlen, query, False, tlen, target, 0, m, mat,
+    score, te, qe, score2, te2 = _sw_pass(qlen, query, tlen, target, m, mat,
                                           o_del, e_del, o_ins, e_ins, xtra, byte,
                                           striped, prof, hA, hB, erow, bsc, bte, carry)
     tb = -1
@@ -658,8 +633,15 @@ def _align2_impl(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins, 
     if (xtra & KSW_XSTART) == 0 or ((xtra & KSW_XSUBO) != 0 and score < (xtra & 0xffff)):
         return score, te, qe, score2, te2, tb, qb
     # reverse pass: reversed query[0..qe] against the target whose first te+1
-    # bases are reversed, stopping once the forward score is reached
-    rs, rte, rqe, _s2, _t2 = _sw_pass(qe + 1, query, True, tlen, target, te + 1, m, mat,
+    # bases are reversed (the rest unchanged), stopping once the forward score
+    # is reached
+    rq = ws8[0:qe + 1]
+    rt = ws8[qlen:qlen + tlen]
+    for x in range(qe + 1):
+        rq[x] = query[qe - x]
+    for x in range(tlen):
+        rt[x] = target[te - x] if x <= te else target[x]
+    rs, rte, rqe, _s2, _t2 = _sw_pass(qe + 1, rq, tlen, rt, m, mat,
                                       o_del, e_del, o_ins, e_ins, KSW_XSTOP | score, byte,
                                       striped, prof, hA, hB, erow, bsc, bte, carry)
     if rs == score:
@@ -669,49 +651,84 @@ def _align2_impl(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins, 
 
 
 @njit(cache=True)
+def ksw_align2_ws(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins, xtra,
+                  ws, ws8):
+    """ksw_align2 with caller scratch: ws int32 and ws8 uint8 arrays at least
+    as long as given by :func:`align_ws_size`."""
+    return _align2_impl(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins, xtra,
+                        o_ins <= 0, ws, ws8)
+
+
+@njit(cache=True)
 def ksw_align2(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins, xtra):
     """Local Smith-Waterman as bwa's ksw_align2 (ksw_qinit + ksw_u8/ksw_i16 and,
     with KSW_XSTART, the reverse pass for the start positions).
 
     xtra: KSW_XBYTE / KSW_XSUBO / KSW_XSTOP / KSW_XSTART flags | threshold.
     Returns (score, te, qe, score2, te2, tb, qb) exactly as kswr_t: te/qe are
-    inclusive end positions (-1 / 0 when score is 0), tb/qb inclusive starts
-    (-1 unless computed), score2/te2 the 2nd best hit (-1 if none)."""
-    ws = np.empty(align_ws_size(qlen, tlen, m), np.int32)
-    return ksw_align2_ws(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins,
-                         xtra, ws)
+    inclusive end positions (te = -1, qe = 0 when score is 0), tb/qb inclusive
+    starts (-1 unless computed), score2/te2 the 2nd best hit (-1 if none).
+    With KSW_XBYTE a score that does not fit 8 bits is reported as 255 with
+    qe = tb = qb = -1."""
+    a, b = align_ws_size(qlen, tlen, m)
+    return _align2_impl(qlen, query, tlen, target, m, mat, o_del, e_del, o_ins, e_ins, xtra,
+                        o_ins <= 0, np.empty(a, np.int32), np.empty(b, np.uint8))
 
 
 # ----------------------------------------------------------------------------
 # CIGAR / NM / MD for a region whose end points are known (bwa_gen_cigar2)
 # ----------------------------------------------------------------------------
 
+_BASE_CHARS = np.frombuffer(b"ACGTN", dtype=np.uint8).copy()
+
+
 @njit(cache=True)
-def _fetch_ref(l_pac, pac, rb, re, rseq):
-    """Fill rseq[0:rlen] with the reference of [rb,re) in the doubled
-    (forward + reverse-complement) coordinate space, already put back into
-    forward orientation for the reverse strand (i.e. complemented but not
-    reversed, which is what bwa ends up with after reversing both sequences).
-    Returns rlen, or -1 if the region is out of range or bridges strands."""
-    beg = rb
-    end = re
-    if end > 2 * l_pac:
-        end = 2 * l_pac
-    if beg < 0:
-        beg = 0
-    if not (beg >= l_pac or end <= l_pac):
-        return -1
-    rlen = end - beg
-    if re - rb != rlen:
-        return -1
+def _gc_prepare(mat, o_ins, e_ins, o_del, e_del, w_, l_pac, pac, l_query, query, rb, re):
+    """Reference fetch, strand handling and band choice of bwa_gen_cigar2.
+    Returns (ok, rseq, rlen, qs, w); w = -1 selects the ungapped shortcut.
+    rseq/qs are the sequences as aligned: on the reverse strand bwa reverses
+    both the query and the reverse-complemented reference, so qs is the query
+    reversed and rseq the complemented forward-strand reference (gaps end up
+    leftmost in forward coordinates)."""
+    rseq = np.empty(0, np.uint8)
+    qs = np.empty(0, np.uint8)
+    if l_query <= 0 or rb >= re or (rb < l_pac and re > l_pac):
+        return False, rseq, 0, qs, 0
+    # bns_get_seq: clamp to [0, 2*l_pac); the length must then be unchanged
+    beg = rb if rb > 0 else 0
+    end = re if re < 2 * l_pac else 2 * l_pac
+    if not (beg >= l_pac or end <= l_pac) or end - beg != re - rb:
+        return False, rseq, 0, qs, 0
+    rlen = re - rb
+    rseq = np.empty(rlen, np.uint8)
+    qs = np.empty(l_query, np.uint8)
     if rb >= l_pac:
         start = 2 * l_pac - re
         for x in range(rlen):
             rseq[x] = 3 - pac[start + x]
+        for x in range(l_query):
+            qs[x] = query[l_query - 1 - x]
     else:
         for x in range(rlen):
             rseq[x] = pac[rb + x]
-    return rlen
+        for x in range(l_query):
+            qs[x] = query[x]
+    if l_query == rlen and w_ == 0:
+        return True, rseq, rlen, qs, -1
+    max_ins = int((((l_query + 1) >> 1) * mat[0] - o_ins) / e_ins + 1.0)
+    max_del = int((((l_query + 1) >> 1) * mat[0] - o_del) / e_del + 1.0)
+    max_gap = max_ins if max_ins > max_del else max_del
+    if max_gap < 1:
+        max_gap = 1
+    dl = rlen - l_query
+    if dl < 0:
+        dl = -dl
+    w = (max_gap + dl + 1) >> 1
+    if w > w_:
+        w = w_
+    if w < dl + 3:
+        w = dl + 3
+    return True, rseq, rlen, qs, w
 
 
 @njit(cache=True)
@@ -733,64 +750,41 @@ def _put_uint(buf, n, v):
 
 
 @njit(cache=True)
-def _gen_cigar2_impl(mat, o_del, e_del, o_ins, e_ins, w_, l_pac, pac, l_query, query,
-                     rb, re, with_cigar):
-    empty_c = np.empty(0, np.uint32)
-    empty_md = np.empty(0, np.uint8)
-    if l_query <= 0 or rb >= re or (rb < l_pac and re > l_pac):
-        return 0, empty_c, -1, empty_md, False
-    rseq = np.empty(re - rb, np.uint8)
-    rlen = _fetch_ref(l_pac, pac, rb, re, rseq)
-    if rlen < 0:
-        return 0, empty_c, -1, empty_md, False
-    rev = rb >= l_pac
-    # on the reverse strand bwa aligns both sequences reversed, so that gaps
-    # are placed leftmost in forward-strand coordinates
-    qs = np.empty(l_query, np.uint8)
-    if rev:
-        for x in range(l_query):
-            qs[x] = query[l_query - 1 - x]
-    else:
-        for x in range(l_query):
-            qs[x] = query[x]
-    if l_query == re - rb and w_ == 0:
-        # equal lengths and no band: ungapped
+def gen_cigar2(mat, o_del, e_del, o_ins, e_ins, w, l_pac, pac, l_query, query, rb, re):
+    """bwa_gen_cigar2: global alignment of query[0:l_query] to the reference
+    interval [rb, re) of the doubled coordinate space (rb >= l_pac: reverse
+    strand).  ``pac`` is the forward strand, one base 0..3 per byte.
+
+    Returns (score, cigar, NM, MD).  cigar is in forward-strand orientation
+    (reversed-query order on the reverse strand, as bwa).  MD is a uint8 array
+    of ASCII characters (no terminating NUL) with forward-strand reference
+    letters.  If bwa would reject the region (empty, bridging both strands,
+    out of range) cigar and MD are empty, NM = -1 and score = 0 (bwa leaves
+    the score unset)."""
+    ok, rseq, rlen, qs, bw = _gc_prepare(mat, o_ins, e_ins, o_del, e_del, w, l_pac, pac,
+                                         l_query, query, rb, re)
+    if not ok:
+        return 0, np.empty(0, np.uint32), -1, np.empty(0, np.uint8)
+    if bw < 0:
         score = 0
         for x in range(l_query):
             score += mat[rseq[x] * 5 + qs[x]]
-        cigar = np.empty(1 if with_cigar else 0, np.uint32)
-        if with_cigar:
-            cigar[0] = np.uint32(l_query << 4)
+        cigar = np.empty(1, np.uint32)
+        cigar[0] = np.uint32(l_query << 4)
     else:
-        max_ins = int((((l_query + 1) >> 1) * mat[0] - o_ins) / e_ins + 1.0)
-        max_del = int((((l_query + 1) >> 1) * mat[0] - o_del) / e_del + 1.0)
-        max_gap = max_ins if max_ins > max_del else max_del
-        if max_gap < 1:
-            max_gap = 1
-        dl = rlen - l_query
-        if dl < 0:
-            dl = -dl
-        w = (max_gap + dl + 1) >> 1
-        if w > w_:
-            w = w_
-        if w < dl + 3:
-            w = dl + 3
-        a, b = global_ws_size(l_query, rlen, 5, w)
-        ws = np.empty(a, np.int32)
-        z = np.empty(b if with_cigar else 0, np.uint8)
+        a, b = global_ws_size(l_query, rlen, 5, bw)
         score, cigar = ksw_global2_ws(l_query, qs, rlen, rseq, 5, mat, o_del, e_del,
-                                      o_ins, e_ins, w, with_cigar, ws, z)
-    if not with_cigar:
-        return score, empty_c, -1, empty_md, True
-    # NM and MD (reference letters given on the forward strand)
+                                      o_ins, e_ins, bw, True, np.empty(a, np.int32),
+                                      np.empty(b, np.uint8))
+    # NM and MD; leading/trailing deletions count in neither
+    rev = rb >= l_pac
     ncig = cigar.shape[0]
     md = np.empty(12 * (ncig + l_query + 2) + rlen, np.uint8)
     nmd = 0
     x = 0
     y = 0
     u = 0
-    n_mm = 0
-    n_gap = 0
+    nm = 0
     for k in range(ncig):
         op = cigar[k] & 0xf
         ln = cigar[k] >> 4
@@ -803,14 +797,13 @@ def _gen_cigar2_impl(mat, o_del, e_del, o_ins, e_ins, w_, l_pac, pac, l_query, q
                         c = 3 - c
                     md[nmd] = _BASE_CHARS[c]
                     nmd += 1
-                    n_mm += 1
+                    nm += 1
                     u = 0
                 else:
                     u += 1
             x += ln
             y += ln
         elif op == 2:
-            # a leading or trailing deletion is neither in MD nor in NM
             if k > 0 and k < ncig - 1:
                 nmd = _put_uint(md, nmd, u)
                 md[nmd] = 94  # '^'
@@ -822,39 +815,10 @@ def _gen_cigar2_impl(mat, o_del, e_del, o_ins, e_ins, w_, l_pac, pac, l_query, q
                     md[nmd] = _BASE_CHARS[c]
                     nmd += 1
                 u = 0
-                n_gap += ln
+                nm += ln
             y += ln
         elif op == 1:
             x += ln
-            n_gap += ln
+            nm += ln
     nmd = _put_uint(md, nmd, u)
-    return score, cigar, n_mm + n_gap, md[:nmd].copy(), True
-
-
-_BASE_CHARS = np.frombuffer(b"ACGTN", dtype=np.uint8).copy()
-
-
-@njit(cache=True)
-def gen_cigar2(mat, o_del, e_del, o_ins, e_ins, w, l_pac, pac, l_query, query, rb, re):
-    """bwa_gen_cigar2: global alignment of query[0:l_query] to the reference
-    interval [rb, re) of the doubled coordinate space (rb >= l_pac: reverse
-    strand).  ``pac`` is the forward strand, one base 0..3 per byte.
-
-    Returns (score, cigar, NM, MD).  cigar is in forward-strand orientation
-    (reversed-query order on the reverse strand, as bwa).  MD is a uint8 array
-    of ASCII characters (no terminating NUL).  If bwa would reject the region
-    (empty, bridging both strands, out of range) cigar and MD are empty,
-    NM = -1 and score = 0 (bwa leaves the score unset)."""
-    s, c, nm, md, ok = _gen_cigar2_impl(mat, o_del, e_del, o_ins, e_ins, w, l_pac, pac,
-                                        l_query, query, rb, re, True)
-    return s, c, nm, md
-
-
-@njit(cache=True)
-def gen_cigar2_score(mat, o_del, e_del, o_ins, e_ins, w, l_pac, pac, l_query, query, rb, re):
-    """Score-only bwa_gen_cigar2 (bwa's call with n_cigar = NM = NULL, as in
-    mem_patch_reg).  Returns (score, ok); ok is False when bwa rejects the
-    region and leaves the score unset."""
-    s, c, nm, md, ok = _gen_cigar2_impl(mat, o_del, e_del, o_ins, e_ins, w, l_pac, pac,
-                                        l_query, query, rb, re, False)
-    return s, ok
+    return score, cigar, nm, md[:nmd].copy()

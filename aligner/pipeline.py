@@ -16,7 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from g3align.aligner.core import align_range_se
+from g3align.aligner.extend import NF
 from g3align.aligner.options import score_matrix
+from g3align.aligner.pair import pestat, regions_range, sam_pe_range
 
 
 def _bytes_csr(strings):
@@ -55,10 +57,13 @@ class MemAligner:
         bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, n), [n]]))
         return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
 
-    def align_batch_se(self, batch) -> bytes:
+    def _map(self, fn, ranges):
+        if self._pool is None or len(ranges) == 1:
+            return [fn(r) for r in ranges]
+        return list(self._pool.map(fn, ranges))
+
+    def _read_arrays(self, batch):
         n = batch.n
-        if n == 0:
-            return b""
         names, name_off = _bytes_csr(batch.names)
         if self.copy_comment:
             comments, com_off = _bytes_csr(batch.comments)
@@ -66,23 +71,86 @@ class MemAligner:
             comments, com_off = np.zeros(0, np.uint8), np.zeros(n + 1, np.int64)
         seq_off = np.ascontiguousarray(batch.seq_off - batch.seq_off[0], dtype=np.int64)
         qual = batch.qual if batch.has_qual else np.zeros(0, np.uint8)
+        return names, name_off, comments, com_off, seq_off, qual
+
+    def align_batch_pe(self, batch, pes=None, log=None) -> bytes:
+        """An interleaved batch (read 2j and 2j+1 are mates; bwa's -K chunk): regions of every read,
+        insert-size statistics over the whole batch (unless given with -I), then pairing."""
+        n = batch.n
+        if n == 0:
+            return b""
+        names, name_off, comments, com_off, seq_off, qual = self._read_arrays(batch)
+
+        def stage1(r):
+            return regions_range(self.fm, self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1],
+                                 self.params, self.mat)
+        ranges = self._ranges(seq_off, n)
+        parts = self._map(stage1, ranges)
+        R_cat = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, NF), np.int64)
+        counts = np.concatenate([p[1] for p in parts])
+        reg_off = np.zeros(n + 1, np.int64)
+        np.cumsum(counts, out=reg_off[1:])
+        if pes is None:
+            pes = pestat(self.params, self.l_pac, R_cat, reg_off, n // 2, log)
+        low, high, failed, avg, std = pes
+        pair_off = seq_off[::2].copy()
+        pr = self._ranges(pair_off, n // 2) if n >= 2 else [(0, 0)]
+
+        def stage2(r):
+            return sam_pe_range(self.fm, self.offsets, self.l_pac, self.pac, self.ctg_names, self.ctg_off,
+                                batch.seq, seq_off, qual, batch.has_qual, names, name_off, comments, com_off,
+                                self.rg_id, R_cat, reg_off, low, high, failed, avg, std,
+                                int(batch.first_id) // 2, r[0], r[1], self.params, self.mat)
+        return b"".join(o.tobytes() for o in self._map(stage2, pr))
+
+    def align_batch_se(self, batch) -> bytes:
+        n = batch.n
+        if n == 0:
+            return b""
+        names, name_off, comments, com_off, seq_off, qual = self._read_arrays(batch)
 
         def run(r):
             return align_range_se(self.fm, self.offsets, self.l_pac, self.pac, self.ctg_names, self.ctg_off,
                                   batch.seq, seq_off, qual, batch.has_qual, names, name_off, comments,
                                   com_off, self.rg_id, int(batch.first_id), r[0], r[1], self.params, self.mat)
 
-        ranges = self._ranges(seq_off, n)
-        if self._pool is None or len(ranges) == 1:
-            outs = [run(r) for r in ranges]
-        else:
-            outs = list(self._pool.map(run, ranges))
-        return b"".join(o.tobytes() for o in outs)
+        return b"".join(o.tobytes() for o in self._map(run, self._ranges(seq_off, n)))
 
 
 def log(msg: str, verbose: int = 3, level: int = 3):
     if verbose >= level:
         print(msg, file=sys.stderr, flush=True)
+
+
+def user_pestat(spec: str):
+    """bwa's -I FLOAT[,FLOAT[,INT[,INT]]]: mean, std, max, min of the FR insert size."""
+    vals = [float(v) for v in spec.replace(":", ",").split(",") if v]
+    if not 1 <= len(vals) <= 4:
+        raise ValueError(f"-I: expected FLOAT[,FLOAT[,INT[,INT]]], got '{spec}'")
+    avg = vals[0]
+    std = vals[1] if len(vals) > 1 else avg * .1
+    high = int(vals[2] + .499) if len(vals) > 2 else int(avg + 4. * std + .499)
+    low = int(vals[3] + .499) if len(vals) > 3 else max(1, int(avg - 4. * std + .499))
+    low_a = np.zeros(4, np.int64)
+    high_a = np.zeros(4, np.int64)
+    failed = np.ones(4, np.int64)
+    avg_a = np.zeros(4)
+    std_a = np.zeros(4)
+    low_a[1], high_a[1], failed[1], avg_a[1], std_a[1] = low, high, 0, avg, std
+    return low_a, high_a, failed, avg_a, std_a
+
+
+def run_mem_pe(aligner: MemAligner, batches, sink, verbose: int = 3, pes=None):
+    n_reads = 0
+    t0 = time.time()
+    for batch in batches:
+        t1 = time.time()
+        log(f"[M::process] read {batch.n} sequences ({batch.bases} bp)...", verbose)
+        sam = aligner.align_batch_pe(batch, pes, log=lambda s: log(s, verbose))
+        sink.write_sam_bytes(sam)
+        n_reads += batch.n
+        log(f"[M::mem_process_seqs] Processed {batch.n} reads in {time.time() - t1:.3f} real sec", verbose)
+    return n_reads, time.time() - t0
 
 
 def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):

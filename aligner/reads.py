@@ -604,6 +604,10 @@ def _pair_pieces(path1: str, path2: str, block_size: int, trim_readno: bool
             c1, c2 = ReadBatch.concat(q1), ReadBatch.concat(q2)
             b1, b2 = c1.slice(0, m), c2.slice(0, m)
             b1.first_id = b2.first_id = n_pairs
+            if b1.names != b2.names:
+                k = next(i for i, (x, y) in enumerate(zip(b1.names, b2.names)) if x != y)
+                raise ReadFormatError(f"{_display(path1)}, {_display(path2)}: record {n_pairs + k + 1}: mate names "
+                                      f"differ ('{b1.names[k]}' vs '{b2.names[k]}')")
             out = interleave(b1, b2)
             n_pairs += m
             yield out
@@ -615,9 +619,11 @@ def _pair_pieces(path1: str, path2: str, block_size: int, trim_readno: bool
     rest1 = n1 > 0 or (not done1 and next(it1, None) is not None)
     rest2 = n2 > 0 or (not done2 and next(it2, None) is not None)
     if rest1:
-        sys.stderr.write("[W::read_pair_batches] the 2nd file has fewer sequences.\n")
+        raise ReadFormatError(f"{_display(path2)}: ends after record {n_pairs} while {_display(path1)} has more "
+                              f"records (the 2nd file has fewer sequences)")
     elif rest2:
-        sys.stderr.write("[W::read_pair_batches] the 1st file has fewer sequences.\n")
+        raise ReadFormatError(f"{_display(path1)}: ends after record {n_pairs} while {_display(path2)} has more "
+                              f"records (the 1st file has fewer sequences)")
 
 
 def read_pair_batches(path1: str, path2: str, chunk_size: int = DEFAULT_CHUNK_SIZE,

@@ -24,7 +24,7 @@ TGCAN = np.frombuffer(b"TGCAN", np.uint8)
 
 
 _LIT3 = np.frombuffer(b"*\t0\t0\t*", np.uint8).copy()  # b"*\t0\t0\t*"
-_LIT4 = np.frombuffer(b"\t*\t0\t0\t", np.uint8).copy()  # b"\t*\t0\t0\t"
+_LIT4 = np.frombuffer(b"\t*\t0\t0\t", np.uint8).copy()  # b"\t*\t0\t0\t" (used without its first tab)
 _LIT5 = np.frombuffer(b"*\t*", np.uint8).copy()  # b"*\t*"
 _LIT6 = np.frombuffer(b"\tNM:i:", np.uint8).copy()  # b"\tNM:i:"
 _LIT7 = np.frombuffer(b"\tMD:Z:", np.uint8).copy()  # b"\tMD:Z:"
@@ -33,6 +33,9 @@ _LIT9 = np.frombuffer(b"\tXS:i:", np.uint8).copy()  # b"\tXS:i:"
 _LIT10 = np.frombuffer(b"\tRG:Z:", np.uint8).copy()  # b"\tRG:Z:"
 _LIT11 = np.frombuffer(b"\tSA:Z:", np.uint8).copy()  # b"\tSA:Z:"
 _LIT12 = np.frombuffer(b"\tXA:Z:", np.uint8).copy()  # b"\tXA:Z:"
+
+
+_LIT_MC = np.frombuffer(b"\tMC:Z:", np.uint8).copy()
 
 
 # ---------------------------------------------------------------- byte buffer helpers
@@ -103,6 +106,17 @@ def put_cigar(buf, n, cig, hard):
 
 # ---------------------------------------------------------------- region -> alignment
 @nb.njit(cache=True)
+def ref_len(cig):
+    """Reference bases covered by a CIGAR (M and D)."""
+    l = 0
+    for k in range(cig.shape[0]):
+        op = cig[k] & 0xf
+        if op == 0 or op == 2:
+            l += cig[k] >> 4
+    return l
+
+
+@nb.njit(cache=True)
 def infer_bw(l1, l2, score, a, q, r):
     if l1 == l2 and l1 * a - score < ((q + r - a) << 1):
         return 0
@@ -115,13 +129,13 @@ def infer_bw(l1, l2, score, a, q, r):
 
 
 @nb.njit(cache=True)
-def reg2aln(opt, mat, offsets, l_pac, pac, L, q, R, i, frac_rep):
+def reg2aln(opt, mat, offsets, l_pac, pac, L, q, R, i):
     """mem_reg2aln. Returns (rid, pos, is_rev, mapq, flag, NM, cigar, MD, score, sub, alt_sc)."""
     qb = R[i, QB]
     qe = R[i, QE]
     rb = R[i, RB]
     re = R[i, RE]
-    mapq = approx_mapq_se(opt, R, i, frac_rep) if R[i, SECONDARY] < 0 else 0
+    mapq = approx_mapq_se(opt, R, i) if R[i, SECONDARY] < 0 else 0
     flag = 0x100 if R[i, SECONDARY] >= 0 else 0
     tmp = infer_bw(qe - qb, re - rb, R[i, TRUESC], opt.a, opt.o_del, opt.e_del)
     w2 = infer_bw(qe - qb, re - rb, R[i, TRUESC], opt.a, opt.o_ins, opt.e_ins)
@@ -181,7 +195,7 @@ def _pri_idx(xa_drop, R, i):
 
 
 @nb.njit(cache=True)
-def gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, n, frac_rep, name_buf, name_off):
+def gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, n, name_buf, name_off):
     """mem_gen_alt: XA strings per region (CSR: xa_off[n+1], xa bytes). Only after mark_primary."""
     cnt = np.zeros(n, np.int64)
     has_alt = np.zeros(n, np.int64)
@@ -210,7 +224,7 @@ def gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, n, frac_rep, name_buf, name_
         if cnt[r] > opt.max_XA_hits_alt or (not has_alt[r] and cnt[r] > opt.max_XA_hits):
             continue
         rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt = reg2aln(opt, mat, offsets, l_pac, pac, L, q, R,
-                                                                         i, frac_rep)
+                                                                         i)
         b0 = nb_
         bufs, nb_ = put_bytes(bufs, nb_, name_buf[name_off[rid]:name_off[rid + 1]])
         bufs, nb_ = put_char(bufs, nb_, 44)
@@ -244,14 +258,34 @@ def gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, n, frac_rep, name_buf, name_
 @nb.njit(cache=True)
 def write_record(buf, n, opt, name, seq, qual, has_qual, comment, rg_id, ctg_names, ctg_off,
                  rid, pos, is_rev, mapq, flag, nm, cig, md, score, sub, alt_sc, xa, which,
-                 sa_rid, sa_pos, sa_rev, sa_cig_off, sa_cig, sa_mapq, sa_nm, sa_flag, n_list):
-    """mem_aln2sam for a single-end record (no mate). `which` is the record's index in the read's
-    output list; the sa_* arrays describe the whole list (for the SA tag)."""
+                 sa_rid, sa_pos, sa_rev, sa_cig_off, sa_cig, sa_mapq, sa_nm, sa_flag, n_list,
+                 m_has, m_rid, m_pos, m_rev, m_cig):
+    """mem_aln2sam: one record. `which` is the record's index in the read's output list; the sa_*
+    arrays describe the whole list (for the SA tag). m_* describe the mate's primary (m_has False for
+    single-end); an empty cigar means "no alignment, coordinate only", as bwa's n_cigar == 0."""
     L = seq.shape[0]
+    n_cig = cig.shape[0]
+    m_ncig = m_cig.shape[0]
+    if m_has:
+        flag |= 0x1
     if rid < 0:
         flag |= 0x4
+    if m_has and m_rid < 0:
+        flag |= 0x8
+    if rid < 0 and m_has and m_rid >= 0:  # unmapped read placed at its mate
+        rid = m_rid
+        pos = m_pos
+        is_rev = m_rev
+        n_cig = 0
+    if m_has and m_rid < 0 and rid >= 0:  # unmapped mate placed at this read
+        m_rid = rid
+        m_pos = pos
+        m_rev = is_rev
+        m_ncig = 0
     if is_rev:
         flag |= 0x10
+    if m_has and m_rev:
+        flag |= 0x20
     buf, n = put_bytes(buf, n, name)
     buf, n = put_char(buf, n, 9)
     buf, n = put_int(buf, n, (flag & 0xffff) | (0x100 if flag & 0x10000 else 0))
@@ -264,19 +298,40 @@ def write_record(buf, n, opt, name, seq, qual, has_qual, comment, rg_id, ctg_nam
         buf, n = put_char(buf, n, 9)
         buf, n = put_int(buf, n, mapq)
         buf, n = put_char(buf, n, 9)
-        if cig.shape[0] > 0:
+        if n_cig > 0:
             buf, n = put_cigar(buf, n, cig, hard)
         else:
             buf, n = put_char(buf, n, 42)
     else:
         buf, n = put_bytes(buf, n, _LIT3)
-    buf, n = put_bytes(buf, n, _LIT4)
+    buf, n = put_char(buf, n, 9)
+    if m_has and m_rid >= 0:
+        if rid == m_rid:
+            buf, n = put_char(buf, n, 61)
+        else:
+            buf, n = put_bytes(buf, n, ctg_names[ctg_off[m_rid]:ctg_off[m_rid + 1]])
+        buf, n = put_char(buf, n, 9)
+        buf, n = put_int(buf, n, m_pos + 1)
+        buf, n = put_char(buf, n, 9)
+        if rid == m_rid:
+            if m_ncig == 0 or n_cig == 0:
+                buf, n = put_char(buf, n, 48)
+            else:
+                p0 = pos + (ref_len(cig) - 1 if is_rev else 0)
+                p1 = m_pos + (ref_len(m_cig) - 1 if m_rev else 0)
+                d = p0 - p1
+                buf, n = put_int(buf, n, -(d + (1 if p0 > p1 else (-1 if p0 < p1 else 0))))
+        else:
+            buf, n = put_char(buf, n, 48)
+        buf, n = put_char(buf, n, 9)
+    else:
+        buf, n = put_bytes(buf, n, _LIT4[1:])
     if flag & 0x100:
         buf, n = put_bytes(buf, n, _LIT5)
     else:
         qb = 0
         qe = L
-        nc = cig.shape[0]
+        nc = n_cig
         if nc > 0 and hard:
             c0 = cig[0] & 0xf
             c1 = cig[nc - 1] & 0xf
@@ -322,11 +377,14 @@ def write_record(buf, n, opt, name, seq, qual, has_qual, comment, rg_id, ctg_nam
                 else:
                     buf[n] = 42
                     n += 1
-    if cig.shape[0] > 0:
+    if n_cig > 0:
         buf, n = put_bytes(buf, n, _LIT6)
         buf, n = put_int(buf, n, nm)
         buf, n = put_bytes(buf, n, _LIT7)
         buf, n = put_bytes(buf, n, md)
+    if m_has and m_ncig > 0:
+        buf, n = put_bytes(buf, n, _LIT_MC)
+        buf, n = put_cigar(buf, n, m_cig, hard)
     if score >= 0:
         buf, n = put_bytes(buf, n, _LIT8)
         buf, n = put_int(buf, n, score)

@@ -11,9 +11,9 @@ import numba as nb
 import numpy as np
 
 from g3align.aligner.extend import (RB, RE, QB, QE, RID, SCORE, TRUESC, SUB, ALT_SC, CSUB, SUB_N, W,
-                                    SEEDCOV, SECONDARY, SECONDARY_ALL, N_COMP, IS_ALT, HASH)
+                                    SEEDCOV, SECONDARY, SECONDARY_ALL, N_COMP, IS_ALT, HASH, LREP, QLEN)
 from g3align.aligner.ksort import introsort
-from g3align.aligner.ksw import gen_cigar2_score
+from g3align.aligner.ksw import gen_cigar2
 
 INT_MAX = 2147483647
 
@@ -77,8 +77,8 @@ def patch_reg(opt, mat, l_pac, pac, q, R, a, b):
     w = w if w < (opt.w << 2) else (opt.w << 2)
     qb = R[a, QB]
     qe = R[b, QE]
-    score, ok = gen_cigar2_score(mat, opt.o_del, opt.e_del, opt.o_ins, opt.e_ins, w, l_pac, pac,
-                                 qe - qb, q[qb:qe], R[a, RB], R[b, RE])
+    score, _cig, _nm, _md = gen_cigar2(mat, opt.o_del, opt.e_del, opt.o_ins, opt.e_ins, w, l_pac, pac,
+                                       qe - qb, q[qb:qe], R[a, RB], R[b, RE])
     q_s = int((R[b, QE] - R[a, QB]) / ((R[b, QE] - R[b, QB]) + (R[a, QE] - R[a, QB]))
               * (R[b, SCORE] + R[a, SCORE]) + .499)
     r_s = int((R[b, RE] - R[a, RB]) / ((R[b, RE] - R[b, RB]) + (R[a, RE] - R[a, RB]))
@@ -90,7 +90,8 @@ def patch_reg(opt, mat, l_pac, pac, q, R, a, b):
 
 
 @nb.njit(cache=True)
-def sort_dedup_patch(opt, mat, l_pac, pac, q, R, n):
+def sort_dedup_patch(opt, mat, l_pac, pac, q, R, n, patch=True):
+    """patch=False: no merging of colinear hits (bwa calls it with bns == NULL after mate rescue)."""
     if n <= 1:
         return n
     _sort_rows(R, n, KEY_RE)
@@ -121,7 +122,7 @@ def sort_dedup_patch(opt, mat, l_pac, pac, q, R, n):
                     break
                 else:
                     R[qq, QE] = R[qq, QB]
-            elif R[qq, RB] < R[p, RB]:
+            elif patch and R[qq, RB] < R[p, RB]:
                 score, w = patch_reg(opt, mat, l_pac, pac, q, R, qq, p)
                 if score > 0:
                     R[p, N_COMP] += R[qq, N_COMP] + 1
@@ -233,7 +234,7 @@ def mark_primary_se(opt, R, n, read_id):
 
 
 @nb.njit(cache=True)
-def approx_mapq_se(opt, R, i, frac_rep):
+def approx_mapq_se(opt, R, i):
     sub = R[i, SUB] if R[i, SUB] else opt.min_seed_len * opt.a
     if R[i, CSUB] > sub:
         sub = R[i, CSUB]
@@ -258,5 +259,6 @@ def approx_mapq_se(opt, R, i, frac_rep):
         mapq = 60
     if mapq < 0:
         mapq = 0
+    frac_rep = np.float32(R[i, LREP]) / np.float32(R[i, QLEN]) if R[i, QLEN] > 0 else np.float32(0.0)
     mapq = int(mapq * (1. - np.float64(frac_rep)) + .499)
     return mapq

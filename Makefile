@@ -1,0 +1,31 @@
+# g3align: `make demo` and `make test` are the two entry points (README).
+PYTHON ?= python3
+PIP ?= $(PYTHON) -m pip
+DEMO_OUT ?= demo_out
+
+.PHONY: install demo test lint golden clean
+
+install:
+	$(PIP) install -q -e '.[test]'
+
+# Index the bundled lambda phage reference and align the bundled reads; compare with bwa's output.
+demo: install
+	mkdir -p $(DEMO_OUT)
+	g3align index -p $(DEMO_OUT)/lambda data/lambda.fa.gz
+	g3align mem -t 2 $(DEMO_OUT)/lambda data/lambda_R1.fq.gz > $(DEMO_OUT)/lambda_se.sam
+	gzip -dc data/golden/lambda_se.bwa.sam.gz > $(DEMO_OUT)/lambda_se.bwa.sam
+	g3align compare $(DEMO_OUT)/lambda_se.sam $(DEMO_OUT)/lambda_se.bwa.sam
+
+test: install
+	$(PYTHON) -m pytest -q tests
+
+lint:
+	ruff check aligner index tests g3align
+
+# Regenerate data/golden/* with the installed bwa (see data/README.md).
+golden:
+	bash scripts/make_golden.sh
+
+clean:
+	rm -rf $(DEMO_OUT) .pytest_cache build *.egg-info
+	find . -name '__pycache__' -prune -exec rm -rf {} +

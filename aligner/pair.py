@@ -1,0 +1,541 @@
+"""Paired-end bwa mem (bwamem_pair.c): insert-size statistics, mate rescue, pairing, pair MAPQ.
+
+Batch flow (aligner/pipeline.py):
+  regions_range (per read, the SE core) -> pestat (per batch = bwa's -K chunk, between the stages)
+  -> sam_pe_range (per pair: mate rescue, primary marking, pairing, SAM records).
+
+* pestat       = mem_pestat: orientation FF/FR/RF/RR of unique pairs, quartiles, mean/std, bounds.
+* matesw       = mem_matesw: local SW of the mate in the window the statistics allow.
+* pair_score   = mem_pair: best pair by score + log-likelihood of the insert size.
+* sam_pe       = mem_sam_pe.
+Regions are the int64 rows of extend.py (one matrix per read, rows appended by mate rescue).
+"""
+import math
+
+import numba as nb
+import numpy as np
+
+from g3align.aligner.bns import fetch_seq
+from g3align.aligner.core import align1_core, reorder_primary5, reg2sam, F_PRIMARY5, _EMPTY_U32, _EMPTY_U8
+from g3align.aligner.extend import (NF, RB, RE, QB, QE, RID, SCORE, SUB, CSUB, SEEDCOV, SECONDARY,
+                                    SECONDARY_ALL, IS_ALT, LREP, QLEN)
+from g3align.aligner.ksort import introsort
+from g3align.aligner.ksw import ksw_align2
+from g3align.aligner.samout import gen_alt, reg2aln, write_record, F_ALL
+from g3align.aligner.select import approx_mapq_se, hash_64, mark_primary_se, sort_dedup_patch
+
+F_NOPAIRING = 0x4
+F_NO_RESCUE = 0x20
+KSW_XBYTE = 0x10000
+KSW_XSUBO = 0x40000
+KSW_XSTART = 0x80000
+MIN_RATIO = 0.8
+MIN_DIR_CNT = 10
+MIN_DIR_RATIO = 0.05
+OUTLIER_BOUND = 2.0
+MAPPING_BOUND = 3.0
+MAX_STDDEV = 4.0
+
+
+# ------------------------------------------------------------------ stage 1: regions of every read
+@nb.njit(cache=True, nogil=True)
+def regions_range(fm, offsets, l_pac, pac, seq, seq_off, i0, i1, opt, mat):
+    """Regions of reads [i0, i1) concatenated: (R_cat, counts)."""
+    tot = 0
+    R_cat = np.empty((64, NF), np.int64)
+    cnt = np.zeros(i1 - i0, np.int64)
+    for i in range(i0, i1):
+        R, n, lrep = align1_core(fm, offsets, l_pac, pac, seq[seq_off[i]:seq_off[i + 1]], opt, mat)
+        if tot + n > R_cat.shape[0]:
+            R2 = np.empty((max(2 * R_cat.shape[0], tot + n), NF), np.int64)
+            R2[:tot] = R_cat[:tot]
+            R_cat = R2
+        R_cat[tot:tot + n] = R[:n]
+        tot += n
+        cnt[i - i0] = n
+    return R_cat[:tot], cnt
+
+
+# ------------------------------------------------------------------ insert-size statistics
+@nb.njit(cache=True, inline="always")
+def infer_dir(l_pac, b1, b2):
+    """(orientation 0..3 = FF FR RF RR, distance) of read 2 at b2 relative to read 1 at b1."""
+    r1 = 1 if b1 >= l_pac else 0
+    r2 = 1 if b2 >= l_pac else 0
+    p2 = b2 if r1 == r2 else (l_pac << 1) - 1 - b2
+    dist = p2 - b1 if p2 > b1 else b1 - p2
+    d = (0 if r1 == r2 else 1) ^ (0 if p2 > b1 else 3)
+    return d, dist
+
+
+@nb.njit(cache=True)
+def _cal_sub(opt, R, s, e):
+    for j in range(s + 1, e):
+        b_max = max(R[j, QB], R[s, QB])
+        e_min = min(R[j, QE], R[s, QE])
+        if e_min > b_max:
+            min_l = min(R[j, QE] - R[j, QB], R[s, QE] - R[s, QB])
+            if np.float32(e_min - b_max) >= np.float32(min_l) * opt.mask_level:
+                return R[j, SCORE]
+    return opt.min_seed_len * opt.a
+
+
+@nb.njit(cache=True)
+def pestat_sizes(opt, l_pac, R_cat, reg_off, n_pairs):
+    """Insert sizes of unique pairs per orientation: (sizes, dir) arrays (bwa's isize[4] lists)."""
+    sizes = np.empty(n_pairs, np.int64)
+    dirs = np.empty(n_pairs, np.int64)
+    m = 0
+    for i in range(n_pairs):
+        s0, e0 = reg_off[2 * i], reg_off[2 * i + 1]
+        s1, e1 = reg_off[2 * i + 1], reg_off[2 * i + 2]
+        if e0 == s0 or e1 == s1:
+            continue
+        if _cal_sub(opt, R_cat, s0, e0) > MIN_RATIO * R_cat[s0, SCORE]:
+            continue
+        if _cal_sub(opt, R_cat, s1, e1) > MIN_RATIO * R_cat[s1, SCORE]:
+            continue
+        if R_cat[s0, RID] != R_cat[s1, RID]:
+            continue
+        d, dist = infer_dir(l_pac, R_cat[s0, RB], R_cat[s1, RB])
+        if dist and dist <= opt.max_ins:
+            sizes[m] = dist
+            dirs[m] = d
+            m += 1
+    return sizes[:m], dirs[:m]
+
+
+def pestat(opt, l_pac, R_cat, reg_off, n_pairs, log=None):
+    """mem_pestat (opt: MemParams): per orientation (low, high, failed, avg, std) as numpy arrays;
+    bwa's log lines go to `log` (a callable taking one line)."""
+    say = log or (lambda s: None)
+    sizes, dirs = pestat_sizes(opt, l_pac, R_cat, reg_off, n_pairs)
+    low = np.zeros(4, np.int64)
+    high = np.zeros(4, np.int64)
+    failed = np.zeros(4, np.int64)
+    avg = np.zeros(4, np.float64)
+    std = np.zeros(4, np.float64)
+    counts = [int((dirs == d).sum()) for d in range(4)]
+    say("[M::mem_pestat] # candidate unique pairs for (FF, FR, RF, RR): (%d, %d, %d, %d)" % tuple(counts))
+    for d in range(4):
+        q = np.sort(sizes[dirs == d])
+        name = "FR"[d >> 1 & 1] + "FR"[d & 1]
+        if len(q) < MIN_DIR_CNT:
+            say(f"[M::mem_pestat] skip orientation {name} as there are not enough pairs")
+            failed[d] = 1
+            continue
+        say(f"[M::mem_pestat] analyzing insert size distribution for orientation {name}...")
+        n = len(q)
+        p25 = int(q[int(.25 * n + .499)])
+        p50 = int(q[int(.50 * n + .499)])
+        p75 = int(q[int(.75 * n + .499)])
+        lo = int(p25 - OUTLIER_BOUND * (p75 - p25) + .499)
+        if lo < 1:
+            lo = 1
+        hi = int(p75 + OUTLIER_BOUND * (p75 - p25) + .499)
+        say(f"[M::mem_pestat] (25, 50, 75) percentile: ({p25}, {p50}, {p75})")
+        say(f"[M::mem_pestat] low and high boundaries for computing mean and std.dev: ({lo}, {hi})")
+        sel = q[(q >= lo) & (q <= hi)]
+        a = 0.0
+        for v in sel.tolist():  # summed in order, as bwa does (float determinism)
+            a += v
+        a /= len(sel)
+        s = 0.0
+        for v in sel.tolist():
+            s += (v - a) * (v - a)
+        s = math.sqrt(s / len(sel))
+        avg[d], std[d] = a, s
+        say(f"[M::mem_pestat] mean and std.dev: ({a:.2f}, {s:.2f})")
+        lo = int(p25 - MAPPING_BOUND * (p75 - p25) + .499)
+        hi = int(p75 + MAPPING_BOUND * (p75 - p25) + .499)
+        if lo > a - MAX_STDDEV * s:
+            lo = int(a - MAX_STDDEV * s + .499)
+        if hi < a + MAX_STDDEV * s:
+            hi = int(a + MAX_STDDEV * s + .499)
+        if lo < 1:
+            lo = 1
+        low[d], high[d] = lo, hi
+        say(f"[M::mem_pestat] low and high boundaries for proper pairs: ({lo}, {hi})")
+    mx = max(counts)
+    for d in range(4):
+        if failed[d] == 0 and counts[d] < mx * MIN_DIR_RATIO:
+            failed[d] = 1
+            say(f"[M::mem_pestat] skip orientation {'FR'[d >> 1 & 1] + 'FR'[d & 1]}")
+    return low, high, failed, avg, std
+
+
+# ------------------------------------------------------------------ mate rescue
+@nb.njit(cache=True)
+def _push_region(R, n):
+    if n == R.shape[0]:
+        R2 = np.zeros((2 * R.shape[0] + 4, NF), np.int64)
+        R2[:n] = R[:n]
+        R = R2
+    return R
+
+
+@nb.njit(cache=True)
+def matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, a_row, l_ms, ms, Rm, nm):
+    """mem_matesw: rescue the mate near region a_row in the orientations not yet seen.
+    Returns (Rm, nm, n_attempts)."""
+    skip = np.zeros(4, np.int64)
+    for r in range(4):
+        skip[r] = 1 if p_failed[r] else 0
+    for i in range(nm):
+        r, dist = infer_dir(l_pac, a_row[RB], Rm[i, RB])
+        if dist >= p_low[r] and dist <= p_high[r]:
+            skip[r] = 1
+    if skip[0] + skip[1] + skip[2] + skip[3] == 4:
+        return Rm, nm, 0
+    n = 0
+    rid = -1
+    rev = np.empty(l_ms, np.uint8)
+    for i in range(l_ms):
+        c = ms[l_ms - 1 - i]
+        rev[i] = 3 - c if c < 4 else 4
+    for r in range(4):
+        if skip[r]:
+            continue
+        is_rev = (r >> 1) != (r & 1)
+        is_larger = not (r >> 1)
+        seq = rev if is_rev else ms
+        if not is_rev:
+            rb = a_row[RB] + p_low[r] if is_larger else a_row[RB] - p_high[r]
+            re = (a_row[RB] + p_high[r] if is_larger else a_row[RB] - p_low[r]) + l_ms
+        else:
+            rb = (a_row[RB] + p_low[r] if is_larger else a_row[RB] - p_high[r]) - l_ms
+            re = a_row[RB] + p_high[r] if is_larger else a_row[RB] - p_low[r]
+        if rb < 0:
+            rb = 0
+        if re > (l_pac << 1):
+            re = l_pac << 1
+        ref = _EMPTY_U8
+        if rb < re:
+            ref, rb, re, rid = fetch_seq(offsets, l_pac, pac, rb, (rb + re) >> 1, re)
+        if a_row[RID] == rid and re - rb >= opt.min_seed_len:
+            xtra = KSW_XSUBO | KSW_XSTART | (KSW_XBYTE if l_ms * opt.a < 250 else 0) | (opt.min_seed_len * opt.a)
+            score, te, qe, score2, te2, tb, qb = ksw_align2(l_ms, seq, re - rb, ref, 5, mat, opt.o_del, opt.e_del,
+                                                           opt.o_ins, opt.e_ins, xtra)
+            if score >= opt.min_seed_len and qb >= 0:
+                Rm = _push_region(Rm, nm)
+                b = np.zeros(NF, np.int64)
+                b[RID] = a_row[RID]
+                b[IS_ALT] = a_row[IS_ALT]
+                b[QB] = l_ms - (qe + 1) if is_rev else qb
+                b[QE] = l_ms - qb if is_rev else qe + 1
+                b[RB] = (l_pac << 1) - (rb + te + 1) if is_rev else rb + tb
+                b[RE] = (l_pac << 1) - (rb + tb) if is_rev else rb + te + 1
+                b[SCORE] = score
+                b[CSUB] = score2
+                b[SECONDARY] = -1
+                b[SEEDCOV] = min(b[RE] - b[RB], b[QE] - b[QB]) >> 1
+                b[QLEN] = 0  # frac_rep 0 for rescued hits
+                nm += 1
+                i = 0
+                while i < nm - 1:  # insertion point: keep Rm sorted by score
+                    if Rm[i, SCORE] < b[SCORE]:
+                        break
+                    i += 1
+                tmp = i
+                i = nm - 1
+                while i > tmp:
+                    Rm[i] = Rm[i - 1]
+                    i -= 1
+                Rm[i] = b
+            n += 1
+        if n:
+            nm = sort_dedup_patch(opt, mat, l_pac, pac, ms, Rm, nm, False)
+    return Rm, nm, n
+
+
+# ------------------------------------------------------------------ pairing
+@nb.njit(cache=True)
+def pair_score(opt, offsets, l_pac, p_low, p_high, p_failed, p_avg, p_std, Ra, na, Rb, nb_, n_pri0, n_pri1,
+               pair_id):
+    """mem_pair: (best pair score o, subo, n_sub, z0, z1)."""
+    nv = n_pri0 + n_pri1
+    vx = np.empty(nv, np.int64)
+    vy = np.empty(nv, np.int64)
+    m = 0
+    for r in range(2):
+        npri = n_pri0 if r == 0 else n_pri1
+        for i in range(npri):
+            if r == 0:
+                rb = Ra[i, RB]
+                rid = Ra[i, RID]
+                sc = Ra[i, SCORE]
+            else:
+                rb = Rb[i, RB]
+                rid = Rb[i, RID]
+                sc = Rb[i, SCORE]
+            x = rb if rb < l_pac else (l_pac << 1) - 1 - rb
+            vx[m] = (rid << 32) | (x - offsets[rid])
+            vy[m] = (sc << 32) | (i << 2) | ((1 if rb >= l_pac else 0) << 1) | r
+            m += 1
+    K = np.empty((nv, 2), np.int64)
+    K[:, 0] = vx
+    K[:, 1] = vy
+    idx = np.arange(nv)
+    introsort(idx, nv, K)
+    vx = vx[idx]
+    vy = vy[idx]
+    y = np.full(4, -1, np.int64)
+    cap = 16
+    ux = np.empty(cap, np.int64)
+    uy = np.empty(cap, np.int64)
+    nu = 0
+    for i in range(nv):
+        for r in range(2):
+            d = (r << 1) | ((vy[i] >> 1) & 1)
+            if p_failed[d]:
+                continue
+            which = (r << 1) | ((vy[i] & 1) ^ 1)
+            if y[which] < 0:
+                continue
+            k = y[which]
+            while k >= 0:
+                if (vy[k] & 3) != which:
+                    k -= 1
+                    continue
+                dist = vx[i] - vx[k]
+                if dist > p_high[d]:
+                    break
+                if dist < p_low[d]:
+                    k -= 1
+                    continue
+                ns = (dist - p_avg[d]) / p_std[d]
+                q = int((vy[i] >> 32) + (vy[k] >> 32)
+                        + .721 * math.log(2. * math.erfc(abs(ns) * 0.7071067811865476)) * opt.a + .499)
+                if q < 0:
+                    q = 0
+                if nu == cap:
+                    cap *= 2
+                    ux2 = np.empty(cap, np.int64)
+                    uy2 = np.empty(cap, np.int64)
+                    ux2[:nu] = ux[:nu]
+                    uy2[:nu] = uy[:nu]
+                    ux = ux2
+                    uy = uy2
+                py = (np.int64(k) << 32) | i
+                h = hash_64(np.uint64(py) ^ (np.uint64(pair_id) << np.uint64(8))) & np.uint64(0xffffffff)
+                uy[nu] = py
+                ux[nu] = (np.int64(q) << 32) | np.int64(h)
+                nu += 1
+                k -= 1
+        y[vy[i] & 3] = i
+    if nu == 0:
+        return 0, 0, 0, 0, 0
+    tmp = max(opt.a + opt.b, opt.o_del + opt.e_del, opt.o_ins + opt.e_ins)
+    K2 = np.empty((nu, 2), np.int64)
+    K2[:, 0] = ux[:nu]
+    K2[:, 1] = uy[:nu]
+    idx2 = np.arange(nu)
+    introsort(idx2, nu, K2)
+    ux = ux[:nu][idx2]
+    uy = uy[:nu][idx2]
+    i = uy[nu - 1] >> 32
+    k = uy[nu - 1] & 0xffffffff
+    z = np.zeros(2, np.int64)
+    z[vy[i] & 1] = (vy[i] & 0xffffffff) >> 2
+    z[vy[k] & 1] = (vy[k] & 0xffffffff) >> 2
+    ret = ux[nu - 1] >> 32
+    sub = ux[nu - 2] >> 32 if nu > 1 else 0
+    n_sub = 0
+    for j in range(nu - 2, -1, -1):
+        if sub - (ux[j] >> 32) <= tmp:
+            n_sub += 1
+    return ret, sub, n_sub, z[0], z[1]
+
+
+@nb.njit(cache=True, inline="always")
+def raw_mapq(diff, a):
+    return int(6.02 * diff / a + .499)
+
+
+@nb.njit(cache=True)
+def _aln_for_mate(opt, mat, offsets, l_pac, pac, q, R, which):
+    """h = mem_reg2aln(region `which`) or an unmapped placeholder: (rid, pos, is_rev, cigar)."""
+    if which < 0:
+        return -1, -1, 0, _EMPTY_U32
+    rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt = reg2aln(opt, mat, offsets, l_pac, pac, q.shape[0],
+                                                                     q, R, which)
+    return rid, pos, is_rev, cig
+
+
+@nb.njit(cache=True)
+def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, p_high, p_failed, p_avg, p_std,
+           q0, q1, name0, name1, qual0, qual1, has_qual, com0, com1, rg_id, Ra, na, Rb, nb_, pair_id):
+    """mem_sam_pe for one pair: appends read 1's then read 2's records."""
+    if not (opt.flag & F_NO_RESCUE):
+        # candidate anchors for rescue: regions within pen_unpaired of each read's best (taken before any
+        # rescue modifies the other read's list)
+        ba = np.empty(na, np.int64)
+        n_ba = 0
+        for j in range(na):
+            if Ra[j, SCORE] >= Ra[0, SCORE] - opt.pen_unpaired:
+                ba[n_ba] = j
+                n_ba += 1
+        bb = np.empty(nb_, np.int64)
+        n_bb = 0
+        for j in range(nb_):
+            if Rb[j, SCORE] >= Rb[0, SCORE] - opt.pen_unpaired:
+                bb[n_bb] = j
+                n_bb += 1
+        Ra0 = Ra[:na].copy()
+        Rb0 = Rb[:nb_].copy()
+        for j in range(min(n_ba, opt.max_matesw)):
+            Rb, nb_, _ = matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, Ra0[ba[j]], q1.shape[0], q1,
+                                Rb, nb_)
+        for j in range(min(n_bb, opt.max_matesw)):
+            Ra, na, _ = matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, Rb0[bb[j]], q0.shape[0], q0,
+                               Ra, na)
+    n_pri0 = mark_primary_se(opt, Ra, na, pair_id << 1)
+    n_pri1 = mark_primary_se(opt, Rb, nb_, (pair_id << 1) | 1)
+    if opt.flag & F_PRIMARY5:
+        reorder_primary5(opt, Ra, na)
+        reorder_primary5(opt, Rb, nb_)
+    paired = False
+    if not (opt.flag & F_NOPAIRING) and n_pri0 > 0 and n_pri1 > 0:
+        o, subo, n_sub, z0, z1 = pair_score(opt, offsets, l_pac, p_low, p_high, p_failed, p_avg, p_std, Ra, na, Rb,
+                                            nb_, n_pri0, n_pri1, pair_id)
+        if o > 0:
+            multi = False
+            for j in range(1, n_pri0):
+                if Ra[j, SECONDARY] < 0 and Ra[j, SCORE] >= opt.T:
+                    multi = True
+                    break
+            for j in range(1, n_pri1):
+                if Rb[j, SECONDARY] < 0 and Rb[j, SCORE] >= opt.T:
+                    multi = True
+                    break
+            if not multi:
+                paired = True
+    if paired:
+        return _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q0, q1, name0, name1,
+                             qual0, qual1, has_qual, com0, com1, rg_id, Ra, na, Rb, nb_, n_pri0, n_pri1, o, subo,
+                             n_sub, z0, z1)
+    # no pairing: each read's best hit, the proper-pair flag if the two best hits form one
+    w0 = 0 if na > 0 and Ra[0, SCORE] >= opt.T else -1
+    w1 = 0 if nb_ > 0 and Rb[0, SCORE] >= opt.T else -1
+    h0_rid, h0_pos, h0_rev, h0_cig = _aln_for_mate(opt, mat, offsets, l_pac, pac, q0, Ra, w0)
+    h1_rid, h1_pos, h1_rev, h1_cig = _aln_for_mate(opt, mat, offsets, l_pac, pac, q1, Rb, w1)
+    extra = 1
+    if not (opt.flag & F_NOPAIRING) and h0_rid == h1_rid and h0_rid >= 0:
+        d, dist = infer_dir(l_pac, Ra[0, RB], Rb[0, RB])
+        if not p_failed[d] and dist >= p_low[d] and dist <= p_high[d]:
+            extra |= 2
+    buf, nbuf = reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q0, name0, qual0, has_qual,
+                        com0, rg_id, Ra, na, 0x41 | extra, True, h1_rid, h1_pos, h1_rev, h1_cig)
+    buf, nbuf = reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q1, name1, qual1, has_qual,
+                        com1, rg_id, Rb, nb_, 0x81 | extra, True, h0_rid, h0_pos, h0_rev, h0_cig)
+    return buf, nbuf
+
+
+@nb.njit(cache=True)
+def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q0, q1, name0, name1, qual0, qual1,
+                  has_qual, com0, com1, rg_id, Ra, na, Rb, nb_, n_pri0, n_pri1, o, subo, n_sub, z0, z1):
+    score_un = Ra[0, SCORE] + Rb[0, SCORE] - opt.pen_unpaired
+    subo = subo if subo > score_un else score_un
+    q_pe = raw_mapq(o - subo, opt.a)
+    if n_sub > 0:
+        q_pe -= int(4.343 * math.log(n_sub + 1) + .499)
+    if q_pe < 0:
+        q_pe = 0
+    if q_pe > 60:
+        q_pe = 60
+    fr0 = np.float32(Ra[0, LREP]) / np.float32(Ra[0, QLEN]) if Ra[0, QLEN] > 0 else np.float32(0.0)
+    fr1 = np.float32(Rb[0, LREP]) / np.float32(Rb[0, QLEN]) if Rb[0, QLEN] > 0 else np.float32(0.0)
+    q_pe = int(q_pe * (1. - .5 * (np.float64(fr0) + np.float64(fr1))) + .499)
+    extra = 1
+    if o > score_un:
+        for i in range(2):
+            R = Ra if i == 0 else Rb
+            zi = z0 if i == 0 else z1
+            if R[zi, SECONDARY] >= 0:
+                R[zi, SUB] = R[R[zi, SECONDARY], SCORE]
+                R[zi, SECONDARY] = -2
+        qse0 = approx_mapq_se(opt, Ra, z0)
+        qse1 = approx_mapq_se(opt, Rb, z1)
+        qse0 = qse0 if qse0 > q_pe else (q_pe if q_pe < qse0 + 40 else qse0 + 40)
+        qse1 = qse1 if qse1 > q_pe else (q_pe if q_pe < qse1 + 40 else qse1 + 40)
+        extra |= 2
+        qse0 = min(qse0, raw_mapq(Ra[z0, SCORE] - Ra[z0, CSUB], opt.a))
+        qse1 = min(qse1, raw_mapq(Rb[z1, SCORE] - Rb[z1, CSUB], opt.a))
+    else:
+        z0 = 0
+        z1 = 0
+        qse0 = approx_mapq_se(opt, Ra, 0)
+        qse1 = approx_mapq_se(opt, Rb, 0)
+    for i in range(2):  # switch secondary and primary
+        R = Ra if i == 0 else Rb
+        n = na if i == 0 else nb_
+        npri = n_pri0 if i == 0 else n_pri1
+        zi = z0 if i == 0 else z1
+        k = R[zi, SECONDARY_ALL]
+        if k >= 0 and k < npri:
+            for j in range(n):
+                if R[j, SECONDARY_ALL] == k or j == k:
+                    R[j, SECONDARY_ALL] = zi
+            R[zi, SECONDARY_ALL] = -1
+    has_xa0 = False
+    has_xa1 = False
+    xa_off0 = np.zeros(na + 1, np.int64)
+    xa_off1 = np.zeros(nb_ + 1, np.int64)
+    xa0 = _EMPTY_U8
+    xa1 = _EMPTY_U8
+    if not (opt.flag & F_ALL):
+        xa_off0, xa0, has_xa0 = gen_alt(opt, mat, offsets, l_pac, pac, q0.shape[0], q0, Ra, na, ctg_names, ctg_off)
+        xa_off1, xa1, has_xa1 = gen_alt(opt, mat, offsets, l_pac, pac, q1.shape[0], q1, Rb, nb_, ctg_names, ctg_off)
+    r0 = reg2aln(opt, mat, offsets, l_pac, pac, q0.shape[0], q0, Ra, z0)
+    r1 = reg2aln(opt, mat, offsets, l_pac, pac, q1.shape[0], q1, Rb, z1)
+    xa_a = xa0[xa_off0[z0]:xa_off0[z0 + 1]] if has_xa0 else _EMPTY_U8
+    xa_b = xa1[xa_off1[z1]:xa_off1[z1 + 1]] if has_xa1 else _EMPTY_U8
+    one = np.zeros(1, np.int64)
+    # read 1 (mate = read 2's primary), then read 2
+    for i in range(2):
+        rr = r0 if i == 0 else r1
+        mm = r1 if i == 0 else r0
+        rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt = rr
+        mapq = qse0 if i == 0 else qse1
+        flag |= (0x40 << i) | extra
+        co = np.array([0, cig.shape[0]], np.int64)
+        fl = np.array([flag], np.int64)
+        if i == 0:
+            buf, nbuf = write_record(buf, nbuf, opt, name0, q0, qual0, has_qual, com0, rg_id, ctg_names, ctg_off,
+                                     rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt, xa_a, 0,
+                                     one, one, one, co, cig, one, one, fl, 1,
+                                     True, mm[0], mm[1], mm[2], mm[6])
+        else:
+            buf, nbuf = write_record(buf, nbuf, opt, name1, q1, qual1, has_qual, com1, rg_id, ctg_names, ctg_off,
+                                     rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt, xa_b, 0,
+                                     one, one, one, co, cig, one, one, fl, 1,
+                                     True, mm[0], mm[1], mm[2], mm[6])
+    return buf, nbuf
+
+
+@nb.njit(cache=True, nogil=True)
+def sam_pe_range(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual, has_qual, names, name_off,
+                 comments, com_off, rg_id, R_cat, reg_off, p_low, p_high, p_failed, p_avg, p_std, first_pair,
+                 j0, j1, opt, mat):
+    """CPU kernel: SAM bytes for pairs [j0, j1) of an interleaved batch (reads 2j, 2j+1)."""
+    buf = np.empty(2048 + 1200 * (j1 - j0), np.uint8)
+    nbuf = 0
+    for j in range(j0, j1):
+        a = 2 * j
+        b = 2 * j + 1
+        na = reg_off[a + 1] - reg_off[a]
+        nb_ = reg_off[b + 1] - reg_off[b]
+        Ra = np.zeros((max(na, 4), NF), np.int64)
+        Ra[:na] = R_cat[reg_off[a]:reg_off[a + 1]]
+        Rb = np.zeros((max(nb_, 4), NF), np.int64)
+        Rb[:nb_] = R_cat[reg_off[b]:reg_off[b + 1]]
+        q0 = seq[seq_off[a]:seq_off[a + 1]]
+        q1 = seq[seq_off[b]:seq_off[b + 1]]
+        qa = qual[seq_off[a]:seq_off[a + 1]] if has_qual else _EMPTY_U8
+        qb = qual[seq_off[b]:seq_off[b + 1]] if has_qual else _EMPTY_U8
+        buf, nbuf = sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, p_high, p_failed,
+                           p_avg, p_std, q0, q1, names[name_off[a]:name_off[a + 1]],
+                           names[name_off[b]:name_off[b + 1]], qa, qb, has_qual,
+                           comments[com_off[a]:com_off[a + 1]], comments[com_off[b]:com_off[b + 1]], rg_id,
+                           Ra, na, Rb, nb_, first_pair + j)
+    return buf[:nbuf]

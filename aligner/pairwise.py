@@ -1,0 +1,633 @@
+"""Pairwise DP alignment engine: many (query, target) pairs -> score, ends, starts, CIGAR.
+
+Input: two equal-length lists of DNA sequences (str / bytes) or pre-encoded ``(codes, offsets)``
+CSR pairs (codes uint8 0..4, offsets int64[n+1]).  Output: :class:`PairwiseResult`, numpy arrays.
+
+Scoring (bwa conventions)
+  * bases A C G T (either case) are 0..3; the IUPAC ambiguity codes N R Y K M S W B D H V (either
+    case) are N (code 4); anything else is an error.  s(a,b) = ``match`` if a == b < 4, ``-1`` if
+    either is N (bwa's ``-1`` for ambiguous bases, N vs N included), else ``-mismatch``.
+  * a gap of length L costs ``gap_open + L * gap_extend`` (bwa/ksw convention: the open penalty is
+    paid once on top of the per-base extension).  ``gap_open == 0`` is a linear gap model.
+    parasail's open/extend are ``gap_open + gap_extend`` and ``gap_extend`` (parasail charges
+    ``open + (L-1) * extend``); tests/test_pairwise.py checks scores against parasail that way.
+
+Modes (DP rows i = query 1..m, columns j = target 1..n; H(i,j) = best score of an alignment of
+the query prefix q[:i] and target prefix t[:j] ending there)
+  * ``global``      Needleman-Wunsch: both sequences end to end (parasail ``nw``).
+  * ``semiglobal``  "glocal": the whole query fitted into any substring of the target; target
+    prefix and suffix are free, query gaps at either end are charged (parasail ``sg_dx``).
+  * ``local``       Smith-Waterman (parasail ``sw``); score 0 means "no alignment", ends (0, 0).
+
+Coordinates are 0-based half-open: the alignment covers ``query[q_start:q_end]`` and
+``target[t_start:t_end]``.  Without traceback the starts are not computed (-1), except in
+global mode (0, 0) and the query start in semiglobal mode (0).
+
+Tie-breaking (the GPU kernels and the CPU twin share it, so results are identical byte for byte)
+  * end cell: highest score, then smallest ``t_end``, then smallest ``q_end``.
+  * traceback, from the end cell: in H, (local and H == 0) stops, then diagonal (M) before
+    E (D, gap in the query) before F (I, gap in the target); in E/F the gap is extended only when
+    that is strictly better than opening it.  Global alignments run to (0, 0) (leftover target ->
+    D, leftover query -> I); semiglobal ones stop on row 0; local ones on H == 0 or the border.
+  * CIGAR: BAM encoding ``len << 4 | op`` with op M=0 (match or mismatch), I=1, D=2; CSR arrays
+    ``cigar`` / ``cigar_off``.
+
+Band: with ``band=w`` cells with ``|i - j| > w`` (border cells included) are unreachable.
+Global alignments need ``|m - n| <= w``, semiglobal ``m <= n + w``.  The band restricts the
+result; the kernels still sweep every cell.
+
+Algorithms: GPU kernels in kernels/pairwise.cu (see its header for the thread mappings), chosen
+by length (inter-query thread per pair for short queries, a group of lanes per pair above
+``INTRA_MIN_M``, many warps chained over one pair for queries of ``CHAIN_MIN_M`` bases or more,
+score only).  The CPU twin below is the plain Gotoh recurrence with a full direction matrix
+(numba, one pair per thread), the fallback and the oracle.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+MODES = {"global": 0, "semiglobal": 1, "local": 2}
+NEG = -0x20000000                 # minus "infinity", as in the kernels
+SCORE_LIMIT = 1 << 27             # |any DP value| must stay below this (int32 with headroom)
+INTRA_MIN_M = 384                 # queries at least this long use a lane group per pair
+CHAIN_MIN_M = 65536               # queries at least this long use pw_chain (one pair, many warps)
+CIGAR_OPS = "MID"
+
+# ---------------------------------------------------------------------------------------------
+# encoding
+
+_LUT = np.full(256, 255, np.uint8)
+for _c, _v in zip("ACGT", range(4)):
+    _LUT[ord(_c)] = _v
+    _LUT[ord(_c.lower())] = _v
+for _c in "NRYKMSWBDHV":
+    _LUT[ord(_c)] = 4
+    _LUT[ord(_c.lower())] = 4
+
+
+def encode_seqs(seqs, what: str = "sequence") -> tuple[np.ndarray, np.ndarray]:
+    """List of str/bytes (or an already encoded ``(codes, offsets)`` pair) -> (uint8 codes, int64 offsets)."""
+    if isinstance(seqs, tuple) and len(seqs) == 2 and isinstance(seqs[0], np.ndarray):
+        codes = np.ascontiguousarray(seqs[0], dtype=np.uint8)
+        off = np.ascontiguousarray(seqs[1], dtype=np.int64)
+        if off.ndim != 1 or off.size < 1 or off[0] != 0 or off[-1] != codes.size or np.any(np.diff(off) < 0):
+            raise ValueError(f"{what} offsets are not a valid CSR offsets array")
+        if codes.size and codes.max() > 4:
+            raise ValueError(f"{what} codes must be 0..4")
+        return codes, off
+    bs = [s.encode("ascii", "replace") if isinstance(s, str) else bytes(s) for s in seqs]
+    lens = np.fromiter((len(b) for b in bs), dtype=np.int64, count=len(bs))
+    off = np.zeros(len(bs) + 1, np.int64)
+    np.cumsum(lens, out=off[1:])
+    raw = np.frombuffer(b"".join(bs), dtype=np.uint8)
+    codes = _LUT[raw]
+    bad = np.flatnonzero(codes == 255)
+    if bad.size:
+        k = int(np.searchsorted(off, bad[0], side="right") - 1)
+        raise ValueError(f"{what} {k}: invalid character {chr(raw[bad[0]])!r} at position "
+                         f"{int(bad[0] - off[k])} (allowed: ACGT, IUPAC codes as N)")
+    return codes, off
+
+
+# ---------------------------------------------------------------------------------------------
+# result
+
+@dataclass
+class PairwiseResult:
+    """Per-pair arrays (int32 unless noted); CIGAR as CSR (empty when traceback was off)."""
+    score: np.ndarray
+    q_end: np.ndarray
+    t_end: np.ndarray
+    q_start: np.ndarray
+    t_start: np.ndarray
+    cigar: np.ndarray        # uint32, BAM encoding len<<4|op
+    cigar_off: np.ndarray    # int64[n+1]
+    device: str = "cpu"
+
+    def __len__(self) -> int:
+        return self.score.size
+
+    def cigar_string(self, k: int) -> str:
+        c = self.cigar[self.cigar_off[k]:self.cigar_off[k + 1]]
+        return "".join(f"{int(x) >> 4}{CIGAR_OPS[int(x) & 15]}" for x in c)
+
+    def cigars(self) -> list[str]:
+        return [self.cigar_string(k) for k in range(len(self))]
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU twin (numba): the plain recurrence, full direction matrix
+
+@njit(cache=True, inline="always")
+def _rowinit(j, mode, go, ge, band):          # H(0, j)
+    if band >= 0 and j > band:
+        return NEG
+    if mode == 0 and j > 0:
+        return -(go + j * ge)
+    return 0
+
+
+@njit(cache=True, inline="always")
+def _colinit(i, mode, go, ge, band):          # H(i, 0)
+    if band >= 0 and i > band:
+        return NEG
+    if mode != 2 and i > 0:
+        return -(go + i * ge)
+    return 0
+
+
+@njit(cache=True)
+def _walk(D, mode, i, j, cig, c0):
+    """Trace back from (i, j) over direction matrix D; CIGAR runs into cig[c0:]. -> (qs, ts, n_runs)."""
+    nc = 0
+    cur_op = 0
+    cur_len = 0
+    state = 0
+    while True:
+        if mode == 2:
+            if i == 0 or j == 0:
+                break
+        else:
+            if i == 0:
+                if mode == 0 and j > 0:
+                    op, ln = 2, j
+                    if op == cur_op:
+                        cur_len += ln
+                    else:
+                        if cur_len:
+                            cig[c0 + nc] = (cur_len << 4) | cur_op
+                            nc += 1
+                        cur_op, cur_len = op, ln
+                    j = 0
+                break
+            if j == 0:
+                op, ln = 1, i
+                if op == cur_op:
+                    cur_len += ln
+                else:
+                    if cur_len:
+                        cig[c0 + nc] = (cur_len << 4) | cur_op
+                        nc += 1
+                    cur_op, cur_len = op, ln
+                i = 0
+                break
+        nib = D[i, j]
+        op = -1
+        if state == 0:
+            dd = nib & 3
+            if dd == 3:
+                break
+            if dd == 0:
+                op = 0
+                i -= 1
+                j -= 1
+            else:
+                state = dd
+        elif state == 1:
+            op = 2
+            j -= 1
+            state = 1 if nib & 4 else 0
+        else:
+            op = 1
+            i -= 1
+            state = 2 if nib & 8 else 0
+        if op >= 0:
+            if op == cur_op:
+                cur_len += 1
+            else:
+                if cur_len:
+                    cig[c0 + nc] = (cur_len << 4) | cur_op
+                    nc += 1
+                cur_op, cur_len = op, 1
+    if cur_len:
+        cig[c0 + nc] = (cur_len << 4) | cur_op
+        nc += 1
+    a, b = c0, c0 + nc - 1
+    while a < b:
+        x = cig[a]
+        cig[a] = cig[b]
+        cig[b] = x
+        a += 1
+        b -= 1
+    return i, j, nc
+
+
+@njit(cache=True)
+def _align_one(q, t, mode, match, mismatch, go, ge, band, tb, cig, c0):
+    """One pair -> (score, q_end, t_end, q_start, t_start, n_cigar); CIGAR into cig[c0:]."""
+    m = q.size
+    n = t.size
+    goe = go + ge
+    if m == 0 or n == 0:                      # no DP cell: closed forms (same as the walk's borders)
+        if mode == 2:
+            return 0, 0, 0, 0, 0, 0
+        if mode == 1 and m == 0:
+            return 0, 0, 0, 0, 0, 0
+        s = _colinit(m, mode, go, ge, band) if n == 0 else _rowinit(n, mode, go, ge, band)
+        nc = 0
+        if tb and m + n > 0:
+            cig[c0] = ((m + n) << 4) | (1 if n == 0 else 2)
+            nc = 1
+        return s, m, (n if mode == 0 else 0), 0, 0, nc
+    H = np.empty(n + 1, np.int32)
+    F = np.empty(n + 1, np.int32)
+    for j in range(n + 1):
+        H[j] = _rowinit(j, mode, go, ge, band)
+        F[j] = NEG
+    D = np.empty((m + 1, n + 1) if tb else (1, 1), np.uint8)
+    if mode == 2:
+        bs, bi, bj = 0, 0, 0
+    elif mode == 1:
+        bs, bi, bj = _colinit(m, mode, go, ge, band), m, 0
+    else:
+        bs, bi, bj = NEG, m, n
+    for i in range(1, m + 1):
+        qc = q[i - 1]
+        hdiag = H[0]
+        hleft = _colinit(i, mode, go, ge, band)
+        H[0] = hleft
+        e = NEG
+        for j in range(1, n + 1):
+            tc = t[j - 1]
+            if qc > 3 or tc > 3:
+                sc = -1
+            elif qc == tc:
+                sc = match
+            else:
+                sc = -mismatch
+            ee = e - ge
+            eo = hleft - goe
+            e = max(ee, eo)
+            fe = F[j] - ge
+            fo = H[j] - goe
+            f = max(fe, fo)
+            hd = hdiag + sc
+            h = max(hd, max(e, f))
+            if mode == 2:
+                h = max(h, 0)
+            if tb:
+                if mode == 2 and h == 0:
+                    d = 3
+                elif h == hd:
+                    d = 0
+                elif h == e:
+                    d = 1
+                else:
+                    d = 2
+                if ee > eo:
+                    d |= 4
+                if fe > fo:
+                    d |= 8
+                D[i, j] = d
+            if band >= 0 and abs(i - j) > band:
+                h = NEG
+                e = NEG
+                f = NEG
+            hdiag = H[j]
+            H[j] = h
+            F[j] = f
+            hleft = h
+            if mode == 2:
+                if h > bs or (h == bs and (j < bj or (j == bj and i < bi))):
+                    bs, bi, bj = h, i, j
+        if i == m:
+            if mode == 1:
+                for j in range(1, n + 1):
+                    if H[j] > bs:
+                        bs, bj = H[j], j
+            elif mode == 0:
+                bs = H[n]
+    qs = -1
+    ts = -1
+    nc = 0
+    if mode == 0:
+        qs, ts = 0, 0
+    elif mode == 1:
+        qs = 0
+    if tb:
+        qs, ts, nc = _walk(D, mode, bi, bj, cig, c0)
+    return bs, bi, bj, qs, ts, nc
+
+
+@njit(cache=True, parallel=True)
+def _cpu_batch(qc, qoff, tc, toff, mode, match, mismatch, go, ge, band, tb, cig, cig_cap_off, out):
+    """All pairs (prange); out[p] = score, q_end, t_end, q_start, t_start, n_cigar."""
+    for p in prange(qoff.size - 1):
+        r = _align_one(qc[qoff[p]:qoff[p + 1]], tc[toff[p]:toff[p + 1]], mode, match, mismatch,
+                       go, ge, band, tb, cig, cig_cap_off[p])
+        for k in range(6):
+            out[p, k] = r[k]
+
+
+@njit(cache=True)
+def _compact(src, src_off, counts, dst_off, dst):
+    for p in range(counts.size):
+        a = src_off[p]
+        b = dst_off[p]
+        for k in range(counts[p]):
+            dst[b + k] = src[a + k]
+
+
+def _finish(out: np.ndarray, cig_cap: np.ndarray, cap_off: np.ndarray, device: str) -> PairwiseResult:
+    counts = out[:, 5].astype(np.int64)
+    off = np.zeros(counts.size + 1, np.int64)
+    np.cumsum(counts, out=off[1:])
+    cig = np.empty(int(off[-1]), np.uint32)
+    _compact(cig_cap, cap_off, counts, off, cig)
+    return PairwiseResult(out[:, 0].copy(), out[:, 1].copy(), out[:, 2].copy(), out[:, 3].copy(),
+                          out[:, 4].copy(), cig, off, device)
+
+
+def align_cpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb) -> PairwiseResult:
+    """CPU twin over a whole batch (numba, parallel over pairs)."""
+    npairs = qoff.size - 1
+    cap = (np.diff(qoff) + np.diff(toff)) if tb else np.zeros(npairs, np.int64)
+    cap_off = np.zeros(npairs + 1, np.int64)
+    np.cumsum(cap, out=cap_off[1:])
+    cig = np.zeros(max(int(cap_off[-1]), 1), np.uint32)
+    out = np.zeros((npairs, 6), np.int32)
+    _cpu_batch(qc, qoff, tc, toff, mode, match, mismatch, go, ge, band, bool(tb), cig, cap_off, out)
+    return _finish(out, cig, cap_off, "cpu")
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU launcher
+
+def gpu_available() -> bool:
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def choose_config(m: int, tb: bool) -> tuple[int, int]:
+    """(LANES, R) for queries of length m.
+
+    Measured on the H100 (docs/BENCHMARKS.md): score only, 150 bp: thread per pair with 32 rows
+    of register tiling ~ 8 lanes x 19 rows (1.30 vs 1.25 TCUPS local); 1 kb: 16 lanes x 16 rows
+    1.22 vs thread per pair 1.02 TCUPS, hence the switch at INTRA_MIN_M.  With traceback the
+    direction words of a lane group are coalesced: 8 lanes x 8 rows beat thread per pair 2x.
+    """
+    if tb:
+        return (8, 8) if m < INTRA_MIN_M else (32, 8)
+    if m < INTRA_MIN_M:
+        return (1, 32)
+    return (16, 16) if m < 4096 else (32, 16)
+
+
+def _defines(mode, match, mismatch, go, ge, band, tb, lanes, r):
+    return dict(LANES=lanes, R=r, MODE=mode, MATCH=match, MISMATCH=mismatch, GO=go, GE=ge,
+                TRACE=int(bool(tb)), BAND=band)
+
+
+def _chain_one(cp, qd, q0, m, td, t0, n, mode, match, mismatch, go, ge, band, r=8, max_warps=None,
+               ring_bytes=12 << 30):
+    """One long pair over many chained warps (score only) -> (score, q_end, t_end)."""
+    from g3align.kernels.loader import get_module
+    mod = get_module("pairwise", _defines(mode, match, mismatch, go, ge, band, False, 32, r))
+    f = mod.get_function("pw_chain")
+    dev = cp.cuda.Device()
+    nsm = dev.attributes["MultiProcessorCount"]
+    try:
+        bps = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(f.ptr, 128, 0)
+    except Exception:
+        bps = 1
+    nstrips = -(-m // (32 * r))
+    W = min(bps * nsm * 4, 12 * nsm, nstrips, max(1, ring_bytes // (8 * (n + 1))))
+    if max_warps:
+        W = min(W, max_warps)
+    W = max(4, W - W % 4) if W >= 4 else W
+    nblocks = -(-W // 4)
+    W = nblocks * 4                              # grid is whole blocks of 4 warps; must be co-resident
+    ring = cp.empty(W * (n + 1) * 2, cp.int32)
+    prog = cp.zeros(nstrips + 1, cp.int32)
+    cand = cp.empty(3 * W, cp.int32)
+    f((nblocks,), (128,), (qd[q0:q0 + m], np.int32(m), td[t0:t0 + n], np.int32(n), ring, prog, cand))
+    c = cand.get().reshape(-1, 3)
+    c = c[np.lexsort((c[:, 1], c[:, 2], -c[:, 0].astype(np.int64)))]
+    return int(c[0, 0]), int(c[0, 1]), int(c[0, 2])
+
+
+def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, config=None,
+              mem_budget: int = 6 << 30, timings: dict | None = None) -> PairwiseResult:
+    """GPU path; pairs with an empty side go through the CPU twin's closed forms."""
+    import cupy as cp
+    from g3align.kernels.loader import get_module
+
+    npairs = qoff.size - 1
+    m = np.diff(qoff)
+    n = np.diff(toff)
+    out = np.zeros((npairs, 6), np.int32)
+    cap = (m + n) if tb else np.zeros(npairs, np.int64)
+    cap_off = np.zeros(npairs + 1, np.int64)
+    np.cumsum(cap, out=cap_off[1:])
+    cig_host = np.zeros(max(int(cap_off[-1]), 1), np.uint32)
+
+    empty = np.flatnonzero((m == 0) | (n == 0))
+    if empty.size:
+        for p in empty:
+            r = _align_one(qc[qoff[p]:qoff[p + 1]], tc[toff[p]:toff[p + 1]], mode, match, mismatch,
+                           go, ge, band, bool(tb), cig_host, cap_off[p])
+            out[p] = r
+    work = np.flatnonzero((m > 0) & (n > 0))
+    if work.size == 0:
+        return _finish(out, cig_host, cap_off, "gpu")
+
+    qd = cp.asarray(qc)
+    td = cp.asarray(tc)
+    ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
+    ktime = 0.0
+
+    huge = work[m[work] >= CHAIN_MIN_M] if config is None else work[:0]
+    if huge.size and tb:
+        raise NotImplementedError("traceback for queries >= %d bases (linear-space traceback) is "
+                                  "not implemented; use traceback=False" % CHAIN_MIN_M)
+    for p in huge:
+        ev0.record()
+        s, i, j = _chain_one(cp, qd, int(qoff[p]), int(m[p]), td, int(toff[p]), int(n[p]),
+                             mode, match, mismatch, go, ge, band)
+        ev1.record()
+        ev1.synchronize()
+        ktime += cp.cuda.get_elapsed_time(ev0, ev1) / 1e3
+        out[p, :3] = (s, i, j)
+        out[p, 3:5] = (0, 0) if mode == 0 else ((0, -1) if mode == 1 else (-1, -1))
+    batch = np.setdiff1d(work, huge, assume_unique=True)
+
+    qoff_d = cp.asarray(qoff)
+    toff_d = cp.asarray(toff)
+    score_d = cp.zeros(npairs, cp.int32)
+    qend_d = cp.zeros(npairs, cp.int32)
+    tend_d = cp.zeros(npairs, cp.int32)
+    if tb:
+        tb_d = cp.zeros(3 * npairs, cp.int32)
+        dir_off_h = np.zeros(npairs, np.int64)
+        cig_off_h = np.zeros(npairs, np.int64)
+    dummy_u32 = cp.zeros(1, cp.uint32)
+    dummy_i64 = cp.zeros(1, cp.int64)
+    dummy_i32 = cp.zeros(1, cp.int32)
+
+    if config is not None:
+        if tb and config[1] > 8:
+            raise ValueError("traceback kernels keep R <= 8 rows per lane (4 direction bits each)")
+        groups = {tuple(config): batch}
+    else:
+        intra = m[batch] >= INTRA_MIN_M
+        groups = {choose_config(0, tb): batch[~intra], choose_config(INTRA_MIN_M, tb): batch[intra]}
+    for (lanes, r), plist in groups.items():
+        if plist.size == 0:
+            continue
+        plist = plist[np.lexsort((n[plist], m[plist]))]
+        mod = get_module("pairwise", _defines(mode, match, mismatch, go, ge, band, tb, lanes, r))
+        kern = mod.get_function("pw_batch")
+        sr = lanes * r
+        nstr = -(-m[plist] // sr)
+        dir_words = nstr * (n[plist] + lanes - 1) * lanes if tb else np.zeros(plist.size, np.int64)
+        cost = (n[plist] + 1) * 8 + dir_words * 4 + (m[plist] + n[plist]) * 4 * bool(tb)
+        csum = np.cumsum(cost)
+        a = 0
+        while a < plist.size:
+            b = int(np.searchsorted(csum, (csum[a - 1] if a else 0) + mem_budget, side="right"))
+            b = max(b, a + 1)
+            chunk = plist[a:b]
+            G = chunk.size
+            maxn = int(n[chunk].max())
+            bnd = cp.empty((maxn + 1) * G * 2, cp.int32)
+            order = cp.asarray(chunk.astype(np.int32))
+            if tb:
+                dw = dir_words[a:b]
+                do = np.zeros(G + 1, np.int64)
+                np.cumsum(dw, out=do[1:])
+                dir_off_h[chunk] = do[:-1]
+                co = np.zeros(G + 1, np.int64)
+                np.cumsum(m[chunk] + n[chunk], out=co[1:])
+                cig_off_h[chunk] = co[:-1]
+                dirs = cp.empty(max(int(do[-1]), 1), cp.uint32)
+                cigd = cp.empty(max(int(co[-1]), 1), cp.uint32)
+                args_tb = (dirs, cp.asarray(dir_off_h), cigd, cp.asarray(cig_off_h), tb_d)
+            else:
+                args_tb = (dummy_u32, dummy_i64, dummy_u32, dummy_i64, dummy_i32)
+            threads = G * lanes
+            ev0.record()
+            kern((-(-threads // 128),), (128,),
+                 (qd, qoff_d, td, toff_d, order, np.int32(G), bnd, score_d, qend_d, tend_d) + args_tb)
+            ev1.record()
+            ev1.synchronize()
+            ktime += cp.cuda.get_elapsed_time(ev0, ev1) / 1e3
+            if tb:
+                ch = cigd.get()
+                tbh = tb_d.get().reshape(-1, 3)
+                _compact(ch, co[:-1].copy(), tbh[chunk, 2].astype(np.int64), cap_off[chunk].copy(), cig_host)
+                del dirs, cigd
+            del bnd
+            a = b
+    if batch.size:
+        out[batch, 0] = score_d.get()[batch]
+        out[batch, 1] = qend_d.get()[batch]
+        out[batch, 2] = tend_d.get()[batch]
+        if tb:
+            tbh = tb_d.get().reshape(-1, 3)
+            out[batch, 3] = tbh[batch, 0]
+            out[batch, 4] = tbh[batch, 1]
+            out[batch, 5] = tbh[batch, 2]
+        else:
+            out[batch, 3] = 0 if mode == 0 else (0 if mode == 1 else -1)
+            out[batch, 4] = 0 if mode == 0 else -1
+    if timings is not None:
+        timings["kernel_s"] = timings.get("kernel_s", 0.0) + ktime
+    return _finish(out, cig_host, cap_off, "gpu")
+
+
+# ---------------------------------------------------------------------------------------------
+# public API
+
+def align_pairs(queries, targets, mode: str = "global", match: int = 1, mismatch: int = 4,
+                gap_open: int = 6, gap_extend: int = 1, traceback: bool = False, band=None,
+                device: str = "auto", **kw) -> PairwiseResult:
+    """Align queries[k] against targets[k] for every k (see the module docstring for conventions).
+
+    mode: 'global' | 'semiglobal' (whole query inside the target; parasail sg_dx) | 'local'.
+    match, mismatch: positive score / penalty; N scores -1.  gap of length L costs
+    gap_open + L*gap_extend (gap_open=0: linear).  traceback: also starts and CIGARs.
+    band: None or w >= 0 (cells |i-j| > w unreachable).  device: 'auto' | 'gpu' | 'cpu'.
+    Returns a PairwiseResult of numpy arrays.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {sorted(MODES)}, not {mode!r}")
+    md = MODES[mode]
+    match, mismatch, gap_open, gap_extend = int(match), int(mismatch), int(gap_open), int(gap_extend)
+    if match < 1 or mismatch < 1 or gap_open < 0 or gap_extend < 1:
+        raise ValueError("need match >= 1, mismatch >= 1, gap_open >= 0, gap_extend >= 1")
+    if max(match, mismatch, gap_open, gap_extend) > 10000:
+        raise ValueError("scores above 10000 are not supported")
+    qc, qoff = encode_seqs(queries, "query")
+    tc, toff = encode_seqs(targets, "target")
+    if qoff.size != toff.size:
+        raise ValueError(f"{qoff.size - 1} queries but {toff.size - 1} targets: pairs are taken by "
+                         "order, the lists must have equal length")
+    m = np.diff(qoff)
+    n = np.diff(toff)
+    if m.size:
+        bound = int((m + n).max()) * max(match, mismatch, gap_extend) + 2 * gap_open
+        if bound >= SCORE_LIMIT:
+            raise ValueError(f"scores could reach {bound}, beyond the 32-bit kernels' range "
+                             f"({SCORE_LIMIT}); split the sequences")
+    bw = -1
+    if band is not None:
+        bw = int(band)
+        if bw < 0:
+            raise ValueError("band must be >= 0")
+        if md == 0 and np.any(np.abs(m - n) > bw):
+            raise ValueError("global alignment with band: every pair needs |len(q) - len(t)| <= band")
+        if md == 1 and np.any(m > n + bw):
+            raise ValueError("semiglobal alignment with band: every pair needs len(q) <= len(t) + band")
+    if device not in ("auto", "gpu", "cpu"):
+        raise ValueError("device must be auto, gpu or cpu")
+    use_gpu = device == "gpu" or (device == "auto" and gpu_available())
+    if device == "gpu" and not gpu_available():
+        raise RuntimeError("device='gpu' but no CUDA device / cupy is available")
+    args = (qc, qoff, tc, toff, md, match, mismatch, gap_open, gap_extend, bw, bool(traceback))
+    if use_gpu:
+        return align_gpu(*args, **kw)
+    if traceback and m.size and int((m.astype(np.float64) * n).max()) > (1 << 31):
+        raise ValueError("CPU traceback keeps a full direction matrix; pair too large")
+    return align_cpu(*args)
+
+
+def rescore_cigar(q: np.ndarray, t: np.ndarray, cigar: np.ndarray, q_start: int, t_start: int,
+                  match=1, mismatch=4, gap_open=6, gap_extend=1) -> int:
+    """Score of a CIGAR placed at (q_start, t_start) under the module's scoring (for tests)."""
+    s = 0
+    i, j = q_start, t_start
+    for x in cigar:
+        ln, op = int(x) >> 4, int(x) & 15
+        if op == 0:
+            a, b = q[i:i + ln], t[j:j + ln]
+            nn = (a > 3) | (b > 3)
+            eq = (a == b) & ~nn
+            s += match * int(eq.sum()) - int(nn.sum()) - mismatch * int((~eq & ~nn).sum())
+            i += ln
+            j += ln
+        elif op == 1:
+            s -= gap_open + ln * gap_extend
+            i += ln
+        else:
+            s -= gap_open + ln * gap_extend
+            j += ln
+    return s
+
+
+__all__ = [
+    "MODES",
+    "PairwiseResult",
+    "align_cpu",
+    "align_gpu",
+    "align_pairs",
+    "encode_seqs",
+    "numba",
+    "rescore_cigar",
+]

@@ -1,0 +1,39 @@
+"""The one place that builds CuPy RawModules from kernels/*.cu.
+
+``get_module(name, defines)`` reads ``kernels/<name>.cu`` (package data, or the source tree),
+prepends the compile-time constants as ``#define`` lines and compiles it with NVRTC for the
+current device.  Modules are memoized per (device, name, defines), as cupyx does.
+"""
+from __future__ import annotations
+
+import importlib.resources
+from pathlib import Path
+
+_CACHE: dict = {}
+
+
+def kernel_source(name: str) -> str:
+    """Text of kernels/<name>.cu."""
+    try:
+        return importlib.resources.files("g3align.kernels").joinpath(f"{name}.cu").read_text()
+    except (ModuleNotFoundError, FileNotFoundError, TypeError):
+        return (Path(__file__).parent / f"{name}.cu").read_text()
+
+
+def define_lines(defines: dict | None) -> str:
+    """``#define K V`` lines, sorted by key so equal dicts give equal sources."""
+    return "".join(f"#define {k} {int(v) if isinstance(v, bool) else v}\n"
+                   for k, v in sorted((defines or {}).items()))
+
+
+def get_module(name: str, defines: dict | None = None, options: tuple = ("-std=c++17",)):
+    """cupy.RawModule for kernels/<name>.cu with ``defines`` prepended; memoized per device."""
+    import cupy
+
+    dev = cupy.cuda.Device().id
+    key = (dev, name, tuple(sorted((defines or {}).items())), tuple(options))
+    mod = _CACHE.get(key)
+    if mod is None:
+        mod = cupy.RawModule(code=define_lines(defines) + kernel_source(name), options=options)
+        _CACHE[key] = mod
+    return mod

@@ -1,0 +1,420 @@
+// kernels/pairwise.cu -- pairwise DP alignment (global / semiglobal / local; affine or linear gaps).
+//
+// Launcher and CPU twin (the oracle, same recurrences, same tie-breaking): aligner/pairwise.py.
+// Recurrences follow Gotoh as written in ksw2/bwa (ksw_extend2, ksw_global2): rows i = query
+// (1..m), columns j = target (1..n), gap of length L costs GO + L*GE (GO = 0: linear gaps).
+//   E(i,j) = max(E(i,j-1) - GE, H(i,j-1) - GO - GE)        gap in the query  -> CIGAR D
+//   F(i,j) = max(F(i-1,j) - GE, H(i-1,j) - GO - GE)        gap in the target -> CIGAR I
+//   H(i,j) = max(H(i-1,j-1) + s(q_i, t_j), E(i,j), F(i,j) [, 0 for local])
+//   s(a,b) = MATCH if a == b < 4, -1 if either base is N (code 4; bwa's rule), else -MISMATCH.
+//
+// Thread mapping ("group" = LANES consecutive threads of one warp; LANES in 1,2,4,...,32):
+//   one group aligns one pair.  The query is cut into strips of SR = LANES*R rows; lane k of the
+//   group holds rows [k*R, k*R+R) of the strip in registers (H, H-GO-GE, E and the query base of
+//   each row) and sweeps the target columns as an anti-diagonal wavefront: at step tt lane k works
+//   on column j = tt - k + 1 and receives the bottom H and F of column j from lane k-1 through
+//   __shfl_up_sync (its value of the previous step).  LANES = 1 is the inter-query scheme (one
+//   thread per pair, R rows of register tiling); LANES > 1 the intra-query scheme.
+//   Between strips, the last lane writes the strip's bottom row (H, F per column) to global memory
+//   (`bnd`), and lane 0 of the next strip reads it back (SALoBa-style boundary spilling).
+//   Rows past the query end are padded with N (score -1), which can never produce a maximum.
+//
+// Kernels:
+//   pw_batch  one group per pair, many pairs (regimes 1 and 2).  With TRACE=1 every cell also
+//             writes 4 direction bits (R cells per 32-bit word, one word per lane per step, so the
+//             words of a group are coalesced) and lane 0 walks the path back and writes a
+//             run-length CIGAR (BAM encoding len<<4|op, op M=0 I=1 D=2).
+//   pw_chain  one pair, many warps (regime 3): warp w handles strips w, w+W, w+2W, ...; strip s
+//             waits on progress[s-1] (published every CHUNK columns with __threadfence) before
+//             reading the boundary row of strip s-1 from a ring of W buffers.  All W warps must be
+//             co-resident (the launcher sizes the grid from the occupancy calculator).
+//             Score only; each warp writes its best cell, the host reduces.
+//
+// Tie-breaking (identical in the CPU twin):
+//   best cell: highest score, then smallest target end j, then smallest query end i.
+//   direction of H: (local and H == 0) -> stop; H == diag + s -> M; H == E -> D; else I.
+//   E/F: extend only when strictly better than opening (ties open a new gap).
+//
+// Compile-time constants (prepended as #defines by kernels/loader.py; defaults below only make
+// `nvcc -arch=sm_90 -cubin kernels/pairwise.cu` build standalone).
+
+#ifndef LANES
+#define LANES 32
+#endif
+#ifndef R
+#define R 8
+#endif
+#ifndef MODE            // 0 global, 1 semiglobal (query global, target local), 2 local
+#define MODE 2
+#endif
+#ifndef MATCH
+#define MATCH 1
+#endif
+#ifndef MISMATCH
+#define MISMATCH 4
+#endif
+#ifndef GO
+#define GO 6
+#endif
+#ifndef GE
+#define GE 1
+#endif
+#ifndef TRACE
+#define TRACE 0
+#endif
+#ifndef BAND            // < 0: no band; else cells with |i - j| > BAND are unreachable
+#define BAND -1
+#endif
+#ifndef CHUNK           // pw_chain: publish progress every CHUNK columns
+#define CHUNK 64
+#endif
+
+#define SR (LANES * R)
+#define GOE (GO + GE)
+#define NEG (-0x20000000)
+
+typedef unsigned char u8;
+
+struct Best { int s, i, j; };
+
+// a better than b: higher score, then smaller j, then smaller i
+__device__ __forceinline__ bool better(int as, int ai, int aj, int bs, int bi, int bj) {
+    return as > bs || (as == bs && (aj < bj || (aj == bj && ai < bi)));
+}
+
+__device__ __forceinline__ int rowinit(int j) {          // H(0, j)
+#if BAND >= 0
+    if (j > BAND) return NEG;
+#endif
+#if MODE == 0
+    return j == 0 ? 0 : -(GO + j * GE);
+#else
+    return 0;
+#endif
+}
+
+__device__ __forceinline__ int colinit(int i) {          // H(i, 0)
+#if BAND >= 0
+    if (i > BAND) return NEG;
+#endif
+#if MODE == 2
+    return 0;
+#else
+    return i == 0 ? 0 : -(GO + i * GE);
+#endif
+}
+
+__device__ __forceinline__ void best_init(Best& b, int m, int n) {
+#if MODE == 0
+    b.s = -0x7fffffff; b.i = m; b.j = n;
+#elif MODE == 1
+    b.s = colinit(m); b.i = m; b.j = 0;
+#else
+    b.s = 0; b.i = 0; b.j = 0;
+#endif
+}
+
+// One strip of SR rows of one pair, all target columns.
+//   bin/bout: boundary rows (H, F) of the strip above / this strip, element j at [j*bjs + slot].
+//   CHAINED: spin on prog_in before reading bin, publish prog_out after writing bout.
+template <bool CHAINED>
+__device__ __forceinline__ void dp_strip(
+    const u8* __restrict__ q, int m, const u8* __restrict__ t, int n, int s, int lane, unsigned gmask,
+    const int2* bin, int2* bout, long long bjs, long long slot_in, long long slot_out,
+    const volatile int* prog_in, volatile int* prog_out, Best& best, unsigned* __restrict__ dirw)
+{
+    const int row0 = s * SR + lane * R;          // DP index of the row above this lane's first row
+    const bool last_strip = (s + 1) * SR >= m;
+    int qc[R], mis[R], Hl[R], Hg[R], E[R];       // per row: base, mismatch score, H(i,j-1), H-GOE, E
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const int idx = row0 + r;
+        const int c = idx < m ? (int)q[idx] : 4;
+        qc[r] = c;
+        mis[r] = c > 3 ? -1 : -MISMATCH;
+        Hl[r] = colinit(idx + 1);
+        Hg[r] = Hl[r] - GOE;
+        E[r] = NEG;
+    }
+    const int rm = m - 1 - row0;                 // index in this lane of query row m (if 0 <= rm < R)
+    const bool owns_m = last_strip && rm >= 0 && rm < R;
+    (void)owns_m;
+    int hdiag = colinit(row0);                   // H(row0, j-1)
+    int up_h = 0, up_f = NEG;                    // H(row0, j), F(row0, j)
+    int bh = 0, bf = NEG;                        // this lane's bottom H, F of the current column
+    // The boundary row of the strip above is prefetched one block of LANES columns ahead: lane k
+    // holds column jb+k of the current block (cur_*) and loads column jb+LANES+k (nx_*), so the
+    // L2 latency is off lane 0's critical path; lane 0 picks its column with a shuffle.
+    int avail = 0;                               // CHAINED: columns of strip s-1 known to be ready
+    int cur_h = 0, cur_f = NEG, nx_h = 0, nx_f = NEG;
+    if (s > 0) {
+        if (CHAINED) {
+            const int need = min(LANES, n);
+            if (lane == 0) { int a; do { a = *prog_in; } while (a < need); avail = a; __threadfence(); }
+            avail = __shfl_sync(gmask, avail, 0, LANES);
+        }
+        if (1 + lane <= n) {
+            const int2 v = __ldcg(&bin[(long long)(1 + lane) * bjs + slot_in]);
+            nx_h = v.x; nx_f = v.y;
+        }
+    }
+    const int nsteps = n + LANES - 1;
+    for (int tt = 0; tt < nsteps; ++tt) {
+        const int j = tt - lane + 1;
+        const bool active = j >= 1 && j <= n;
+        if (s > 0) {                             // uniform over the group
+            const int k = tt % LANES;
+            if (k == 0) {
+                cur_h = nx_h; cur_f = nx_f;
+                const int jn = tt + LANES + 1 + lane;
+                if (CHAINED) {
+                    const int need = min(tt + 2 * LANES, n);
+                    if (need > avail) {
+                        if (lane == 0) { int a; do { a = *prog_in; } while (a < need); avail = a; __threadfence(); }
+                        avail = __shfl_sync(gmask, avail, 0, LANES);
+                    }
+                }
+                if (jn <= n) {
+                    const int2 v = __ldcg(&bin[(long long)jn * bjs + slot_in]);
+                    nx_h = v.x; nx_f = v.y;
+                }
+            }
+#if LANES > 1
+            const int vh = __shfl_sync(gmask, cur_h, k, LANES);
+            const int vf = __shfl_sync(gmask, cur_f, k, LANES);
+#else
+            const int vh = cur_h, vf = cur_f;
+#endif
+            if (lane == 0 && active) { up_h = vh; up_f = vf; }
+        } else if (lane == 0 && active) {
+            up_h = rowinit(j); up_f = NEG;
+        }
+        if (active) {
+            const int tc0 = (int)t[j - 1];
+            const bool tn = tc0 > 3;
+            const int tc = tn ? 7 : tc0;         // an N never equals a query base
+            int h_d = hdiag;                     // H(i-1, j-1)
+            hdiag = up_h;
+            int f = up_f;                        // F(i-1, j)
+            int hug = up_h - GOE;                // H(i-1, j) - GOE
+#if MODE == 2
+            int cmax = NEG;
+#endif
+#if TRACE
+            unsigned word = 0;
+#endif
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const int sc = qc[r] == tc ? MATCH : (tn ? -1 : mis[r]);
+                const int ee = E[r] - GE, fe = f - GE;
+                const int e = max(ee, Hg[r]);
+                f = max(fe, hug);
+                const int hd = h_d + sc;
+#if MODE == 2
+                int h = max(max(hd, 0), max(e, f));
+#else
+                int h = max(hd, max(e, f));
+#endif
+#if TRACE
+                unsigned d;
+#if MODE == 2
+                d = h == 0 ? 3u : (h == hd ? 0u : (h == e ? 1u : 2u));
+#else
+                d = h == hd ? 0u : (h == e ? 1u : 2u);
+#endif
+                d |= (ee > Hg[r] ? 4u : 0u) | (fe > hug ? 8u : 0u);
+                word |= d << (4 * r);
+#endif
+                int e2 = e;
+#if BAND >= 0
+                {
+                    const int di = row0 + r + 1 - j;
+                    if (di > BAND || -di > BAND) { h = NEG; e2 = NEG; f = NEG; }
+                }
+#endif
+                h_d = Hl[r];
+                Hl[r] = h;
+                hug = h - GOE;
+                Hg[r] = hug;
+                E[r] = e2;
+#if MODE == 2
+                cmax = max(cmax, h);
+#endif
+            }
+            bh = Hl[R - 1]; bf = f;
+#if TRACE
+            dirw[(long long)tt * LANES + lane] = word;
+#endif
+            if (lane == LANES - 1 && !last_strip) {
+                bout[(long long)j * bjs + slot_out] = make_int2(bh, bf);
+                if (CHAINED && ((j & (CHUNK - 1)) == 0 || j == n)) {
+                    __threadfence();
+                    *prog_out = j;
+                }
+            }
+#if MODE == 2
+            if (cmax > best.s || (cmax == best.s && j < best.j)) {
+                int bi = 0;
+#pragma unroll
+                for (int r = R - 1; r >= 0; --r) if (Hl[r] == cmax) bi = row0 + r + 1;
+                best.s = cmax; best.i = bi; best.j = j;
+            }
+#elif MODE == 1
+            if (owns_m) {
+                int hm = 0;
+#pragma unroll
+                for (int r = 0; r < R; ++r) if (r == rm) hm = Hl[r];
+                if (hm > best.s) { best.s = hm; best.i = m; best.j = j; }
+            }
+#else
+            if (owns_m && j == n) {
+                int hm = 0;
+#pragma unroll
+                for (int r = 0; r < R; ++r) if (r == rm) hm = Hl[r];
+                best.s = hm; best.i = m; best.j = n;
+            }
+#endif
+        }
+#if LANES > 1
+        const int nh = __shfl_up_sync(gmask, bh, 1, LANES);
+        const int nf = __shfl_up_sync(gmask, bf, 1, LANES);
+        if (lane > 0) { up_h = nh; up_f = nf; }
+#endif
+    }
+}
+
+__device__ __forceinline__ void group_reduce(Best& b, unsigned gmask) {
+#if LANES > 1
+#pragma unroll
+    for (int o = LANES / 2; o > 0; o >>= 1) {
+        const int s2 = __shfl_xor_sync(gmask, b.s, o, LANES);
+        const int i2 = __shfl_xor_sync(gmask, b.i, o, LANES);
+        const int j2 = __shfl_xor_sync(gmask, b.j, o, LANES);
+        if (better(s2, i2, j2, b.s, b.i, b.j)) { b.s = s2; b.i = i2; b.j = j2; }
+    }
+#endif
+}
+
+#if TRACE
+// Direction nibble of cell (i, j), i, j >= 1, in the layout dp_strip writes.
+__device__ __forceinline__ unsigned dir_at(const unsigned* d, int n, int i, int j) {
+    const int w = i - 1, s = w / SR, k = w - s * SR, ln = k / R, r = k - ln * R;
+    const unsigned word = __ldcg(&d[((long long)s * (n + LANES - 1) + (j - 1 + ln)) * LANES + ln]);
+    return (word >> (4 * r)) & 15u;
+}
+
+#define PUSH_OP(op, len) do {                                                   \
+    if ((op) == cur_op) cur_len += (len);                                       \
+    else { if (cur_len) cig[nc++] = (cur_len << 4) | cur_op; cur_op = (op); cur_len = (len); } \
+} while (0)
+
+// Walk back from (i, j); writes the CIGAR (forward order) and returns its length.
+__device__ int walk(const unsigned* d, int n, int i, int j, unsigned* cig, int* qs, int* ts) {
+    int nc = 0; unsigned cur_op = 0, cur_len = 0; int state = 0;   // 0 H, 1 E (D), 2 F (I)
+    for (;;) {
+#if MODE == 2
+        if (i == 0 || j == 0) break;
+#else
+        if (i == 0) {
+#if MODE == 0
+            if (j > 0) PUSH_OP(2u, (unsigned)j);
+            j = 0;
+#endif
+            break;
+        }
+        if (j == 0) { PUSH_OP(1u, (unsigned)i); i = 0; break; }
+#endif
+        const unsigned nib = dir_at(d, n, i, j);
+        if (state == 0) {
+            const unsigned dd = nib & 3u;
+            if (dd == 3u) break;
+            if (dd == 0u) { PUSH_OP(0u, 1u); --i; --j; }
+            else state = (int)dd;
+        } else if (state == 1) {
+            PUSH_OP(2u, 1u); --j; state = (nib & 4u) ? 1 : 0;
+        } else {
+            PUSH_OP(1u, 1u); --i; state = (nib & 8u) ? 2 : 0;
+        }
+    }
+    if (cur_len) cig[nc++] = (cur_len << 4) | cur_op;
+    for (int a = 0, b = nc - 1; a < b; ++a, --b) { const unsigned x = cig[a]; cig[a] = cig[b]; cig[b] = x; }
+    *qs = i; *ts = j;
+    return nc;
+}
+#endif
+
+// Many pairs, one group each.  order[g] = pair handled by group g; outputs indexed by pair.
+//   bnd: (max n + 1) * G int2 scratch, column j of group g at [j*G + g].
+//   TRACE: dirs + dir_off[p] holds nstrips*(n+LANES-1)*LANES words; cig + cig_off[p] has room
+//   for m+n runs; tb[3p..3p+2] = q_start, t_start, n_cigar.
+extern "C" __global__ void __launch_bounds__(128)
+pw_batch(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
+         const u8* __restrict__ tseq, const long long* __restrict__ toff,
+         const int* __restrict__ order, int G, int2* bnd,
+         int* __restrict__ score, int* __restrict__ qend, int* __restrict__ tend,
+         unsigned* __restrict__ dirs, const long long* __restrict__ dir_off,
+         unsigned* __restrict__ cig, const long long* __restrict__ cig_off, int* __restrict__ tb)
+{
+    const int gt = blockIdx.x * blockDim.x + threadIdx.x;
+    const int g = gt / LANES;
+    const int lane = threadIdx.x & (LANES - 1);
+    if (g >= G) return;
+#if LANES == 32
+    const unsigned gmask = 0xffffffffu;
+#else
+    const unsigned gmask = ((1u << LANES) - 1u) << ((threadIdx.x & 31) & ~(LANES - 1));
+#endif
+    const int p = order[g];
+    const long long q0 = qoff[p], t0 = toff[p];
+    const int m = (int)(qoff[p + 1] - q0), n = (int)(toff[p + 1] - t0);
+    const u8* q = qseq + q0;
+    const u8* t = tseq + t0;
+    Best best;
+    best_init(best, m, n);
+    const int nstrips = (m + SR - 1) / SR;
+    for (int s = 0; s < nstrips; ++s) {
+        unsigned* dirw = nullptr;
+#if TRACE
+        dirw = dirs + dir_off[p] + (long long)s * (n + LANES - 1) * LANES;
+#endif
+        dp_strip<false>(q, m, t, n, s, lane, gmask, bnd, bnd, (long long)G, g, g,
+                        nullptr, nullptr, best, dirw);
+    }
+    group_reduce(best, gmask);
+#if TRACE
+    __syncwarp(gmask);                           // direction words of all lanes visible to lane 0
+#endif
+    if (lane == 0) {
+        score[p] = best.s; qend[p] = best.i; tend[p] = best.j;
+#if TRACE
+        int qs, ts;
+        const int nc = walk(dirs + dir_off[p], n, best.i, best.j, cig + cig_off[p], &qs, &ts);
+        tb[3 * p] = qs; tb[3 * p + 1] = ts; tb[3 * p + 2] = nc;
+#endif
+    }
+}
+
+// One pair, W = gridDim.x * blockDim.x / 32 warps, LANES must be 32.  ring: W * (n+1) int2,
+// progress: nstrips ints (zeroed), cand: 3*W ints (best score, i, j of each warp).
+extern "C" __global__ void __launch_bounds__(128)
+pw_chain(const u8* __restrict__ q, int m, const u8* __restrict__ t, int n,
+         int2* ring, int* progress, int* __restrict__ cand)
+{
+#if LANES == 32 && TRACE == 0
+    const int W = gridDim.x * (blockDim.x >> 5);
+    const int w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    Best best;
+    best_init(best, m, n);
+    const int nstrips = (m + SR - 1) / SR;
+    for (int s = w; s < nstrips; s += W) {
+        const long long sin = s > 0 ? (long long)((s - 1) % W) * (n + 1) : 0;
+        const long long sout = (long long)(s % W) * (n + 1);
+        dp_strip<true>(q, m, t, n, s, lane, 0xffffffffu, ring, ring, 1LL, sin, sout,
+                       s > 0 ? (const volatile int*)&progress[s - 1] : nullptr,
+                       (volatile int*)&progress[s], best, nullptr);
+    }
+    group_reduce(best, 0xffffffffu);
+    if (lane == 0) { cand[3 * w] = best.s; cand[3 * w + 1] = best.i; cand[3 * w + 2] = best.j; }
+#endif
+}

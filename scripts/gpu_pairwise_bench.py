@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""Pairwise DP engine on the GPU box: GPU == CPU checks (byte for byte) and timings, one script.
+
+Writes $OUT/pairwise_bench.md (table), $OUT/pairwise_bench.json and prints the table last.
+  python scripts/gpu_pairwise_bench.py [--quick] [--stages check,b150,b1k,b10k,b1m,cpu]
+GCUPS = DP cells (sum of m*n) / kernel time (CUDA events around the launches; host encoding,
+transfers and CIGAR compaction are in the `wall` column).  parasail is not installed on the box;
+the CPU peer is this engine's numba twin on all cores.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback as tbmod
+
+import numpy as np
+from g3align.aligner import pairwise as pw
+
+ROWS: list[dict] = []
+FAILS: list[str] = []
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def csr(lengths):
+    off = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=off[1:])
+    return off
+
+
+def gen_pairs(rng, k, m, n, sub=0.05, pn=0.005):
+    """k related pairs of lengths m, n (target = mutated query, padded / cut), codes 0..4."""
+    q = rng.integers(0, 4, k * m, dtype=np.uint8)
+    qq = q.reshape(k, m)
+    if n <= m:
+        t = qq[:, :n].copy()
+    else:
+        t = np.concatenate([qq, rng.integers(0, 4, (k, n - m), dtype=np.uint8)], axis=1)
+    mut = rng.random(t.shape) < sub
+    t[mut] = rng.integers(0, 4, int(mut.sum()), dtype=np.uint8)
+    if pn:
+        q[rng.random(q.size) < pn] = 4
+        t[rng.random(t.shape) < pn] = 4
+    return (q, csr(np.full(k, m))), (t.reshape(-1).copy(), csr(np.full(k, n)))
+
+
+def gen_mixed(rng, k, lens):
+    """Pairs of mixed lengths incl. warp/strip boundaries, N runs, homopolymers, identical pairs."""
+    qs, ts = [], []
+    for _ in range(k):
+        m, n = int(rng.choice(lens)), int(rng.choice(lens))
+        kind = rng.integers(0, 5)
+        if kind == 0:
+            q = rng.integers(0, 5, m).astype(np.uint8)
+            t = rng.integers(0, 5, n).astype(np.uint8)
+        elif kind == 1:
+            q = np.full(m, rng.integers(0, 4), np.uint8)
+            t = np.full(n, rng.integers(0, 4), np.uint8)
+        else:
+            q = rng.integers(0, 4, m).astype(np.uint8)
+            t = np.resize(q, n) if m else rng.integers(0, 4, n).astype(np.uint8)
+            if kind == 3:
+                t = t.copy()
+                mut = rng.random(n) < 0.08
+                t[mut] = rng.integers(0, 5, int(mut.sum()))
+                if n > 10:
+                    a = int(rng.integers(0, n - 5))
+                    t = np.concatenate([t[:a], t[a + int(rng.integers(1, 5)):]])
+                    b = int(rng.integers(0, t.size))
+                    ins = rng.integers(0, 4, int(rng.integers(1, 6))).astype(np.uint8)
+                    t = np.concatenate([t[:b], ins, t[b:]])
+        qs.append(q)
+        ts.append(t)
+    qc = np.concatenate(qs) if qs else np.zeros(0, np.uint8)
+    tc = np.concatenate(ts) if ts else np.zeros(0, np.uint8)
+    return (qc, csr([x.size for x in qs])), (tc, csr([x.size for x in ts]))
+
+
+def same(a, b):
+    return all(np.array_equal(getattr(a, f), getattr(b, f))
+               for f in ("score", "q_end", "t_end", "q_start", "t_start", "cigar", "cigar_off"))
+
+
+def subset(qt, idx):
+    c, off = qt
+    parts = [c[off[i]:off[i + 1]] for i in idx]
+    return (np.concatenate(parts) if parts else np.zeros(0, np.uint8), csr([p.size for p in parts]))
+
+
+def run_gpu(q, t, mode, tb=False, config=None, go=6, ge=1, band=None):
+    tim: dict = {}
+    t0 = time.perf_counter()
+    r = pw.align_pairs(q, t, mode=mode, gap_open=go, gap_extend=ge, traceback=tb, band=band,
+                       device="gpu", config=config, timings=tim)
+    return r, tim.get("kernel_s", float("nan")), time.perf_counter() - t0
+
+
+def record(name, cells, npairs, ks, wall, **kw):
+    row = dict(bench=name, pairs=npairs, cells=cells, kernel_s=ks, wall_s=wall,
+               gcups=cells / ks / 1e9 if ks == ks and ks > 0 else float("nan"), **kw)
+    ROWS.append(row)
+    log(f"  {name:42s} pairs={npairs:>9d} kernel={ks:8.4f}s wall={wall:7.2f}s "
+        f"GCUPS={row['gcups']:9.1f} {kw}")
+
+
+def check(name, ok):
+    log(f"  [{'ok' if ok else 'FAIL'}] {name}")
+    if not ok:
+        FAILS.append(name)
+
+
+def stage_check(rng, quick):
+    log("== GPU == CPU checks")
+    lens = [0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 150, 255, 256,
+            257, 383, 384, 385, 511, 512, 513, 700, 1000]
+    q, t = gen_mixed(rng, 150, lens)
+    configs = [None, (1, 16), (1, 8), (4, 8), (8, 8), (32, 8), (16, 4), (2, 3)]
+    for mode in ("global", "semiglobal", "local"):
+        for tb in (False, True):
+            c = pw.align_pairs(q, t, mode=mode, traceback=tb, device="cpu")
+            for cfg in configs:
+                if tb and cfg and cfg[1] > 8:
+                    continue
+                g, _, _ = run_gpu(q, t, mode, tb, cfg)
+                check(f"{mode} affine tb={tb} cfg={cfg}", same(c, g))
+        for go, ge, band in ((0, 2, None), (6, 1, 40), (3, 2, 5)):
+            qq, tt = q, t
+            if band is not None:   # keep pairs the band allows
+                m, n = np.diff(q[1]), np.diff(t[1])
+                keep = np.flatnonzero(np.abs(m - n) <= band) if mode == "global" else (
+                    np.flatnonzero(m <= n + band) if mode == "semiglobal" else np.arange(m.size))
+                qq, tt = subset(q, keep), subset(t, keep)
+            for tb in (False, True):
+                c = pw.align_pairs(qq, tt, mode=mode, gap_open=go, gap_extend=ge, band=band,
+                                   traceback=tb, device="cpu")
+                for cfg in (None, (8, 8)):
+                    g, _, _ = run_gpu(qq, tt, mode, tb, cfg, go, ge, band)
+                    check(f"{mode} go={go} ge={ge} band={band} tb={tb} cfg={cfg}", same(c, g))
+    # chained kernel (regime 3) on a medium pair, few and many warps, vs the CPU twin
+    import cupy as cp
+    for mode in ("global", "semiglobal", "local"):
+        for (m, n) in ((3000, 2500), (1200, 4000)):
+            (qc, qo), (tc, to) = gen_pairs(rng, 1, m, n, sub=0.1)
+            c = pw.align_pairs((qc, qo), (tc, to), mode=mode, device="cpu")
+            for mw in (1, 4, 8, 64):
+                s, i, j = pw._chain_one(cp, cp.asarray(qc), 0, m, cp.asarray(tc), 0, n,
+                                        pw.MODES[mode], 1, 4, 6, 1, -1, max_warps=mw)
+                check(f"chain {mode} {m}x{n} warps<={mw}",
+                      (s, i, j) == (int(c.score[0]), int(c.q_end[0]), int(c.t_end[0])))
+
+
+def bench_fixed(rng, name, k, m, n, configs, tb_configs, modes=("local",), check_n=2000):
+    q, t = gen_pairs(rng, k, m, n)
+    cells = k * m * n
+    idx = rng.choice(k, min(k, check_n), replace=False)
+    qs, ts = subset(q, idx), subset(t, idx)
+    for mode in modes:
+        cpu = {tb: pw.align_pairs(qs, ts, mode=mode, traceback=tb, device="cpu") for tb in (False, True)}
+        for tb, cfgs in ((False, configs), (True, tb_configs)):
+            for cfg in cfgs:
+                try:
+                    run_gpu(qs, ts, mode, tb, cfg)               # compile + warm up
+                    r, ks, wall = run_gpu(q, t, mode, tb, cfg)
+                    sub = pw.PairwiseResult(r.score[idx], r.q_end[idx], r.t_end[idx], r.q_start[idx],
+                                            r.t_start[idx], *_sub_cigar(r, idx), "gpu")
+                    ok = same(cpu[tb], sub)
+                    check(f"{name} {mode} tb={tb} cfg={cfg} sample of {idx.size} == CPU", ok)
+                    record(f"{name} {mode} {'tb' if tb else 'score'} cfg={cfg}", cells, k, ks, wall,
+                           check=ok)
+                    del r
+                except Exception as e:
+                    FAILS.append(f"{name} {mode} tb={tb} cfg={cfg}: {e!r}")
+                    log(tbmod.format_exc())
+
+
+def _sub_cigar(r, idx):
+    parts = [r.cigar[r.cigar_off[i]:r.cigar_off[i + 1]] for i in idx]
+    return (np.concatenate(parts) if parts else np.zeros(0, np.uint32)), csr([p.size for p in parts])
+
+
+def stage_huge(rng, quick):
+    import cupy as cp
+    log("== one huge pair (pw_chain)")
+    for L in ((200_000,) if quick else (200_000, 1_000_000)):
+        (qc, qo), (tc, to) = gen_pairs(rng, 1, L, L, sub=0.05)
+        for mode in ("local", "global"):
+            try:
+                qd, td = cp.asarray(qc), cp.asarray(tc)
+                pw._chain_one(cp, qd, 0, 1000, td, 0, 1000, pw.MODES[mode], 1, 4, 6, 1, -1)
+                cp.cuda.Device().synchronize()
+                ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
+                t0 = time.perf_counter()
+                ev0.record()
+                s, i, j = pw._chain_one(cp, qd, 0, L, td, 0, L, pw.MODES[mode], 1, 4, 6, 1, -1)
+                ev1.record()
+                ev1.synchronize()
+                ks = cp.cuda.get_elapsed_time(ev0, ev1) / 1e3
+                record(f"1 pair {L}x{L} {mode} score", L * L, 1, ks, time.perf_counter() - t0,
+                       score=s, q_end=i, t_end=j)
+            except Exception as e:
+                FAILS.append(f"huge {L} {mode}: {e!r}")
+                log(tbmod.format_exc())
+    # a 30k x 30k pair checked against the CPU twin
+    (qc, qo), (tc, to) = gen_pairs(rng, 1, 30000, 30000, sub=0.05)
+    c = pw.align_pairs((qc, qo), (tc, to), mode="local", device="cpu")
+    s, i, j = pw._chain_one(cp, cp.asarray(qc), 0, 30000, cp.asarray(tc), 0, 30000, 2, 1, 4, 6, 1, -1)
+    check("chain 30k x 30k local == CPU", (s, i, j) == (int(c.score[0]), int(c.q_end[0]), int(c.t_end[0])))
+
+
+def stage_cpu(rng, quick):
+    log(f"== CPU twin (numba, {numba_threads()} threads)")
+    for name, k, L in (("CPU 150bp", 100_000 if quick else 400_000, 150),
+                       ("CPU 1kb", 3000 if quick else 10_000, 1000)):
+        q, t = gen_pairs(rng, k, L, L)
+        pw.align_pairs(subset(q, range(10)), subset(t, range(10)), mode="local", device="cpu")
+        for tb in (False, True):
+            t0 = time.perf_counter()
+            pw.align_pairs(q, t, mode="local", traceback=tb, device="cpu")
+            w = time.perf_counter() - t0
+            record(f"{name} local {'tb' if tb else 'score'}", k * L * L, k, w, w)
+
+
+def numba_threads():
+    import numba
+    return numba.get_num_threads()
+
+
+def device_info():
+    import cupy as cp
+    p = cp.cuda.runtime.getDeviceProperties(0)
+    info = dict(name=p["name"].decode() if isinstance(p["name"], bytes) else p["name"],
+                sms=p["multiProcessorCount"], clock_khz=p.get("clockRate"))
+    try:
+        info["nvidia_smi"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,clocks.sm,clocks.max.sm,driver_version", "--format=csv"],
+            capture_output=True, text=True).stdout.strip()
+    except Exception:
+        pass
+    return info
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--stages", default="check,b150,b1k,b10k,huge,cpu")
+    ap.add_argument("--n150", type=int, default=None)
+    ap.add_argument("--n1k", type=int, default=None)
+    ap.add_argument("--n10k", type=int, default=None)
+    a = ap.parse_args()
+    out = os.environ.get("OUT", ".")
+    rng = np.random.default_rng(2024)
+    info = device_info()
+    log(json.dumps(info))
+    st = a.stages.split(",")
+    T0 = time.perf_counter()
+    try:
+        if "check" in st:
+            stage_check(rng, a.quick)
+        if "b150" in st:
+            log("== 150 bp pairs")
+            bench_fixed(rng, "150bp", a.n150 or (1_000_000 if a.quick else 10_000_000), 150, 150,
+                        [None, (1, 32), (8, 19), (32, 5)] if a.quick else [None],
+                        [None, (32, 5), (8, 8)] if a.quick else [None],
+                        modes=("local", "global") if a.quick else ("local", "global", "semiglobal"))
+        if "b1k" in st:
+            log("== 1 kb pairs")
+            bench_fixed(rng, "1kb", a.n1k or (100_000 if a.quick else 1_000_000), 1000, 1000,
+                        [None, (1, 16), (16, 16), (8, 32)] if a.quick else [None],
+                        [None, (16, 8)] if a.quick else [None], check_n=300)
+        if "b10k" in st:
+            log("== 10 kb pairs")
+            bench_fixed(rng, "10kb", a.n10k or (2000 if a.quick else 10_000), 10000, 10000,
+                        [None, (32, 16)] if a.quick else [None], [], check_n=8)
+        if "huge" in st:
+            stage_huge(rng, a.quick)
+        if "cpu" in st:
+            stage_cpu(rng, a.quick)
+    except Exception:
+        FAILS.append("crash: " + tbmod.format_exc())
+        log(tbmod.format_exc())
+    total = time.perf_counter() - T0
+    lines = [f"device: {info}", f"total script time {total:.1f}s", "",
+             "| bench | pairs | cells | kernel s | wall s | GCUPS | notes |", "|---|---|---|---|---|---|---|"]
+    for r in ROWS:
+        extra = {k: v for k, v in r.items()
+                 if k not in ("bench", "pairs", "cells", "kernel_s", "wall_s", "gcups")}
+        lines.append(f"| {r['bench']} | {r['pairs']} | {r['cells']:.3g} | {r['kernel_s']:.4f} | "
+                     f"{r['wall_s']:.2f} | {r['gcups']:.1f} | {extra} |")
+    lines.append("")
+    lines.append(f"FAILURES ({len(FAILS)}): " + "; ".join(FAILS[:30]))
+    txt = "\n".join(lines)
+    with open(os.path.join(out, "pairwise_bench.md"), "w") as fh:
+        fh.write(txt + "\n")
+    with open(os.path.join(out, "pairwise_bench.json"), "w") as fh:
+        json.dump(dict(info=info, rows=ROWS, fails=FAILS), fh, indent=1, default=str)
+    log(txt)
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

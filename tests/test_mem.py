@@ -1,0 +1,250 @@
+"""End-to-end tests of `g3align index` + `g3align mem` (single-end).
+
+* golden: the demo reads against bwa mem 0.7.17's own output shipped in data/golden (no bwa needed);
+* live: random references with repeats, N runs and IUPAC codes, reads with substitutions, indels,
+  chimeras and N bases, aligned by bwa (when on PATH; CI installs it) and by g3align, compared per read;
+* determinism: byte-identical output for -K and -t;
+* bad input: one-line errors, non-zero exit, no traceback.
+"""
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from g3align.aligner.compare import compare_sam
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "data")
+HAVE_BWA = shutil.which("bwa") is not None
+
+
+def g3(*args, stdin=None, check=True):
+    """Run the CLI in a subprocess (exit status and stderr are part of what we test)."""
+    p = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", *args], input=stdin,
+                       capture_output=True)
+    if check and p.returncode != 0:
+        raise AssertionError(f"g3align {' '.join(args)} failed:\n{p.stderr.decode()}")
+    return p
+
+
+@pytest.fixture(scope="module")
+def lambda_index(tmp_path_factory):
+    d = tmp_path_factory.mktemp("lambda")
+    prefix = str(d / "lambda")
+    g3("index", "-p", prefix, os.path.join(DATA, "lambda.fa.gz"))
+    return prefix
+
+
+def records(sam_bytes):
+    return [ln for ln in sam_bytes.decode().split("\n") if ln and not ln.startswith("@")]
+
+
+def test_golden_single_end(lambda_index, tmp_path):
+    out = tmp_path / "se.sam"
+    g3("mem", "-o", str(out), lambda_index, os.path.join(DATA, "lambda_R1.fq.gz"))
+    gold = tmp_path / "gold.sam"
+    gold.write_bytes(gzip.decompress(open(os.path.join(DATA, "golden", "lambda_se.bwa.sam.gz"), "rb").read()))
+    res = compare_sam(str(out), str(gold))
+    text = out.read_text().split("\n")
+    assert text[0].startswith("@HD\tVN:1.5")
+    assert any(ln.startswith("@PG\tID:g3align") for ln in text)
+    # every record identical to bwa's (the SAM body, field for field)
+    ours = [ln for ln in text if ln and not ln.startswith("@")]
+    theirs = [ln for ln in gold.read_text().split("\n") if ln and not ln.startswith("@")]
+    assert ours == theirs
+    assert res  # the comparator ran on the pair
+
+
+def test_determinism_K_and_threads(lambda_index):
+    fq = os.path.join(DATA, "lambda_R1.fq.gz")
+    outs = [g3("mem", "-K", str(k), "-t", str(t), lambda_index, fq).stdout
+            for k, t in ((10_000, 1), (1_000_000, 2), (100_000_000, 2), (10_000, 2))]
+    bodies = [records(o) for o in outs]
+    assert all(b == bodies[0] for b in bodies[1:])
+
+
+def _rand_ref(rng, n_ctg=4):
+    """Contigs with interspersed repeats (exact and diverged copies), N runs and IUPAC codes."""
+    rep = rng.integers(0, 4, 300)
+    seqs = []
+    for c in range(n_ctg):
+        s = rng.integers(0, 4, int(rng.integers(3000, 9000)))
+        for _ in range(3):  # repeat copies
+            p = int(rng.integers(0, len(s) - 300))
+            cp = rep.copy()
+            if rng.random() < 0.5:
+                cp[rng.integers(0, 300, 3)] = rng.integers(0, 4, 3)
+            s[p:p + 300] = cp
+        txt = np.frombuffer(b"ACGT", np.uint8)[s].copy()
+        p = int(rng.integers(0, len(s) - 200))
+        txt[p:p + int(rng.integers(1, 120))] = ord("N")
+        txt[int(rng.integers(0, len(s)))] = ord("R")
+        seqs.append(txt.tobytes().decode())
+    return seqs
+
+
+def _mutate(rng, s):
+    out = []
+    for ch in s:
+        r = rng.random()
+        if r < 0.01:
+            out.append("ACGT"[rng.integers(0, 4)])
+        elif r < 0.012:
+            continue
+        elif r < 0.014:
+            out.append(ch + "ACGT"[rng.integers(0, 4)])
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _revcomp(s):
+    return s[::-1].translate(str.maketrans("ACGTN", "TGCAN"))
+
+
+def _rand_reads(rng, seqs, n):
+    recs = []
+    for i in range(n):
+        L = int(rng.choice([0, 15, 30, 70, 100, 150, 151, 250]))
+        c = seqs[int(rng.integers(0, len(seqs)))]
+        p = int(rng.integers(0, len(c) - 300))
+        r = _mutate(rng, c[p:p + L])[:L]
+        kind = rng.random()
+        if kind < 0.1:  # chimera
+            c2 = seqs[int(rng.integers(0, len(seqs)))]
+            p2 = int(rng.integers(0, len(c2) - 300))
+            r = r[:L // 2] + _revcomp(c2[p2:p2 + L - L // 2])
+        elif kind < 0.15:  # random sequence
+            r = "".join("ACGT"[x] for x in rng.integers(0, 4, L))
+        if rng.random() < 0.5:
+            r = _revcomp(r)
+        if r and rng.random() < 0.05:
+            k = int(rng.integers(0, len(r)))
+            r = r[:k] + "N" + r[k + 1:]
+        r = r.replace("R", "A")
+        recs.append(f"@r{i}\n{r}\n+\n{'I' * len(r)}\n")
+    return "".join(recs)
+
+
+@pytest.mark.skipif(not HAVE_BWA, reason="bwa not on PATH (CI installs it)")
+@pytest.mark.parametrize("seed", [1, 2])
+def test_live_against_bwa(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    seqs = _rand_ref(rng)
+    fa = tmp_path / "ref.fa"
+    fa.write_text("".join(f">ctg{i} desc\n{s}\n" for i, s in enumerate(seqs)))
+    fq = tmp_path / "reads.fq"
+    fq.write_text(_rand_reads(rng, seqs, 600).replace("@r0\n\n+\n\n", "@r0\nA\n+\nI\n"))
+    subprocess.run(["bwa", "index", str(fa)], capture_output=True, check=True)
+    bwa = subprocess.run(["bwa", "mem", str(fa), str(fq)], capture_output=True, check=True).stdout
+    (tmp_path / "bwa.sam").write_bytes(bwa)
+    g3("index", str(fa))
+    ours = g3("mem", str(fa), str(fq)).stdout
+    (tmp_path / "g3.sam").write_bytes(ours)
+    a = [ln.split("\t") for ln in records(ours)]
+    b = [ln.split("\t") for ln in records(bwa)]
+    assert len(a) == len(b)
+    diffs = 0
+    for x, y in zip(a, b):
+        # bwa writes an empty SEQ/QUAL for zero-length reads; we write '*' (valid SAM)
+        if y[9] == "":
+            y[9] = y[10] = "*"
+        if x != y:
+            diffs += 1
+    assert diffs == 0, f"{diffs} records differ from bwa mem"
+
+
+def test_every_read_once(lambda_index, tmp_path):
+    fq = tmp_path / "odd.fq"
+    fq.write_text("@empty\n\n+\n\n@short\nACGTACGT\n+\nIIIIIIII\n@rnd\n" + "ACGT" * 40 + "\n+\n" + "I" * 160 + "\n")
+    out = g3("mem", lambda_index, str(fq)).stdout
+    recs = [r.split("\t") for r in records(out)]
+    prim = [r for r in recs if not int(r[1]) & 0x900]
+    assert [r[0] for r in prim] == ["empty", "short", "rnd"]
+    assert prim[0][1] == "4" and prim[0][9] == "*" and prim[0][10] == "*"
+
+
+def test_empty_fastq(lambda_index, tmp_path):
+    fq = tmp_path / "empty.fq"
+    fq.write_text("")
+    p = g3("mem", lambda_index, str(fq))
+    assert records(p.stdout) == [] and p.stdout.startswith(b"@HD")
+
+
+def test_stdin(lambda_index):
+    fq = gzip.decompress(open(os.path.join(DATA, "lambda_R1.fq.gz"), "rb").read())[:4000]
+    fq = fq[:fq.rfind(b"\n@") + 1]
+    p = g3("mem", lambda_index, "-", stdin=fq)
+    assert len(records(p.stdout)) == fq.count(b"\n+\n")
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("@r1\nACGT\n+\nIII\n", "r1"),
+    ("@r1\nACGT\nIIII\n", "record 1"),
+    ("@r1\nAC#T\n+\nIIII\n", "invalid character"),
+])
+def test_bad_fastq(lambda_index, tmp_path, content, needle):
+    fq = tmp_path / "bad.fq"
+    fq.write_text(content)
+    p = g3("mem", lambda_index, str(fq), check=False)
+    err = p.stderr.decode()
+    assert p.returncode != 0
+    assert "Traceback" not in err
+    assert str(fq) in err or "bad.fq" in err
+    assert len([ln for ln in err.strip().split("\n") if ln.startswith("[E::")]) == 1
+
+
+def test_truncated_gzip(lambda_index, tmp_path):
+    raw = open(os.path.join(DATA, "lambda_R1.fq.gz"), "rb").read()
+    fq = tmp_path / "trunc.fq.gz"
+    fq.write_bytes(raw[: len(raw) // 2])
+    p = g3("mem", lambda_index, str(fq), check=False)
+    assert p.returncode != 0 and "Traceback" not in p.stderr.decode() and "trunc.fq.gz" in p.stderr.decode()
+
+
+def test_missing_and_corrupt_index(tmp_path):
+    fq = os.path.join(DATA, "lambda_R1.fq.gz")
+    p = g3("mem", str(tmp_path / "nope"), fq, check=False)
+    assert p.returncode != 0 and "Traceback" not in p.stderr.decode() and "nope" in p.stderr.decode()
+    prefix = str(tmp_path / "lam")
+    g3("index", "-p", prefix, os.path.join(DATA, "lambda.fa.gz"))
+    path = prefix + ".g3i"
+    data = bytearray(open(path, "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    open(path, "wb").write(bytes(data))
+    p = g3("mem", prefix, fq, check=False)
+    assert p.returncode != 0 and "Traceback" not in p.stderr.decode()
+
+
+def test_read_group(lambda_index, tmp_path):
+    fq = tmp_path / "one.fq"
+    fq.write_text("@r\n" + "ACGT" * 10 + "\n+\n" + "I" * 40 + "\n")
+    p = g3("mem", "-R", r"@RG\tID:grp1\tSM:s", lambda_index, str(fq))
+    txt = p.stdout.decode()
+    assert "@RG\tID:grp1\tSM:s" in txt and "RG:Z:grp1" in txt
+    p = g3("mem", "-R", "@RG\tSM:s", lambda_index, str(fq), check=False)
+    assert p.returncode != 0 and "Traceback" not in p.stderr.decode()
+
+
+@pytest.mark.skipif(shutil.which("samtools") is None, reason="samtools not on PATH")
+def test_bam_output_quickcheck(lambda_index, tmp_path):
+    bam = tmp_path / "out.bam"
+    g3("mem", "-o", str(bam), lambda_index, os.path.join(DATA, "lambda_R1.fq.gz"))
+    assert subprocess.run(["samtools", "quickcheck", str(bam)]).returncode == 0
+    n = subprocess.run(["samtools", "view", "-c", "-F", "0x900", str(bam)], capture_output=True).stdout
+    assert int(n) == 2000
+
+
+@pytest.mark.skipif(shutil.which("PicardCommandLine") is None, reason="picard-tools not installed")
+def test_picard_validate(lambda_index, tmp_path):
+    # pipelines give a read group (Picard reports MISSING_READ_GROUP as an error otherwise, for bwa too)
+    sam = tmp_path / "out.sam"
+    g3("mem", "-R", r"@RG\tID:demo\tSM:lambda\tPL:ILLUMINA", "-o", str(sam), lambda_index, os.path.join(DATA, "lambda_R1.fq.gz"))
+    p = subprocess.run(["PicardCommandLine", "ValidateSamFile", f"I={sam}", "MODE=SUMMARY"],
+                       capture_output=True)
+    out = p.stdout.decode() + p.stderr.decode()
+    assert "No errors found" in out, out[-2000:]

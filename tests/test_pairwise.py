@@ -1,0 +1,260 @@
+"""Pairwise DP engine (aligner/pairwise.py, kernels/pairwise.cu).
+
+CPU twin vs exhaustive enumeration on tiny pairs, vs parasail on random / real-derived pairs
+(all modes x linear/affine), every CIGAR re-scored, bad input, GPU == CPU when a GPU is present,
+and the kernel source compiling with nvcc when nvcc is on PATH.
+"""
+import gzip
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from g3align.aligner.pairwise import align_pairs, encode_seqs, gpu_available, rescore_cigar
+
+ROOT = Path(__file__).resolve().parents[1]
+GAPS = [(6, 1), (0, 2), (3, 2)]             # (gap_open, gap_extend): affine, linear, affine
+MODES = ["global", "semiglobal", "local"]
+
+
+def rand_pairs(rng, k, lo, hi, alphabet="ACGT", pn=0.02, related=0.5):
+    qs, ts = [], []
+    for _ in range(k):
+        m, n = rng.integers(lo, hi + 1, 2)
+        q = rng.choice(list(alphabet), m)
+        if rng.random() < related and m:
+            t = list(q[rng.integers(0, max(1, m // 4)):])      # mutated copy: indels, substitutions
+            t = [c if rng.random() > 0.1 else rng.choice(list(alphabet)) for c in t]
+            for _ in range(rng.integers(0, 4)):
+                p = rng.integers(0, len(t) + 1)
+                if rng.random() < 0.5:
+                    t[p:p] = list(rng.choice(list(alphabet), rng.integers(1, 6)))
+                else:
+                    del t[p:p + rng.integers(1, 6)]
+            t = np.array(t[:n] if len(t) > n else t, dtype="<U1")
+        else:
+            t = rng.choice(list(alphabet), n)
+        q = np.where(rng.random(len(q)) < pn, "N", q)
+        t = np.where(rng.random(len(t)) < pn, "N", t)
+        qs.append("".join(q))
+        ts.append("".join(t))
+    return qs, ts
+
+
+# ---- exhaustive enumeration (tiny pairs) ------------------------------------------------------
+
+def sub(a, b, match, mismatch):
+    if a == "N" or b == "N":
+        return -1
+    return match if a == b else -mismatch
+
+
+def global_all(q, t, match, mismatch, go, ge):
+    """Best global score by enumerating every op string (gap runs pay go + L*ge)."""
+    best = None
+
+    def rec(i, j, prev, s):
+        nonlocal best
+        if i == len(q) and j == len(t):
+            best = s if best is None else max(best, s)
+            return
+        if i < len(q) and j < len(t):
+            rec(i + 1, j + 1, "M", s + sub(q[i], t[j], match, mismatch))
+        if i < len(q):
+            rec(i + 1, j, "I", s - ge - (go if prev != "I" else 0))
+        if j < len(t):
+            rec(i, j + 1, "D", s - ge - (go if prev != "D" else 0))
+    rec(0, 0, "", 0)
+    return best
+
+
+def brute(q, t, mode, match, mismatch, go, ge):
+    if mode == "global":
+        return global_all(q, t, match, mismatch, go, ge)
+    subs_t = [t[x:y] for x in range(len(t) + 1) for y in range(x, len(t) + 1)]
+    if mode == "semiglobal":
+        return max(global_all(q, tt, match, mismatch, go, ge) for tt in subs_t)
+    subs_q = [q[x:y] for x in range(len(q) + 1) for y in range(x, len(q) + 1)]
+    return max(0, max(global_all(qq, tt, match, mismatch, go, ge) for qq in subs_q for tt in subs_t))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cpu_vs_exhaustive(mode):
+    rng = np.random.default_rng(1)
+    qs, ts = rand_pairs(rng, 40, 0, 4, alphabet="ACGTN", pn=0.0, related=0.3)
+    qs += ["", "A", "", "ACGT", "NN"]
+    ts += ["", "", "A", "", "NN"]
+    for go, ge in GAPS + [(1, 5)]:
+        r = align_pairs(qs, ts, mode=mode, gap_open=go, gap_extend=ge, mismatch=3, traceback=True,
+                        device="cpu")
+        for k, (q, t) in enumerate(zip(qs, ts)):
+            assert r.score[k] == brute(q, t, mode, 1, 3, go, ge), (mode, go, ge, q, t)
+        check_cigars(qs, ts, r, 1, 3, go, ge, mode)
+
+
+def check_cigars(qs, ts, r, match, mismatch, go, ge, mode):
+    qc, qoff = encode_seqs(qs)
+    tc, toff = encode_seqs(ts)
+    for k in range(len(qs)):
+        q = qc[qoff[k]:qoff[k + 1]]
+        t = tc[toff[k]:toff[k + 1]]
+        cig = r.cigar[r.cigar_off[k]:r.cigar_off[k + 1]]
+        ops = cig & 15
+        lens = cig >> 4
+        assert np.all(ops[1:] != ops[:-1]), "adjacent runs of one op"
+        qlen = int(lens[(ops == 0) | (ops == 1)].sum())
+        tlen = int(lens[(ops == 0) | (ops == 2)].sum())
+        assert r.q_start[k] + qlen == r.q_end[k] and r.t_start[k] + tlen == r.t_end[k]
+        if mode == "global":
+            assert (r.q_start[k], r.t_start[k], r.q_end[k], r.t_end[k]) == (0, 0, len(q), len(t))
+        if mode == "semiglobal":
+            assert r.q_start[k] == 0 and r.q_end[k] == len(q)
+        s = rescore_cigar(q, t, cig, r.q_start[k], r.t_start[k], match, mismatch, go, ge)
+        assert s == r.score[k], (k, r.cigar_string(k))
+
+
+# ---- parasail ---------------------------------------------------------------------------------
+
+def parasail_scores(qs, ts, mode, match, mismatch, go, ge):
+    parasail = pytest.importorskip("parasail")
+    mat = parasail.matrix_create("ACGTN", match, -mismatch)
+    for i in range(5):
+        mat[4, i] = -1
+        mat[i, 4] = -1
+    fn = {"global": parasail.nw, "semiglobal": parasail.sg_dx, "local": parasail.sw}[mode]
+    # parasail charges open + (L-1)*extend; ours go + L*ge
+    return np.array([fn(q, t, go + ge, ge, mat).score for q, t in zip(qs, ts)])
+
+
+def real_pairs(rng, k, lo, hi):
+    """Pairs cut from the lambda genome: a read-like query and a window around its origin."""
+    with gzip.open(ROOT / "data" / "lambda.fa.gz", "rt") as fh:
+        g = "".join(x.strip() for x in fh if not x.startswith(">")).upper()
+    qs, ts = [], []
+    for _ in range(k):
+        m = int(rng.integers(lo, hi + 1))
+        a = int(rng.integers(0, len(g) - 2 * m - 50))
+        q = list(g[a + 20:a + 20 + m])
+        for p in rng.integers(0, max(1, m), max(1, m // 30)):
+            q[p] = "ACGTN"[rng.integers(0, 5)]
+        qs.append("".join(q))
+        ts.append(g[a:a + m + int(rng.integers(0, 40))])
+    return qs, ts
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("gap", GAPS[:2])
+def test_cpu_vs_parasail(mode, gap):
+    rng = np.random.default_rng(7)
+    qs, ts = rand_pairs(rng, 60, 1, 120)
+    q2, t2 = real_pairs(rng, 15, 50, 300)
+    qs += q2 + ["A" * 50, "ACGT" * 10, "NNNNN"]      # homopolymer, identical, all-N
+    ts += t2 + ["A" * 70, "ACGT" * 10, "ACGTA"]
+    go, ge = gap
+    r = align_pairs(qs, ts, mode=mode, gap_open=go, gap_extend=ge, traceback=True, device="cpu")
+    np.testing.assert_array_equal(r.score, parasail_scores(qs, ts, mode, 1, 4, go, ge))
+    check_cigars(qs, ts, r, 1, 4, go, ge, mode)
+    r2 = align_pairs(qs, ts, mode=mode, gap_open=go, gap_extend=ge, traceback=False, device="cpu")
+    for f in ("score", "q_end", "t_end"):
+        np.testing.assert_array_equal(getattr(r, f), getattr(r2, f))
+
+
+def test_band_cpu():
+    rng = np.random.default_rng(3)
+    qs, ts = rand_pairs(rng, 30, 20, 40, related=1.0)
+    ts = [t[:len(q)] + "A" * max(0, len(q) - len(t)) for q, t in zip(qs, ts)]
+    full = align_pairs(qs, ts, mode="global", traceback=True, device="cpu")
+    wide = align_pairs(qs, ts, mode="global", traceback=True, band=100, device="cpu")
+    np.testing.assert_array_equal(full.score, wide.score)
+    narrow = align_pairs(qs, ts, mode="global", traceback=True, band=2, device="cpu")
+    assert np.all(narrow.score <= full.score)
+    check_cigars(qs, ts, narrow, 1, 4, 6, 1, "global")
+    for k in range(len(qs)):          # the path stays in the band
+        i, j = 0, 0
+        for x in narrow.cigar[narrow.cigar_off[k]:narrow.cigar_off[k + 1]]:
+            ln, op = int(x) >> 4, int(x) & 15
+            for _ in range(ln):
+                i += op != 2
+                j += op != 1
+                assert abs(i - j) <= 2
+    with pytest.raises(ValueError):
+        align_pairs(["A" * 10], ["A" * 20], mode="global", band=3, device="cpu")
+
+
+# ---- bad input ----------------------------------------------------------------------------------
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="equal length"):
+        align_pairs(["ACGT", "A"], ["ACGT"], device="cpu")
+    with pytest.raises(ValueError, match="invalid character"):
+        align_pairs(["ACGT"], ["AC-T"], device="cpu")
+    with pytest.raises(ValueError, match="invalid character"):
+        align_pairs(["AC1T"], ["ACGT"], device="cpu")
+    with pytest.raises(ValueError, match="mode"):
+        align_pairs(["A"], ["A"], mode="glocal", device="cpu")
+    with pytest.raises(ValueError):
+        align_pairs(["A"], ["A"], gap_extend=0, device="cpu")
+    with pytest.raises(ValueError, match="32-bit"):        # would overflow: refused, never wraps
+        align_pairs(["A" * 20000], ["C" * 20000], mismatch=10000, device="cpu")
+    r = align_pairs([], [], device="cpu")
+    assert len(r) == 0
+    # IUPAC codes and lower case are accepted; they score as N / as upper case
+    a = align_pairs(["acgtRYN"], ["ACGTNNN"], mode="global", device="cpu")
+    assert a.score[0] == 4 - 3
+    # 16-bit would overflow here (|score| > 32767): the 32-bit path gives the exact value
+    big = align_pairs(["A" * 40000], ["A" * 40000], mode="local", device="cpu")
+    assert big.score[0] == 40000
+
+
+# ---- GPU == CPU -----------------------------------------------------------------------------
+
+@pytest.mark.skipif(not gpu_available(), reason="no CUDA device / cupy")
+@pytest.mark.parametrize("mode", MODES)
+def test_gpu_equals_cpu(mode):
+    rng = np.random.default_rng(11)
+    qs, ts = rand_pairs(rng, 200, 0, 700)
+    for go, ge in GAPS[:2]:
+        for tb in (False, True):
+            c = align_pairs(qs, ts, mode=mode, gap_open=go, gap_extend=ge, traceback=tb, device="cpu")
+            g = align_pairs(qs, ts, mode=mode, gap_open=go, gap_extend=ge, traceback=tb, device="gpu")
+            for f in ("score", "q_end", "t_end", "q_start", "t_start", "cigar", "cigar_off"):
+                np.testing.assert_array_equal(getattr(c, f), getattr(g, f), err_msg=f)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+@pytest.mark.parametrize("flags", [[], ["-DLANES=1", "-DR=16", "-DMODE=0"],
+                                   ["-DLANES=8", "-DMODE=1", "-DTRACE=1", "-DBAND=5"]])
+def test_nvcc_compiles(tmp_path, flags):
+    out = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-Xptxas", "-v", *flags,
+                          str(ROOT / "kernels" / "pairwise.cu"), "-o", str(tmp_path / "x.cubin")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "spill stores" in out.stderr and " 0 bytes spill stores" in out.stderr
+
+
+def test_loader_defines():
+    from g3align.kernels.loader import define_lines, kernel_source
+    want = "#define LANES 32\n#define R 8\n#define TRACE 1\n"
+    assert define_lines({"R": 8, "LANES": 32, "TRACE": True}) == want
+    assert "pw_batch" in kernel_source("pairwise")
+
+
+def test_align_cli(tmp_path):
+    from click.testing import CliRunner
+    from g3align.aligner.align_cli import align_cmd
+    (tmp_path / "q.fa").write_text(">q1\nACGTACGT\n>q2\nACGGT\n>q3\n\n")
+    (tmp_path / "t.fa").write_text(">t1\nACGACGT\n>t2\nTTAC\nGTT\n>t3\nAC\n")
+    res = CliRunner().invoke(align_cmd, ["--mode", "global", "--traceback", "--device", "cpu",
+                                         str(tmp_path / "q.fa"), str(tmp_path / "t.fa")])
+    assert res.exit_code == 0, res.output
+    lines = res.output.strip().split("\n")
+    assert lines[0].startswith("#qname")
+    f = lines[1].split("\t")
+    assert f[0] == "q1" and f[4] == "t1" and f[8] == "0" and f[9] == "3M1I4M"
+    assert lines[2].split("\t")[9] == "2D5M"
+    res = CliRunner().invoke(align_cmd, [str(tmp_path / "q.fa"), str(tmp_path / "q.fa"), "--device", "cpu"])
+    assert res.exit_code == 0
+    (tmp_path / "bad.fa").write_text(">x\nACGT\n")
+    res = CliRunner().invoke(align_cmd, [str(tmp_path / "q.fa"), str(tmp_path / "bad.fa"), "--device", "cpu"])
+    assert res.exit_code != 0 and "equal" in res.output
