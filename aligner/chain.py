@@ -11,10 +11,9 @@ B-tree leaf insert does).
 """
 import numba as nb
 import numpy as np
-
-from g3align.index.fm import fm_sa
 from g3align.aligner.bns import intv2rid
 from g3align.aligner.ksort import introsort
+from g3align.index.fm import fm_sa
 
 f32 = np.float32  # bwa's ratios are C floats: products are rounded to single precision
 

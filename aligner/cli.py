@@ -66,10 +66,10 @@ def _opt(*names, **kw):
 @_opt("-k", "min_seed_len", type=int, default=None, help="minimum seed length [19]")
 @_opt("-w", "band", type=int, default=None, help="band width for banded alignment [100]")
 @_opt("-d", "zdrop", type=int, default=None, help="off-diagonal X-dropoff [100]")
-@_opt("-r", "split_factor", type=float, default=None, help="look for internal seeds inside a seed longer than {-k} * FLOAT [1.5]")
+@_opt("-r", "split_factor", type=float, default=None, help="re-seed inside seeds longer than {-k} * FLOAT [1.5]")
 @_opt("-y", "max_mem_intv", type=int, default=None, help="seed occurrence for the 3rd round seeding [20]")
 @_opt("-c", "max_occ", type=int, default=None, help="skip seeds with more than INT occurrences [500]")
-@_opt("-D", "drop_ratio", type=float, default=None, help="drop chains shorter than FLOAT fraction of the longest overlapping chain [0.50]")
+@_opt("-D", "drop_ratio", type=float, default=None, help="drop chains < FLOAT x an overlapping chain [0.50]")
 @_opt("-W", "min_chain_weight", type=int, default=None, help="discard a chain if seeded bases shorter than INT [0]")
 @_opt("-m", "max_matesw", type=int, default=None, help="perform at most INT rounds of mate rescues for each read [50]")
 @_opt("-S", "no_rescue", is_flag=True, help="skip mate rescue")
@@ -85,12 +85,12 @@ def _opt(*names, **kw):
 @_opt("-H", "hdr", default=None, help="insert STR to header if it starts with @; or insert lines in FILE")
 @_opt("-o", "output", default=None, help="output file (SAM; BAM if it ends in .bam) [stdout]")
 @_opt("-j", "ignore_alt", is_flag=True, help="treat ALT contigs as part of the primary assembly")
-@_opt("-5", "primary5", is_flag=True, help="for split alignment, take the alignment with the smallest query coordinate as primary")
+@_opt("-5", "primary5", is_flag=True, help="for split alignments, the one with the smallest query start is primary")
 @_opt("-q", "keep_supp_mapq", is_flag=True, help="don't modify mapQ of supplementary alignments")
 @_opt("-K", "chunk", type=int, default=None, help="process INT input bases in each batch regardless of nThreads")
 @_opt("-v", "verbose", type=int, default=3, help="verbosity level: 1=error, 2=warning, 3=message [3]")
 @_opt("-T", "min_score", type=int, default=None, help="minimum score to output [30]")
-@_opt("-h", "xa_hits", default=None, help="if there are <INT hits with score >80%% of the max score, output all in XA [5,200]")
+@_opt("-h", "xa_hits", default=None, help="XA lists all hits if <INT score >80%% of the best [5,200]")
 @_opt("-a", "all_aln", is_flag=True, help="output all alignments for SE or unpaired PE")
 @_opt("-C", "copy_comment", is_flag=True, help="append FASTA/FASTQ comment to SAM output")
 @_opt("-V", "ref_hdr", is_flag=True, help="output the reference FASTA header in the XR tag")
@@ -114,9 +114,21 @@ def mem_cmd(**kw):
 
 
 def _build_mem_options(kw):
-    from g3align.aligner.options import MemOpt, F_ALL, F_NO_MULTI, F_SOFTCLIP, F_PRIMARY5, \
-        F_KEEP_SUPP_MAPQ, F_REF_HDR, F_NOPAIRING, F_NO_RESCUE, F_PE, F_SMARTPE
     import math
+
+    from g3align.aligner.options import (
+        F_ALL,
+        F_KEEP_SUPP_MAPQ,
+        F_NO_MULTI,
+        F_NO_RESCUE,
+        F_NOPAIRING,
+        F_PE,
+        F_PRIMARY5,
+        F_REF_HDR,
+        F_SMARTPE,
+        F_SOFTCLIP,
+        MemOpt,
+    )
     o = MemOpt()
     user = o.set_by_user
 
@@ -167,10 +179,10 @@ def _build_mem_options(kw):
 
 
 def _run_mem(kw):
-    from g3align.aligner.pipeline import MemAligner, run_mem_se, run_mem_pe, user_pestat, log
-    from g3align.aligner.reads import read_batches, read_pair_batches, ReadFormatError
-    from g3align.aligner.samhdr import sam_header, parse_rg, parse_header_arg, OutputSink
-    from g3align.index.store import load_index, IndexFormatError
+    from g3align.aligner.pipeline import MemAligner, log, run_mem_pe, run_mem_se, user_pestat
+    from g3align.aligner.reads import ReadFormatError, read_batches, read_pair_batches
+    from g3align.aligner.samhdr import OutputSink, parse_header_arg, parse_rg, sam_header
+    from g3align.index.store import IndexFormatError, load_index
 
     opt = _build_mem_options(kw)
     verbose = kw["verbose"]

@@ -10,13 +10,11 @@ Per read it follows bwa's mem_align1_core + mem_reg2sam:
 """
 import numba as nb
 import numpy as np
-
-from g3align.aligner.smem import collect_intv
 from g3align.aligner.chain import chain_and_filter, rep_len
-from g3align.aligner.extend import chain2aln, flt_chained_seeds, NF, SECONDARY, SECONDARY_ALL, SCORE, \
-    IS_ALT, QB
-from g3align.aligner.select import sort_dedup_patch, mark_primary_se, INT_MAX
-from g3align.aligner.samout import gen_alt, reg2aln, write_record, F_ALL, F_NO_MULTI, F_KEEP_SUPP_MAPQ
+from g3align.aligner.extend import IS_ALT, NF, QB, SCORE, SECONDARY, SECONDARY_ALL, chain2aln, flt_chained_seeds
+from g3align.aligner.samout import F_ALL, F_KEEP_SUPP_MAPQ, F_NO_MULTI, gen_alt, reg2aln, write_record
+from g3align.aligner.select import INT_MAX, mark_primary_se, sort_dedup_patch
+from g3align.aligner.smem import collect_intv
 
 F_PRIMARY5 = 0x800
 

@@ -10,10 +10,9 @@ forward-reverse reference space, half-open: query [QB, QE), reference [RB, RE).
 """
 import numba as nb
 import numpy as np
-
 from g3align.aligner.bns import fetch_seq
 from g3align.aligner.ksort import introsort
-from g3align.aligner.ksw import ksw_extend2, ksw_align2
+from g3align.aligner.ksw import ksw_align2, ksw_extend2
 
 # region fields
 RB, RE, QB, QE, RID, SCORE, TRUESC, SUB, ALT_SC, CSUB, SUB_N, W, SEEDCOV, SECONDARY, SECONDARY_ALL, \

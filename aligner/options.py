@@ -5,7 +5,6 @@ namedtuple (ints and floats only) that the numba stages read.
 """
 from collections import namedtuple
 from dataclasses import dataclass, field, fields
-import math
 
 import numpy as np
 

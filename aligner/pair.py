@@ -14,14 +14,28 @@ import math
 
 import numba as nb
 import numpy as np
-
 from g3align.aligner.bns import fetch_seq
-from g3align.aligner.core import align1_core, reorder_primary5, reg2sam, F_PRIMARY5, _EMPTY_U32, _EMPTY_U8
-from g3align.aligner.extend import (NF, RB, RE, QB, QE, RID, SCORE, SUB, CSUB, SEEDCOV, SECONDARY,
-                                    SECONDARY_ALL, IS_ALT, LREP, QLEN)
+from g3align.aligner.core import _EMPTY_U8, _EMPTY_U32, F_PRIMARY5, align1_core, reg2sam, reorder_primary5
+from g3align.aligner.extend import (
+    CSUB,
+    IS_ALT,
+    LREP,
+    NF,
+    QB,
+    QE,
+    QLEN,
+    RB,
+    RE,
+    RID,
+    SCORE,
+    SECONDARY,
+    SECONDARY_ALL,
+    SEEDCOV,
+    SUB,
+)
 from g3align.aligner.ksort import introsort
 from g3align.aligner.ksw import ksw_align2
-from g3align.aligner.samout import gen_alt, reg2aln, write_record, F_ALL
+from g3align.aligner.samout import F_ALL, gen_alt, reg2aln, write_record
 from g3align.aligner.select import approx_mapq_se, hash_64, mark_primary_se, sort_dedup_patch
 
 F_NOPAIRING = 0x4

@@ -14,7 +14,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-
 from g3align.aligner.core import align_range_se
 from g3align.aligner.extend import NF
 from g3align.aligner.options import score_matrix

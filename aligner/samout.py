@@ -6,12 +6,24 @@ buffer, so no per-read Python runs on the output path. CIGAR ops are bwa's (len<
 """
 import numba as nb
 import numpy as np
-
-from g3align.aligner.extend import RB, RE, QB, QE, RID, SCORE, TRUESC, SUB, ALT_SC, CSUB, W, SECONDARY, \
-    SECONDARY_ALL, IS_ALT
 from g3align.aligner.bns import depos, pos2rid
+from g3align.aligner.extend import (
+    ALT_SC,
+    CSUB,
+    IS_ALT,
+    QB,
+    QE,
+    RB,
+    RE,
+    SCORE,
+    SECONDARY,
+    SECONDARY_ALL,
+    SUB,
+    TRUESC,
+    W,
+)
 from g3align.aligner.ksw import gen_cigar2
-from g3align.aligner.select import approx_mapq_se, INT_MAX
+from g3align.aligner.select import approx_mapq_se
 
 F_ALL = 0x8
 F_NO_MULTI = 0x10

@@ -9,9 +9,28 @@ All operate on the region matrix R (fields from extend.py) in place, and return 
 """
 import numba as nb
 import numpy as np
-
-from g3align.aligner.extend import (RB, RE, QB, QE, RID, SCORE, TRUESC, SUB, ALT_SC, CSUB, SUB_N, W,
-                                    SEEDCOV, SECONDARY, SECONDARY_ALL, N_COMP, IS_ALT, HASH, LREP, QLEN)
+from g3align.aligner.extend import (
+    ALT_SC,
+    CSUB,
+    HASH,
+    IS_ALT,
+    LREP,
+    N_COMP,
+    QB,
+    QE,
+    QLEN,
+    RB,
+    RE,
+    RID,
+    SCORE,
+    SECONDARY,
+    SECONDARY_ALL,
+    SEEDCOV,
+    SUB,
+    SUB_N,
+    TRUESC,
+    W,
+)
 from g3align.aligner.ksort import introsort
 from g3align.aligner.ksw import gen_cigar2
 

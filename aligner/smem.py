@@ -22,9 +22,8 @@ extension of every distinct right end). We use only backward steps:
 """
 import numba as nb
 import numpy as np
-
-from g3align.index.fm import fm_step1, fm_step2
 from g3align.aligner.ksort import introsort
+from g3align.index.fm import fm_step1, fm_step2
 
 
 @nb.njit(cache=True)

@@ -14,7 +14,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from g3align.aligner.compare import compare_sam
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -71,7 +70,7 @@ def _rand_ref(rng, n_ctg=4):
     """Contigs with interspersed repeats (exact and diverged copies), N runs and IUPAC codes."""
     rep = rng.integers(0, 4, 300)
     seqs = []
-    for c in range(n_ctg):
+    for _ in range(n_ctg):
         s = rng.integers(0, 4, int(rng.integers(3000, 9000)))
         for _ in range(3):  # repeat copies
             p = int(rng.integers(0, len(s) - 300))
@@ -243,8 +242,56 @@ def test_bam_output_quickcheck(lambda_index, tmp_path):
 def test_picard_validate(lambda_index, tmp_path):
     # pipelines give a read group (Picard reports MISSING_READ_GROUP as an error otherwise, for bwa too)
     sam = tmp_path / "out.sam"
-    g3("mem", "-R", r"@RG\tID:demo\tSM:lambda\tPL:ILLUMINA", "-o", str(sam), lambda_index, os.path.join(DATA, "lambda_R1.fq.gz"))
+    g3("mem", "-R", r"@RG\tID:demo\tSM:lambda\tPL:ILLUMINA", "-o", str(sam), lambda_index,
+       os.path.join(DATA, "lambda_R1.fq.gz"))
     p = subprocess.run(["PicardCommandLine", "ValidateSamFile", f"I={sam}", "MODE=SUMMARY"],
                        capture_output=True)
     out = p.stdout.decode() + p.stderr.decode()
     assert "No errors found" in out, out[-2000:]
+
+
+# ------------------------------------------------------------------------------------------ paired-end
+def test_golden_paired_end(lambda_index, tmp_path):
+    r1, r2 = (os.path.join(DATA, f"lambda_R{i}.fq.gz") for i in (1, 2))
+    p = g3("mem", lambda_index, r1, r2)
+    gold = gzip.decompress(open(os.path.join(DATA, "golden", "lambda_pe.bwa.sam.gz"), "rb").read())
+    assert records(p.stdout) == records(gold)
+    assert b"[M::mem_pestat] mean and std.dev:" in p.stderr
+
+
+def test_paired_determinism_threads(lambda_index):
+    r1, r2 = (os.path.join(DATA, f"lambda_R{i}.fq.gz") for i in (1, 2))
+    outs = [records(g3("mem", "-K", "200000", "-t", str(t), lambda_index, r1, r2).stdout) for t in (1, 2, 3)]
+    assert outs[0] == outs[1] == outs[2]
+
+
+def test_interleaved_equals_two_files(lambda_index, tmp_path):
+    r1, r2 = (gzip.decompress(open(os.path.join(DATA, f"lambda_R{i}.fq.gz"), "rb").read()).split(b"\n")
+              for i in (1, 2))
+    inter = b"".join(b"\n".join(r1[k:k + 4]) + b"\n" + b"\n".join(r2[k:k + 4]) + b"\n"
+                     for k in range(0, len(r1) - 1, 4))
+    a = g3("mem", "-p", lambda_index, "-", stdin=inter).stdout
+    b = g3("mem", lambda_index, *(os.path.join(DATA, f"lambda_R{i}.fq.gz") for i in (1, 2))).stdout
+    assert records(a) == records(b)
+
+
+@pytest.mark.parametrize("case", ["short_r2", "names", "odd_interleaved"])
+def test_bad_pairs(lambda_index, tmp_path, case):
+    rec = "@{n}\nACGTACGTACGTACGTACGTACGTACGT\n+\nIIIIIIIIIIIIIIIIIIIIIIIIIIII\n"
+    f1, f2 = tmp_path / "r1.fq", tmp_path / "r2.fq"
+    if case == "short_r2":
+        f1.write_text("".join(rec.format(n=f"p{i}") for i in range(3)))
+        f2.write_text("".join(rec.format(n=f"p{i}") for i in range(2)))
+        args = [str(f1), str(f2)]
+    elif case == "names":
+        f1.write_text("".join(rec.format(n=f"p{i}") for i in range(3)))
+        f2.write_text("".join(rec.format(n=f"q{i}") for i in range(3)))
+        args = [str(f1), str(f2)]
+    else:
+        f1.write_text("".join(rec.format(n=f"p{i // 2}") for i in range(5)))
+        args = ["-p", str(f1)]
+    p = g3("mem", lambda_index, *args, check=False)
+    err = p.stderr.decode()
+    assert p.returncode != 0 and "Traceback" not in err
+    line = [ln for ln in err.split("\n") if ln.startswith("[E::")]
+    assert len(line) == 1 and ("r1.fq" in line[0] or "r2.fq" in line[0])
