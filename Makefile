@@ -16,7 +16,7 @@ demo: install
 	gzip -dc data/golden/lambda_se.bwa.sam.gz > $(DEMO_OUT)/lambda_se.bwa.sam
 	g3align compare $(DEMO_OUT)/lambda_se.sam $(DEMO_OUT)/lambda_se.bwa.sam
 
-test: install
+test: install lint
 	$(PYTHON) -m pytest -q tests
 
 lint:

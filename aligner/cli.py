@@ -190,8 +190,7 @@ def _run_mem(kw):
     if kw["reads2"] is not None and kw["interleaved"]:
         log("[W::mem] when '-p' is in use, the second query file is ignored.", verbose, 2)
         kw["reads2"] = None
-    if kw["device"] == "gpu":
-        raise G3Error("--device gpu: the GPU pipeline is not available yet; use --device cpu")
+    device = _pick_device(kw["device"], verbose)
     rg_line, rg_id = None, ""
     if kw["rg"] is not None:
         try:
@@ -223,7 +222,7 @@ def _run_mem(kw):
     header = sam_header(ref.names, [int(x) for x in ref.lengths], rg_line=rg_line, pg_cmdline=cmdline,
                         extra_lines=hdr_lines)
     chunk = kw["chunk"] if kw["chunk"] is not None else opt.chunk_size * opt.n_threads
-    aligner = MemAligner(ref, fm, opt, rg_id=rg_id, copy_comment=kw["copy_comment"])
+    aligner = MemAligner(ref, fm, opt, rg_id=rg_id, copy_comment=kw["copy_comment"], device=device)
     try:
         with OutputSink(kw["output"], header) as sink:
             if not paired:
@@ -237,6 +236,28 @@ def _run_mem(kw):
     except OSError as e:
         raise G3Error(f"I/O error: {e}")
     log(f"[M::main] Processed {n} reads in {dt:.3f} sec", verbose)
+
+
+def gpu_available() -> bool:
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no CuPy, no driver, no device
+        return False
+
+
+def _pick_device(choice: str, verbose: int) -> str:
+    """--device: gpu (error if none), cpu, or auto (GPU when CuPy sees one, else CPU with a note).
+    On the GPU, seeding runs as a CUDA kernel (kernels/smem.cu); the later stages still run on the CPU."""
+    from g3align.aligner.pipeline import log
+    if choice == "cpu":
+        return "cpu"
+    if gpu_available():
+        return "gpu"
+    if choice == "gpu":
+        raise G3Error("--device gpu: no CUDA device visible to CuPy (install g3align[cuda12] or [cuda13])")
+    log("[M::mem] no GPU found; running on the CPU", verbose)
+    return "cpu"
 
 
 def _interleaved(batches, path):

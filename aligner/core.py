@@ -23,11 +23,21 @@ F_PRIMARY5 = 0x800
 def align1_core(fm, offsets, l_pac, pac, q, opt, mat):
     """Alignment regions of one read: (R, n_regions, l_rep)."""
     L = q.shape[0]
+    if L < opt.min_seed_len:
+        return np.zeros((8, NF), np.int64), 0, 0
+    mb, me, mk, ms = collect_intv(fm, q, L, opt.min_seed_len, opt.split_factor, opt.split_width,
+                                  opt.max_mem_intv)
+    return align1_from_intv(fm, offsets, l_pac, pac, q, opt, mat, mb, me, mk, ms)
+
+
+@nb.njit(cache=True)
+def align1_from_intv(fm, offsets, l_pac, pac, q, opt, mat, mb, me, mk, ms):
+    """align1_core after seeding: the read's SA intervals (from the CPU or the GPU seeding kernel) ->
+    (R, n_regions, l_rep)."""
+    L = q.shape[0]
     R = np.zeros((8, NF), np.int64)
     if L < opt.min_seed_len:
         return R, 0, 0
-    mb, me, mk, ms = collect_intv(fm, q, L, opt.min_seed_len, opt.split_factor, opt.split_width,
-                                  opt.max_mem_intv)
     fr = rep_len(mb, me, ms, opt.max_occ)
     (s_rbeg, s_qbeg, s_len, s_score, ch_off, ch_seed, ch_rid, ch_w, ch_kept, ch_first,
      ch_is_alt) = chain_and_filter(fm, offsets, l_pac, mb, me, mk, ms, opt)
@@ -176,13 +186,22 @@ def reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, nam
 
 @nb.njit(cache=True, nogil=True)
 def align_range_se(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual, has_qual,
-                   names, name_off, comments, com_off, rg_id, first_id, i0, i1, opt, mat):
-    """CPU kernel: SAM bytes for reads [i0, i1) of a batch (read ids first_id + i)."""
+                   names, name_off, comments, com_off, rg_id, first_id, i0, i1, opt, mat,
+                   iv_b, iv_e, iv_k, iv_s, iv_off):
+    """CPU kernel: SAM bytes for reads [i0, i1) of a batch (read ids first_id + i). With iv_off of
+    length n+1 the seeds come precomputed (GPU seeding, CSR over reads); with an empty iv_off the kernel
+    seeds itself."""
     buf = np.empty(1024 + 600 * (i1 - i0), np.uint8)
     nbuf = 0
+    pre = iv_off.shape[0] > 0
     for i in range(i0, i1):
         q = seq[seq_off[i]:seq_off[i + 1]]
-        R, nreg, fr = align1_core(fm, offsets, l_pac, pac, q, opt, mat)
+        if pre:
+            a, b = iv_off[i], iv_off[i + 1]
+            R, nreg, fr = align1_from_intv(fm, offsets, l_pac, pac, q, opt, mat, iv_b[a:b], iv_e[a:b], iv_k[a:b],
+                                           iv_s[a:b])
+        else:
+            R, nreg, fr = align1_core(fm, offsets, l_pac, pac, q, opt, mat)
         qu = qual[seq_off[i]:seq_off[i + 1]] if has_qual else _EMPTY_U8
         buf, nbuf = reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q,
                                names[name_off[i]:name_off[i + 1]], qu, has_qual,

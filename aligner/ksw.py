@@ -450,7 +450,7 @@ def _striped_row(nlen, slen, p, cap, shift, poff, prof, hprev, hcur, erow, carry
             f = t
     # lazy F: 16 rounds, each first moving every lane's carry to the next lane
     carry[lane] = f
-    for k in range(16):
+    for _round in range(16):
         for l in range(p - 1, 0, -1):
             carry[l] = carry[l - 1]
         carry[0] = 0

@@ -32,7 +32,7 @@ def _bytes_csr(strings):
 class MemAligner:
     """Holds the index and options; aligns ReadBatches to SAM bytes."""
 
-    def __init__(self, ref, fm, opt, rg_id: str = "", copy_comment: bool = False):
+    def __init__(self, ref, fm, opt, rg_id: str = "", copy_comment: bool = False, device: str = "cpu"):
         self.ref = ref
         self.fm = fm
         self.opt = opt
@@ -46,6 +46,22 @@ class MemAligner:
         self.copy_comment = copy_comment
         self.n_threads = max(1, int(opt.n_threads))
         self._pool = ThreadPoolExecutor(self.n_threads) if self.n_threads > 1 else None
+        self.device = device
+        self._fm_dev = None
+        if device == "gpu":
+            from g3align.aligner.smem_gpu import fm_to_device
+            self._fm_dev = fm_to_device(fm)
+
+    def _seeds(self, batch, seq_off):
+        """Seeding stage: on the GPU (one kernel for the whole batch) or inside the CPU kernels."""
+        if self._fm_dev is None:
+            e = np.zeros(0, np.int64)
+            return e, e, e, e, e
+        from g3align.aligner.smem_gpu import collect_intv_batch_gpu
+        mb, me, mk, ms, off = collect_intv_batch_gpu(self._fm_dev, batch.seq, seq_off, self.params, to_host=True)
+        c = np.ascontiguousarray
+        return (c(mb, dtype=np.int64), c(me, dtype=np.int64), c(mk, dtype=np.int64), c(ms, dtype=np.int64),
+                c(off, dtype=np.int64))
 
     def _ranges(self, seq_off, n):
         """Contiguous read ranges with about equal bases, several per thread for balance."""
@@ -80,9 +96,11 @@ class MemAligner:
             return b""
         names, name_off, comments, com_off, seq_off, qual = self._read_arrays(batch)
 
+        iv = self._seeds(batch, seq_off)
+
         def stage1(r):
             return regions_range(self.fm, self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1],
-                                 self.params, self.mat)
+                                 self.params, self.mat, *iv)
         ranges = self._ranges(seq_off, n)
         parts = self._map(stage1, ranges)
         R_cat = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, NF), np.int64)
@@ -108,10 +126,13 @@ class MemAligner:
             return b""
         names, name_off, comments, com_off, seq_off, qual = self._read_arrays(batch)
 
+        iv = self._seeds(batch, seq_off)
+
         def run(r):
             return align_range_se(self.fm, self.offsets, self.l_pac, self.pac, self.ctg_names, self.ctg_off,
                                   batch.seq, seq_off, qual, batch.has_qual, names, name_off, comments,
-                                  com_off, self.rg_id, int(batch.first_id), r[0], r[1], self.params, self.mat)
+                                  com_off, self.rg_id, int(batch.first_id), r[0], r[1], self.params, self.mat,
+                                  *iv)
 
         return b"".join(o.tobytes() for o in self._map(run, self._ranges(seq_off, n)))
 

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""`g3align mem` on the GPU box: GPU path == CPU twin byte for byte, then timings beside bwa -t N.
+
+  python scripts/gpu_check.py --fasta .devdata/human_GRCh37_chr20.fa.gz --pairs 250000 --out $OUT \
+      [--bwa .devdata/bwa]
+
+Builds the FM-index, simulates pairs with numpy (fixed seed; 2x150, insert ~N(400, 40), 0.2 %
+substitutions, reference N kept as N) and writes them as FASTQ; then aligns single-end (R1) and
+paired-end with MemAligner(device="cpu") and MemAligner(device="gpu") (GPU seeding kernel, CPU twin for
+the later stages), checks the SAM bodies are byte-identical, and times both. With --bwa, runs
+`bwa index` (in the background, from the start) and `bwa mem -t N` on the same FASTQ and reports the
+share of records identical to bwa's. Prints a table last and writes OUT/gpu_check.md.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+from g3align.aligner.options import MemOpt
+from g3align.aligner.pipeline import MemAligner
+from g3align.aligner.reads import read_batches, read_pair_batches
+from g3align.index.fasta import read_fasta
+from g3align.index.fm import build_fm
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def simulate_pairs(pac, hole_off, hole_len, n, L, seed):
+    rng = np.random.default_rng(seed)
+    ref = pac.copy()
+    for o, ln in zip(hole_off, hole_len):
+        ref[o:o + ln] = 4
+    ins = np.clip(rng.normal(400, 40, n).astype(np.int64), L, 1000)
+    pos = rng.integers(0, len(ref) - 1000, n)
+    idx1 = pos[:, None] + np.arange(L)[None, :]
+    idx2 = (pos + ins - L)[:, None] + np.arange(L)[None, :]
+    r1 = ref[idx1]
+    r2 = ref[idx2][:, ::-1]
+    r2 = np.where(r2 < 4, 3 - r2, 4)
+    swap = rng.random(n) < 0.5
+    r1[swap], r2[swap] = r2[swap].copy(), r1[swap].copy()
+    for r in (r1, r2):
+        m = (rng.random(r.shape) < 0.002) & (r < 4)
+        r[m] = (r[m] + rng.integers(1, 4, int(m.sum()))) % 4
+    return r1.astype(np.uint8), r2.astype(np.uint8)
+
+
+def write_fastq(path, reads, tag):
+    n, L = reads.shape
+    acgt = np.frombuffer(b"ACGTN", np.uint8)
+    with open(path, "wb") as fh:
+        seqs = acgt[reads]
+        qual = b"I" * L
+        chunk = 100000
+        for s in range(0, n, chunk):
+            fh.write(b"".join(b"@p%d/%d\n%s\n+\n%s\n" % (i, tag, seqs[i].tobytes(), qual)
+                              for i in range(s, min(n, s + chunk))))
+
+
+def body(sam: bytes):
+    return [ln for ln in sam.split(b"\n") if ln and not ln.startswith(b"@")]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fasta", required=True)
+    ap.add_argument("--pairs", type=int, default=250000)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--bwa", default=None)
+    ap.add_argument("--devices", default="cpu,gpu")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    rows = []
+    work = "/tmp/g3work"
+    os.makedirs(work, exist_ok=True)
+    fa = os.path.join(work, "ref.fa")
+    subprocess.run(f"zcat {a.fasta} > {fa}", shell=True, check=True)
+    bwa_idx = None
+    if a.bwa:
+        bwa_idx = subprocess.Popen([a.bwa, "index", fa], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t = time.time()
+    ref = read_fasta(fa)
+    fm = build_fm(ref.pac)
+    rows.append(("g3align FM-index build (chr20)", f"{time.time() - t:.1f} s", ""))
+    r1, r2 = simulate_pairs(ref.pac, ref.hole_off, ref.hole_len, a.pairs, 150, 7)
+    f1, f2 = os.path.join(work, "r1.fq"), os.path.join(work, "r2.fq")
+    write_fastq(f1, r1, 1)
+    write_fastq(f2, r2, 2)
+    K = 10_000_000 * a.threads
+    opt = MemOpt()
+    opt.n_threads = a.threads
+    res = {}
+    devs = a.devices.split(",")
+    for dev in devs:
+        al = MemAligner(ref, fm, opt, device=dev)
+        # warm-up: compile numba kernels / NVRTC module on a small batch (not timed)
+        warm = next(read_batches(f1, chunk_size=20000))
+        al.align_batch_se(warm)
+        wp = next(read_pair_batches(f1, f2, chunk_size=20000))
+        al.align_batch_pe(wp)
+        for mode in ("se", "pe"):
+            t = time.time()
+            out = []
+            if mode == "se":
+                for b in read_batches(f1, chunk_size=K):
+                    out.append(al.align_batch_se(b))
+                n = a.pairs
+            else:
+                for b in read_pair_batches(f1, f2, chunk_size=K):
+                    out.append(al.align_batch_pe(b))
+                n = 2 * a.pairs
+            dt = time.time() - t
+            res[(dev, mode)] = (b"".join(out), dt, n)
+            log(f"{dev} {mode}: {n} reads in {dt:.2f} s ({n / dt:,.0f} reads/s)")
+    for mode in ("se", "pe"):
+        if len(devs) == 2:
+            same = res[("cpu", mode)][0] == res[("gpu", mode)][0]
+            rows.append((f"GPU == CPU twin, {mode.upper()} SAM bytes", "identical" if same else "DIFFERENT", ""))
+        for dev in devs:
+            _, dt, n = res[(dev, mode)]
+            rows.append((f"g3align {mode.upper()} --device {dev} -t {a.threads}", f"{dt:.2f} s",
+                         f"{n / dt:,.0f} reads/s"))
+    if a.bwa:
+        bwa_idx.wait()
+        for mode, files in (("se", [f1]), ("pe", [f1, f2])):
+            t = time.time()
+            p = subprocess.run([a.bwa, "mem", "-t", str(a.threads), fa, *files], capture_output=True)
+            dt = time.time() - t
+            n = a.pairs * len(files)
+            ours = body(res[(devs[-1], mode)][0])
+            theirs = body(p.stdout)
+            ident = sum(x == y for x, y in zip(ours, theirs))
+            rows.append((f"bwa mem -t {a.threads} {mode.upper()}", f"{dt:.2f} s", f"{n / dt:,.0f} reads/s"))
+            rows.append((f"records identical to bwa ({mode.upper()})", f"{ident}/{len(theirs)}",
+                         f"{100.0 * ident / max(1, len(theirs)):.3f} %"))
+            rows.append((f"speed g3align --device {devs[-1]} vs bwa ({mode.upper()})",
+                         f"{dt / res[(devs[-1], mode)][1]:.2f} x", ""))
+    md = ["| measurement | value | rate |", "|---|---|---|"] + [f"| {x} | {y} | {z} |" for x, y, z in rows]
+    open(os.path.join(a.out, "gpu_check.md"), "w").write("\n".join(md) + "\n")
+    log("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
