@@ -3,7 +3,7 @@ PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 DEMO_OUT ?= demo_out
 
-.PHONY: install demo test lint golden clean
+.PHONY: install demo test lint golden clean clean-cache
 
 install:
 	$(PIP) install -q -e '.[test]'
@@ -26,6 +26,11 @@ lint:
 golden:
 	bash scripts/make_golden.sh
 
-clean:
+# numba's on-disk cache does not notice edits to *other* modules a cached kernel calls: after editing
+# aligner/ or index/ run `make clean-cache` (a fresh clone or install never has stale entries).
+clean-cache:
+	find . -name '*.nbi' -delete -o -name '*.nbc' -delete
+
+clean: clean-cache
 	rm -rf $(DEMO_OUT) .pytest_cache build *.egg-info
 	find . -name '__pycache__' -prune -exec rm -rf {} +

@@ -5,13 +5,13 @@ CSR arrays: chain fields (rid, w, kept, first, is_alt) and `ch_off`/`ch_seed` li
 seeds (indices into the seed arrays s_rbeg/s_qbeg/s_len/s_score) in insertion order.
 
 bwa keeps chains in a B-tree keyed by the first seed's reference position; a new seed is offered to
-the closest chain at or left of it (`kb_intervalp`) and starts a new chain if it does not fit. We keep
-the same ordered set in a sorted array (an equal key is inserted after the first equal element, as the
-B-tree leaf insert does).
+the closest chain at or left of it (`kb_intervalp`) and starts a new chain if it does not fit. With
+equal keys the answer depends on the tree's node layout, so aligner/kbtree.py emulates that B-tree.
 """
 import numba as nb
 import numpy as np
 from g3align.aligner.bns import intv2rid
+from g3align.aligner.kbtree import interval_lower, new_tree, put, traverse
 from g3align.aligner.ksort import introsort
 from g3align.index.fm import fm_sa
 
@@ -77,35 +77,21 @@ def _test_and_merge(w, max_chain_gap, l_pac, first, last, s_rbeg, s_qbeg, s_len,
 
 @nb.njit(cache=True)
 def build_chains(s_rbeg, s_qbeg, s_len, s_rid, l_pac, w, max_chain_gap):
-    """Greedy chaining in seed order. Returns (chain order by position, seed->chain id, n_chains,
-    c_rid)."""
+    """Greedy chaining in seed order through bwa's B-tree. Returns (chain ids in tree order, seed->chain
+    id, n_chains, c_rid)."""
     n = s_rbeg.shape[0]
     seed_chain = np.full(n, -1, np.int64)
     first = np.empty(n, np.int64)
     last = np.empty(n, np.int64)
     c_pos = np.empty(n, np.int64)
     c_rid = np.empty(n, np.int64)
-    order = np.empty(n, np.int64)  # chain ids sorted by c_pos
+    tree = new_tree(n)
     nc = 0
     for p in range(n):
-        pos = s_rbeg[p]
         to_add = True
         if nc > 0:
-            # lower bound: first chain with key >= pos
-            lo = 0
-            hi = nc
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if c_pos[order[mid]] < pos:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if lo < nc and c_pos[order[lo]] == pos:
-                lower = lo
-            else:
-                lower = lo - 1
-            if lower >= 0:
-                c = order[lower]
+            c = interval_lower(tree, c_pos, s_rbeg[p])
+            if c >= 0:
                 r = _test_and_merge(w, max_chain_gap, l_pac, first, last, s_rbeg, s_qbeg, s_len, c_rid, c,
                                     p, s_rid[p])
                 if r > 0:
@@ -118,27 +104,13 @@ def build_chains(s_rbeg, s_qbeg, s_len, s_rid, l_pac, w, max_chain_gap):
             nc += 1
             first[c] = p
             last[c] = p
-            c_pos[c] = pos
+            c_pos[c] = s_rbeg[p]
             c_rid[c] = s_rid[p]
             seed_chain[p] = c
-            # insertion point: after the first element equal to pos, else at the lower bound
-            lo = 0
-            hi = nc - 1
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if c_pos[order[mid]] < pos:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            ins = lo
-            if ins < nc - 1 and c_pos[order[ins]] == pos:
-                ins += 1
-            j = nc - 1
-            while j > ins:
-                order[j] = order[j - 1]
-                j -= 1
-            order[ins] = c
-    return order[:nc], seed_chain, nc, c_rid[:nc]
+            put(tree, c_pos, c)
+    order = np.empty(nc, np.int64)
+    traverse(tree, order)
+    return order, seed_chain, nc, c_rid[:nc]
 
 
 @nb.njit(cache=True)

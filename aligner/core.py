@@ -52,6 +52,17 @@ def align1_from_intv(fm, offsets, l_pac, pac, q, opt, mat, mb, me, mk, ms):
 
 
 @nb.njit(cache=True)
+def align1_in_batch(fm, offsets, l_pac, pac, seq, seq_off, i, opt, mat, iv_b, iv_e, iv_k, iv_s, iv_off):
+    """Regions of read i of a batch: seeded here, or from the batch's precomputed seeds (GPU seeding,
+    CSR over reads) when iv_off is not empty."""
+    q = seq[seq_off[i]:seq_off[i + 1]]
+    if iv_off.shape[0] > 0:
+        a, b = iv_off[i], iv_off[i + 1]
+        return align1_from_intv(fm, offsets, l_pac, pac, q, opt, mat, iv_b[a:b], iv_e[a:b], iv_k[a:b], iv_s[a:b])
+    return align1_core(fm, offsets, l_pac, pac, q, opt, mat)
+
+
+@nb.njit(cache=True)
 def reorder_primary5(opt, R, n):
     """mem_reorder_primary5 (-5): the leftmost-on-query primary becomes the first record."""
     n_pri = 0
@@ -193,15 +204,10 @@ def align_range_se(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qu
     seeds itself."""
     buf = np.empty(1024 + 600 * (i1 - i0), np.uint8)
     nbuf = 0
-    pre = iv_off.shape[0] > 0
     for i in range(i0, i1):
         q = seq[seq_off[i]:seq_off[i + 1]]
-        if pre:
-            a, b = iv_off[i], iv_off[i + 1]
-            R, nreg, fr = align1_from_intv(fm, offsets, l_pac, pac, q, opt, mat, iv_b[a:b], iv_e[a:b], iv_k[a:b],
-                                           iv_s[a:b])
-        else:
-            R, nreg, fr = align1_core(fm, offsets, l_pac, pac, q, opt, mat)
+        R, nreg, fr = align1_in_batch(fm, offsets, l_pac, pac, seq, seq_off, i, opt, mat, iv_b, iv_e, iv_k, iv_s,
+                                      iv_off)
         qu = qual[seq_off[i]:seq_off[i + 1]] if has_qual else _EMPTY_U8
         buf, nbuf = reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q,
                                names[name_off[i]:name_off[i + 1]], qu, has_qual,

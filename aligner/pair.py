@@ -19,8 +19,7 @@ from g3align.aligner.core import (
     _EMPTY_U8,
     _EMPTY_U32,
     F_PRIMARY5,
-    align1_core,
-    align1_from_intv,
+    align1_in_batch,
     reg2sam,
     reorder_primary5,
 )
@@ -67,15 +66,9 @@ def regions_range(fm, offsets, l_pac, pac, seq, seq_off, i0, i1, opt, mat, iv_b,
     tot = 0
     R_cat = np.empty((64, NF), np.int64)
     cnt = np.zeros(i1 - i0, np.int64)
-    pre = iv_off.shape[0] > 0
     for i in range(i0, i1):
-        q = seq[seq_off[i]:seq_off[i + 1]]
-        if pre:
-            a, b = iv_off[i], iv_off[i + 1]
-            R, n, lrep = align1_from_intv(fm, offsets, l_pac, pac, q, opt, mat, iv_b[a:b], iv_e[a:b], iv_k[a:b],
-                                          iv_s[a:b])
-        else:
-            R, n, lrep = align1_core(fm, offsets, l_pac, pac, q, opt, mat)
+        R, n, lrep = align1_in_batch(fm, offsets, l_pac, pac, seq, seq_off, i, opt, mat, iv_b, iv_e, iv_k, iv_s,
+                                     iv_off)
         if tot + n > R_cat.shape[0]:
             R2 = np.empty((max(2 * R_cat.shape[0], tot + n), NF), np.int64)
             R2[:tot] = R_cat[:tot]
