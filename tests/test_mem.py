@@ -322,3 +322,27 @@ def test_long_reads_against_bwa(tmp_path):
     g3("index", str(fa))
     ours = g3("mem", str(fa), str(fq)).stdout
     assert records(ours) == records(bwa)
+
+
+@pytest.mark.skipif(not HAVE_BWA, reason="bwa not on PATH (CI installs it)")
+@pytest.mark.parametrize("opts", [["-P"], ["-S"], ["-I", "420,40"], ["-U", "9", "-a"], ["-M", "-Y", "-T", "20"]])
+def test_paired_options_against_bwa(tmp_path, opts):
+    """Pairing options (-P no pairing, -S no mate rescue, -I given insert size, -U, -a, -M, -Y, -T) on
+    the demo pairs, against a live bwa with the same options."""
+    ref = tmp_path / "lambda.fa"
+    ref.write_bytes(gzip.decompress(open(os.path.join(DATA, "lambda.fa.gz"), "rb").read()))
+    subprocess.run(["bwa", "index", str(ref)], capture_output=True, check=True)
+    g3("index", str(ref))
+    r1, r2 = (os.path.join(DATA, f"lambda_R{i}.fq.gz") for i in (1, 2))
+    bwa = subprocess.run(["bwa", "mem", *opts, str(ref), r1, r2], capture_output=True, check=True).stdout
+    ours = g3("mem", *opts, str(ref), r1, r2).stdout
+    assert records(ours) == records(bwa)
+
+
+@pytest.mark.skipif(shutil.which("PicardCommandLine") is None, reason="picard-tools not installed")
+def test_picard_validate_paired(lambda_index, tmp_path):
+    sam = tmp_path / "pe.sam"
+    g3("mem", "-R", r"@RG\tID:demo\tSM:lambda\tPL:ILLUMINA", "-o", str(sam), lambda_index,
+       *(os.path.join(DATA, f"lambda_R{i}.fq.gz") for i in (1, 2)))
+    p = subprocess.run(["PicardCommandLine", "ValidateSamFile", f"I={sam}", "MODE=SUMMARY"], capture_output=True)
+    assert "No errors found" in p.stdout.decode() + p.stderr.decode()
