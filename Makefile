@@ -3,7 +3,7 @@ PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 DEMO_OUT ?= demo_out
 
-.PHONY: install demo test lint golden clean clean-cache
+.PHONY: install demo test lint golden clean clean-cache gpu-check
 
 install:
 	$(PIP) install -q -e '.[test]'
@@ -21,6 +21,16 @@ test: install lint
 
 lint:
 	ruff check aligner index tests g3align
+
+# On the GPU box (see docs/BENCHMARKS.md for the carry/PYTHONPATH setup): GPU tests, then the GPU == CPU
+# SAM check and timings beside bwa (needs .devdata/ with the chr20 FASTA and a bwa binary).
+OUT ?= gpu_out
+gpu-check:
+	mkdir -p $(OUT)
+	$(PYTHON) -m pytest -q tests/test_smem_gpu.py tests/test_pairwise.py
+	$(PYTHON) scripts/gpu_check.py --fasta .devdata/human_GRCh37_chr20.fa.gz --pairs 500000 \
+	    --out $(OUT) --bwa .devdata/bwa
+	$(PYTHON) scripts/gpu_seed_bench.py --fasta .devdata/human_GRCh37_chr20.fa.gz --out $(OUT)
 
 # Regenerate data/golden/* with the installed bwa (see data/README.md).
 golden:
