@@ -27,7 +27,7 @@ lint:
 OUT ?= gpu_out
 gpu-check:
 	mkdir -p $(OUT)
-	$(PYTHON) -m pytest -q tests/test_smem_gpu.py tests/test_pairwise.py
+	PYTHONSAFEPATH=1 $(PYTHON) -m pytest -q tests/test_smem_gpu.py tests/test_pairwise.py
 	$(PYTHON) scripts/gpu_check.py --fasta .devdata/human_GRCh37_chr20.fa.gz --pairs 500000 \
 	    --out $(OUT) --bwa .devdata/bwa
 	$(PYTHON) scripts/gpu_seed_bench.py --fasta .devdata/human_GRCh37_chr20.fa.gz --out $(OUT)
