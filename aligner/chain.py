@@ -147,8 +147,8 @@ def chain_weight(seeds, s_rbeg, s_qbeg, s_len):
 @nb.njit(cache=True)
 def chain_and_filter(fm, offsets, l_pac, mb, me, mk, ms, opt):
     """mem_chain + mem_chain_flt for one read.
-    Returns seeds (s_rbeg, s_qbeg, s_len, s_score) and kept chains:
-    (ch_off, ch_seed, ch_rid, ch_w, ch_kept, ch_first, ch_is_alt)."""
+    Returns seeds (s_rbeg, s_qbeg, s_len, s_score) and the kept chains in bwa's order as CSR:
+    (ch_off, ch_seed, ch_rid)."""
     s_rbeg, s_qbeg, s_len, s_rid = make_seeds(fm, offsets, l_pac, mb, me, mk, ms, opt.max_occ)
     s_score = s_len.copy()
     order, seed_chain, nc, c_rid = build_chains(s_rbeg, s_qbeg, s_len, s_rid, l_pac, opt.w, opt.max_chain_gap)
@@ -252,10 +252,6 @@ def chain_and_filter(fm, offsets, l_pac, mb, me, mk, ms, opt):
     ch_off = np.zeros(m + 1, np.int64)
     ch_seed = np.empty(tot, np.int64)
     ch_rid = np.empty(m, np.int64)
-    ch_w = np.empty(m, np.int64)
-    ch_kept = np.empty(m, np.int64)
-    ch_first = np.empty(m, np.int64)
-    ch_is_alt = np.zeros(m, np.int64)
     j = 0
     for i in range(n):
         if kept[i] != 0:
@@ -264,11 +260,8 @@ def chain_and_filter(fm, offsets, l_pac, mb, me, mk, ms, opt):
             ch_seed[ch_off[j]:ch_off[j] + nseed] = cs[cnt[c]:cnt[c + 1]]
             ch_off[j + 1] = ch_off[j] + nseed
             ch_rid[j] = c_rid[c]
-            ch_w[j] = w[i]
-            ch_kept[j] = kept[i]
-            ch_first[j] = firstsh[i]
             j += 1
-    return s_rbeg, s_qbeg, s_len, s_score, ch_off, ch_seed, ch_rid, ch_w, ch_kept, ch_first, ch_is_alt
+    return s_rbeg, s_qbeg, s_len, s_score, ch_off, ch_seed, ch_rid
 
 
 @nb.njit(cache=True)

@@ -39,8 +39,8 @@ def align1_from_intv(fm, offsets, l_pac, pac, q, opt, mat, mb, me, mk, ms):
     if L < opt.min_seed_len:
         return R, 0, 0
     fr = rep_len(mb, me, ms, opt.max_occ)
-    (s_rbeg, s_qbeg, s_len, s_score, ch_off, ch_seed, ch_rid, ch_w, ch_kept, ch_first,
-     ch_is_alt) = chain_and_filter(fm, offsets, l_pac, mb, me, mk, ms, opt)
+    s_rbeg, s_qbeg, s_len, s_score, ch_off, ch_seed, ch_rid = chain_and_filter(fm, offsets, l_pac, mb, me, mk,
+                                                                                ms, opt)
     ch_off, ch_seed = flt_chained_seeds(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_score,
                                         ch_off, ch_seed)
     nreg = 0

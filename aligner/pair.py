@@ -523,16 +523,14 @@ def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, 
         flag |= (0x40 << i) | extra
         co = np.array([0, cig.shape[0]], np.int64)
         fl = np.array([flag], np.int64)
-        if i == 0:
-            buf, nbuf = write_record(buf, nbuf, opt, name0, q0, qual0, has_qual, com0, rg_id, ctg_names, ctg_off,
-                                     rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt, xa_a, 0,
-                                     one, one, one, co, cig, one, one, fl, 1,
-                                     True, mm[0], mm[1], mm[2], mm[6])
-        else:
-            buf, nbuf = write_record(buf, nbuf, opt, name1, q1, qual1, has_qual, com1, rg_id, ctg_names, ctg_off,
-                                     rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt, xa_b, 0,
-                                     one, one, one, co, cig, one, one, fl, 1,
-                                     True, mm[0], mm[1], mm[2], mm[6])
+        name = name0 if i == 0 else name1  # chosen before the call: numba rejects conditionals in long calls
+        q = q0 if i == 0 else q1
+        qual = qual0 if i == 0 else qual1
+        com = com0 if i == 0 else com1
+        xa = xa_a if i == 0 else xa_b
+        buf, nbuf = write_record(buf, nbuf, opt, name, q, qual, has_qual, com, rg_id, ctg_names, ctg_off,
+                                 rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt, xa, 0,
+                                 one, one, one, co, cig, one, one, fl, 1, True, mm[0], mm[1], mm[2], mm[6])
     return buf, nbuf
 
 

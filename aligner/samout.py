@@ -100,12 +100,6 @@ def put_int(buf, n, v):
 
 
 @nb.njit(cache=True)
-def put_str(buf, n, s):
-    """Append a literal given as a uint8 array."""
-    return put_bytes(buf, n, s)
-
-
-@nb.njit(cache=True)
 def put_cigar(buf, n, cig, hard):
     for k in range(cig.shape[0]):
         op = cig[k] & 0xf
@@ -432,8 +426,7 @@ def write_record(buf, n, opt, name, seq, qual, has_qual, comment, rg_id, ctg_nam
                 buf, n = put_char(buf, n, 44)
                 buf, n = put_int(buf, n, sa_nm[i])
                 buf, n = put_char(buf, n, 59)
-        if alt_sc > 0:
-            pass  # pa:f is only produced with ALT contigs, which g3align does not model yet
+        # bwa's pa:f tag needs ALT contigs (alt_sc > 0), which g3align does not model yet
     if xa.shape[0] > 0:
         buf, n = put_bytes(buf, n, _LIT12)
         buf, n = put_bytes(buf, n, xa)

@@ -160,10 +160,7 @@ def collect_intv(fm, q, L, min_seed_len, split_factor, split_width, max_mem_intv
             x, nt = smem1(fm, q, rc, L, x, 1, tb, te, tk, ts, 0)
             for i in range(nt):
                 if te[i] - tb[i] >= min_seed_len:
-                    if n == cap:
-                        mb, me, mk, ms, cap = _grow4(mb, me, mk, ms, cap)
-                    mb[n] = tb[i]; me[n] = te[i]; mk[n] = tk[i]; ms[n] = ts[i]
-                    n += 1
+                    mb, me, mk, ms, n = _push(mb, me, mk, ms, n, tb[i], te[i], tk[i], ts[i])
         else:
             x += 1
     # round 2: re-seed long SMEMs with few occurrences
@@ -176,10 +173,7 @@ def collect_intv(fm, q, L, min_seed_len, split_factor, split_width, max_mem_intv
         _, nt = smem1(fm, q, rc, L, (start + end) >> 1, ms[j] + 1, tb, te, tk, ts, 0)
         for i in range(nt):
             if te[i] - tb[i] >= min_seed_len:
-                if n == cap:
-                    mb, me, mk, ms, cap = _grow4(mb, me, mk, ms, cap)
-                mb[n] = tb[i]; me[n] = te[i]; mk[n] = tk[i]; ms[n] = ts[i]
-                n += 1
+                mb, me, mk, ms, n = _push(mb, me, mk, ms, n, tb[i], te[i], tk[i], ts[i])
     # round 3: LAST-like seeds
     if max_mem_intv > 0:
         x = 0
@@ -188,10 +182,7 @@ def collect_intv(fm, q, L, min_seed_len, split_factor, split_width, max_mem_intv
                 x0 = x
                 x, found, r, k, s = seed_strategy1(fm, q, rc, L, x0, min_seed_len, max_mem_intv)
                 if found and s > 0:
-                    if n == cap:
-                        mb, me, mk, ms, cap = _grow4(mb, me, mk, ms, cap)
-                    mb[n] = x0; me[n] = r; mk[n] = k; ms[n] = s
-                    n += 1
+                    mb, me, mk, ms, n = _push(mb, me, mk, ms, n, x0, r, k, s)
             else:
                 x += 1
     keys = np.empty((n, 1), np.int64)
@@ -203,10 +194,17 @@ def collect_intv(fm, q, L, min_seed_len, split_factor, split_width, max_mem_intv
 
 
 @nb.njit(cache=True)
-def _grow4(a, b, c, d, cap):
-    ncap = cap * 2
-    a2 = np.empty(ncap, np.int64); a2[:cap] = a
-    b2 = np.empty(ncap, np.int64); b2[:cap] = b
-    c2 = np.empty(ncap, np.int64); c2[:cap] = c
-    d2 = np.empty(ncap, np.int64); d2[:cap] = d
-    return a2, b2, c2, d2, ncap
+def _push(mb, me, mk, ms, n, b, e, k, s):
+    """Append one interval to the growable (mb, me, mk, ms) arrays; returns them and the new count."""
+    if n == mb.shape[0]:
+        cap = 2 * n
+        mb2 = np.empty(cap, np.int64); mb2[:n] = mb
+        me2 = np.empty(cap, np.int64); me2[:n] = me
+        mk2 = np.empty(cap, np.int64); mk2[:n] = mk
+        ms2 = np.empty(cap, np.int64); ms2[:n] = ms
+        mb, me, mk, ms = mb2, me2, mk2, ms2
+    mb[n] = b
+    me[n] = e
+    mk[n] = k
+    ms[n] = s
+    return mb, me, mk, ms, n + 1
