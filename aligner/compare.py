@@ -19,6 +19,12 @@ reads present in both files, the primary records are compared field by field:
     n_secondary, n_supplementary   the number of 0x100 / 0x800 records of the read
     FLAG+RNAME+POS+CIGAR, RNAME+POS+strand+CIGAR   combined rows
 
+PAF input (minimap2's and `g3align map`'s default output) is read as SAM-like records: QNAME,
+FLAG (0x10 for '-', 0x100 for tp:A:S/i, 0x800 for a read's second and later tp:A:P lines, 0x4 for
+an unmapped line), RNAME, POS = target start + 1, MAPQ, CIGAR from the `cg` tag ('*' without it),
+SEQ/QUAL '*', and the PAF tags.  `tags` picks the tags compared (default NM AS XS MD SA XA; for
+minimap2 output e.g. NM,ms,AS,nn,tp,cm,s1,s2,de,dv,rl,SA,cs).
+
 Truth (`truth='wgsim'|'dwgsim'`): the true origin parsed from the read names. A mapped primary
 alignment is correct when its contig is the true contig and
 - wgsim (name `contig_left_right_..._idx`, left/right = 1-based outer ends of the fragment): a forward
@@ -86,6 +92,20 @@ def _bam_lines(path: str) -> Iterator[str]:
             yield seg.to_string()
 
 
+def _paf_record(f: list[str], first_primary: bool) -> list[str]:
+    """A PAF line as a SAM-like record (see the module docstring)."""
+    tags = [t for t in f[12:]]
+    tt = {t[:2]: t[5:] for t in tags}
+    if f[4] == "*":
+        return [f[0], "4", "*", "0", "0", "*", "*", "0", "0", "*", "*"] + tags
+    flag = 0x10 if f[4] == "-" else 0
+    if tt.get("tp") in ("S", "i"):
+        flag |= 0x100
+    elif not first_primary:
+        flag |= 0x800
+    return [f[0], str(flag), f[5], str(int(f[7]) + 1), f[11], tt.get("cg", "*"), "*", "0", "0", "*", "*"] + tags
+
+
 def _groups(path: str) -> Iterator[tuple[str, list[list[str]]]]:
     """(QNAME, records split into fields) for each run of records with the same QNAME."""
     name = None
@@ -94,6 +114,8 @@ def _groups(path: str) -> Iterator[tuple[str, list[list[str]]]]:
         if not line or line[0] == "@":
             continue
         f = line.rstrip("\r\n").split("\t")
+        if len(f) >= 12 and f[4] in ("+", "-", "*"):          # PAF
+            f = _paf_record(f, f[0] != name or not any(int(r[1]) & 0x904 == 0 for r in recs))
         if len(f) < 11:
             if len(f) == 1 and not f[0]:
                 continue
@@ -233,9 +255,12 @@ class _Truth:
 # Comparison
 
 class _Comparer:
-    def __init__(self, truth: str | None, tol: int, n_diff: int):
-        self.same = dict.fromkeys(FIELDS, 0)
-        self.n = dict.fromkeys(FIELDS, 0)
+    def __init__(self, truth: str | None, tol: int, n_diff: int, tags: tuple[str, ...] = TAGS):
+        self.tags = tuple(tags)
+        self.fields = [k for k in FIELDS if k not in TAGS]
+        self.fields[5:5] = list(self.tags)
+        self.same = dict.fromkeys(self.fields, 0)
+        self.n = dict.fromkeys(self.fields, 0)
         self.mapped = {"both": 0, "test_only": 0, "gold_only": 0, "neither": 0}
         self.counts = {s: {"reads": 0, "no_primary": 0, "multi_primary": 0, "missing": 0}
                        for s in ("test", "gold")}
@@ -294,7 +319,7 @@ class _Comparer:
             "n_secondary": a.n_sec == b.n_sec,
             "n_supplementary": a.n_supp == b.n_supp,
         }
-        for t in TAGS:
+        for t in self.tags:
             eq[t] = ta.get(t) == tb.get(t)
         if (ga | gb) & 1:
             eq["RNEXT"] = (fa[2] if fa[6] == "=" else fa[6]) == (fb[2] if fb[6] == "=" else fb[6])
@@ -315,7 +340,7 @@ class _Comparer:
 
     def result(self, test_path: str, gold_path: str) -> dict:
         fields = {}
-        for k in FIELDS:
+        for k in self.fields:
             extra = self.n_fast_paired if k in PAIR_FIELDS else self.n_fast
             n, same = self.n[k] + extra, self.same[k] + extra
             fields[k] = {"n": n, "same": same, "diff": n - same, "frac_same": same / n if n else None}
@@ -336,7 +361,7 @@ def _short(f: list[str], r: _Read) -> str:
 
 
 def compare_sam(test_path: str, gold_path: str, truth: str | None = None, tol: int = 20,
-                n_diff: int = 0) -> dict:
+                n_diff: int = 0, tags: tuple[str, ...] = TAGS) -> dict:
     """Compare two SAM/BAM files read by read (see the module docstring); returns a JSON-able dict:
 
     test, gold: the paths; common: reads with one primary record in both files; identical: those
@@ -349,7 +374,7 @@ def compare_sam(test_path: str, gold_path: str, truth: str | None = None, tol: i
     """
     if truth is not None and truth not in ("wgsim", "dwgsim"):
         raise ValueError(f"unknown truth scheme {truth!r} (wgsim or dwgsim)")
-    cmp = _Comparer(truth, tol, n_diff)
+    cmp = _Comparer(truth, tol, n_diff, tags)
     it = {"test": _groups(test_path), "gold": _groups(gold_path)}
     path = {"test": test_path, "gold": gold_path}
     pending: dict[str, dict[str, list]] = {"test": {}, "gold": {}}
@@ -436,18 +461,20 @@ def format_report(res: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`g3align compare TEST GOLD [--truth wgsim|dwgsim] [--tol N] [--diff N] [--json]`."""
+    """`g3align compare TEST GOLD [--truth wgsim|dwgsim] [--tol N] [--diff N] [--tags T,..] [--json]`."""
     ap = argparse.ArgumentParser(prog="g3align compare", description="Per-read concordance of two "
-                                 "SAM/BAM files (TEST against GOLD), grouped by read name.")
+                                 "SAM/BAM/PAF files (TEST against GOLD), grouped by read name.")
     ap.add_argument("test")
     ap.add_argument("gold")
     ap.add_argument("--truth", choices=("wgsim", "dwgsim"), help="also score accuracy from read names")
     ap.add_argument("--tol", type=int, default=20, help="truth: allowed distance in bp [20]")
     ap.add_argument("--diff", type=int, default=0, metavar="N", help="show the first N differing reads")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("--tags", default=",".join(TAGS), help="comma-separated tags to compare [%(default)s]")
     a = ap.parse_args(argv)
     try:
-        res = compare_sam(a.test, a.gold, truth=a.truth, tol=a.tol, n_diff=a.diff)
+        tags = tuple(t for t in a.tags.split(",") if t)
+        res = compare_sam(a.test, a.gold, truth=a.truth, tol=a.tol, n_diff=a.diff, tags=tags)
     except (OSError, ValueError) as e:
         sys.stderr.write(f"g3align compare: {e}\n")
         return 1

@@ -80,6 +80,7 @@ class ReadBatch:
     qual: np.ndarray                 # uint8 raw ASCII, same offsets; empty when not has_qual
     has_qual: bool
     first_id: int = 0
+    raw: np.ndarray | None = None    # uint8 sequence letters as in the file (same offsets), if kept
 
     @property
     def n(self) -> int:
@@ -115,12 +116,12 @@ class ReadBatch:
         off = self.seq_off[i:j + 1] - self.seq_off[i]
         return ReadBatch(self.names[i:j], self.comments[i:j], self.seq[a:b], off,
                          self.qual[a:b] if self.has_qual else self.qual[:0], self.has_qual,
-                         self.first_id + i)
+                         self.first_id + i, None if self.raw is None else self.raw[a:b])
 
     @staticmethod
     def empty(has_qual: bool = True, first_id: int = 0) -> ReadBatch:
         return ReadBatch([], [], np.zeros(0, np.uint8), np.zeros(1, np.int64), np.zeros(0, np.uint8),
-                         has_qual, first_id)
+                         has_qual, first_id, np.zeros(0, np.uint8))
 
     @staticmethod
     def concat(parts: list[ReadBatch]) -> ReadBatch:
@@ -141,7 +142,8 @@ class ReadBatch:
         has_qual = all(p.has_qual for p in parts)
         seq = np.concatenate([p.seq for p in parts])
         qual = np.concatenate([p.qual for p in parts]) if has_qual else np.zeros(0, np.uint8)
-        return ReadBatch(names, comments, seq, np.concatenate(offs), qual, has_qual, parts[0].first_id)
+        raw = np.concatenate([p.raw for p in parts]) if all(p.raw is not None for p in parts) else None
+        return ReadBatch(names, comments, seq, np.concatenate(offs), qual, has_qual, parts[0].first_id, raw)
 
 
 _CODES2ACGTN = np.frombuffer(b"ACGTN", dtype=np.uint8)
@@ -342,8 +344,10 @@ class _Parser:
                              f"{int(qlen[i])})")
         qual = np.empty(int(off[-1]), np.uint8)
         _gather(arr, qs, qlen, off, qual, -1)
+        raw = np.empty(int(off[-1]), np.uint8)
+        _gather(arr, ss, slen, off, raw, -1)
         names, comments = self._split_headers(arr, hs + 1, he)
-        batch = ReadBatch(names, comments, codes, off, qual, True, self.n_rec)
+        batch = ReadBatch(names, comments, codes, off, qual, True, self.n_rec, raw)
         self.n_rec += n
         self.n_line += len(nl)
         return batch
@@ -403,7 +407,7 @@ class _Parser:
         hs = np.zeros(n, np.int64)
         hs[1:] = he[:-1] + 1
         names, comments = self._split_headers(blob, hs, he)
-        batch = ReadBatch(names, comments, codes, off, np.zeros(0, np.uint8), False, self.n_rec)
+        batch = ReadBatch(names, comments, codes, off, np.zeros(0, np.uint8), False, self.n_rec, raw)
         self.n_rec += n
         self.n_line += buf.count(b"\n") + (0 if buf.endswith(b"\n") else 1)
         return batch

@@ -199,3 +199,24 @@ def test_golden_self_and_se_vs_pe():
     assert r["truth"]["gold"]["correct"] >= 3990
     r = compare_sam(se, pe)
     assert r["common"] == 0 and r["reads"]["test"]["missing"] == 4000 and r["reads"]["gold"]["missing"] == 2000
+
+
+def paf(name, strand="+", tname="chr1", ts=100, mapq=60, tp="P", cg="10M", qlen=10):
+    return "\t".join([name, str(qlen), "0", "10", strand, tname, "10000", str(ts), str(ts + 10), "10", "10",
+                      str(mapq), f"tp:A:{tp}", "cm:i:3", f"cg:Z:{cg}"]) + "\n"
+
+
+def test_paf_records_are_compared_like_sam(tmp_path):
+    gold = [paf("a"), paf("a", ts=5000, tp="P"), paf("a", ts=7000, tp="S"), paf("b", "-", ts=300)]
+    test = [paf("a"), paf("a", ts=5000, tp="P"), paf("b", "-", ts=301, cg="9M1D")]
+    g = tmp_path / "gold.paf"
+    t = tmp_path / "test.paf"
+    g.write_text("".join(gold))
+    t.write_text("".join(test))
+    res = compare_sam(str(t), str(g), tags=("tp", "cm"))
+    assert res["common"] == 2
+    assert res["records"]["gold"] == {"primary": 2, "unmapped": 0, "secondary": 1, "supplementary": 1}
+    f = res["fields"]
+    assert f["RNAME+POS+strand"]["same"] == 1 and f["CIGAR"]["same"] == 1
+    assert f["n_secondary"]["same"] == 1 and f["n_supplementary"]["same"] == 2
+    assert f["tp"]["same"] == 2 and "NM" not in f
