@@ -17,8 +17,7 @@ depends on the tree's shape.
 import numba as nb
 import numpy as np
 
-from .mm_types import (AS, BLEN, CNT, DIV, HASH, ID, MLEN, NR, PARENT, QE, QS, RE, REV, RID, RS, SCORE, SCORE0,
-                       f32_bits)
+from .mm_types import AS, BLEN, CNT, DIV, HASH, ID, MLEN, NR, PARENT, QE, QS, RE, REV, RID, RS, SCORE, SCORE0, f32_bits
 
 INT32_MIN = -2147483648
 INT32_MAX = 2147483647

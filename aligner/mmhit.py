@@ -1,0 +1,567 @@
+"""Region bookkeeping of minimap2 2.24: hit.c (parents, sub-optimal selection, filters, sorting, splitting,
+MAPQ), pe.c's mm_select_sub_multi and esterr.c's divergence estimate.
+
+Regions are rows of the int64 matrix of `aligner/mm_types.py`; `n` is the number of live rows (rows
+past n are garbage). Functions that delete or reorder regions do it in place and return the new n.
+`HAS_P` says whether the region carries an alignment (`mm_extra_t *p` non-null); its `DP_MAX`,
+`DP_MAX2` are then meaningful. Floating-point expressions follow C's promotions exactly (float where
+minimap2 uses float, double where it mixes in double constants).
+"""
+import numba as nb
+import numpy as np
+
+from .lchain import U32, _span, _to_u64, lo32s, radix_sort_128x, reg_set_coor  # noqa: F401 (re-exported)
+from .mm_types import (
+    AS,
+    BLEN,
+    CIG_OFF,
+    CNT,
+    DIV,
+    DP_MAX,
+    DP_MAX2,
+    DP_SCORE,
+    HAS_P,
+    HASH,
+    ID,
+    INV,
+    IS_ALT,
+    MAPQ,
+    MLEN,
+    N_AMBI,
+    N_CIGAR,
+    N_SUB,
+    NR,
+    PARENT,
+    QE,
+    QS,
+    RE,
+    REV,
+    RID,
+    RS,
+    SAM_PRI,
+    SCORE,
+    SCORE0,
+    SEG_SPLIT,
+    SPLIT,
+    SPLIT_INV,
+    STRAND_RETAINED,
+    SUBSC,
+    TRANS_STRAND,
+    bits_f32,
+    f32_bits,
+)
+
+PARENT_UNSET = -1
+PARENT_TMP_PRI = -2
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def alt_score(score, alt_diff_frac):
+    """mm_alt_score (double arithmetic on a float fraction)."""
+    if score < 0:
+        return score
+    s = np.int64(score * (1.0 - np.float64(np.float32(alt_diff_frac))) + 0.499)
+    return s if s > 0 else 1
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def mark_alt(R, n, is_alt):
+    """mm_mark_alt: is_alt[rid] != 0 marks the reference sequence as ALT."""
+    for i in range(n):
+        if is_alt[R[i, RID]]:
+            R[i, IS_ALT] = 1
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def split_reg(R, r, r2, n_split, qlen, a, is_qstrand):
+    """mm_split_reg: row r keeps its first n_split anchors, row r2 (already allocated by the caller)
+    receives the rest. Nothing happens when n_split <= 0 or n_split >= cnt."""
+    if n_split <= 0 or n_split >= R[r, CNT]:
+        return
+    for c in range(NR):
+        R[r2, c] = R[r, c]
+    R[r2, ID] = -1
+    R[r2, SAM_PRI] = 0
+    for c in (HAS_P, DP_SCORE, DP_MAX, DP_MAX2, N_AMBI, TRANS_STRAND, N_CIGAR, CIG_OFF):
+        R[r2, c] = 0
+    R[r2, SPLIT_INV] = 0
+    R[r2, CNT] = R[r, CNT] - n_split
+    ratio = np.float32(R[r2, CNT]) / np.float32(R[r, CNT])
+    R[r2, SCORE] = lo32s(np.int64(np.float64(np.float32(R[r, SCORE]) * ratio) + 0.499))
+    R[r2, AS] = R[r, AS] + n_split
+    if R[r, PARENT] == R[r, ID]:
+        R[r2, PARENT] = PARENT_TMP_PRI
+    reg_set_coor(R, r2, qlen, a, is_qstrand)
+    R[r, CNT] -= R[r2, CNT]
+    R[r, SCORE] -= R[r2, SCORE]
+    reg_set_coor(R, r, qlen, a, is_qstrand)
+    R[r, SPLIT] |= 1
+    R[r2, SPLIT] |= 2
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def set_parent(mask_level, mask_len, R, n, sub_diff, hard_mask_level, alt_diff_frac):
+    """mm_set_parent: PARENT, SUBSC, N_SUB (and DP_MAX2 of primaries with alignments)."""
+    if n <= 0:
+        return
+    ml = np.float32(mask_level)
+    for i in range(n):
+        R[i, ID] = i
+    cov = np.empty(n, np.uint64)
+    w = np.empty(n, np.int64)
+    w[0] = 0
+    R[0, PARENT] = 0
+    k = 1
+    for i in range(1, n):
+        si = R[i, QS]
+        ei = R[i, QE]
+        n_cov = 0
+        uncov_len = 0
+        if not hard_mask_level:
+            for j in range(k):
+                rp = w[j]
+                sj = R[rp, QS]
+                ej = R[rp, QE]
+                if ej <= si or sj >= ei:
+                    continue
+                if sj < si:
+                    sj = si
+                if ej > ei:
+                    ej = ei
+                cov[n_cov] = (_to_u64(sj) << np.uint64(32)) | (_to_u64(ej) & U32)
+                n_cov += 1
+            if n_cov == 0:
+                w[k] = i
+                k += 1
+                R[i, PARENT] = i
+                R[i, N_SUB] = 0
+                continue
+            cs = np.sort(cov[:n_cov])
+            x = si
+            for j in range(n_cov):
+                c0 = np.int64(cs[j] >> np.uint64(32))
+                if c0 > x:
+                    uncov_len += c0 - x
+                c1 = lo32s(cs[j])
+                x = c1 if c1 > x else x
+            if ei > x:
+                uncov_len += ei - x
+        found = False
+        for j in range(k):
+            rp = w[j]
+            sj = R[rp, QS]
+            ej = R[rp, QE]
+            if ej <= si or sj >= ei:
+                continue
+            mn = ej - sj if ej - sj < ei - si else ei - si
+            mx = ej - sj if ej - sj > ei - si else ei - si
+            if si < sj:
+                ol = 0 if ei < sj else (ei - sj if ei < ej else ej - sj)
+            else:
+                ol = 0 if ej < si else (ej - si if ej < ei else ei - si)
+            if np.float32(ol) / np.float32(mn) - np.float32(uncov_len) / np.float32(mx) > ml \
+                    and uncov_len <= mask_len:
+                cnt_sub = 0
+                sci = R[i, SCORE]
+                R[i, PARENT] = R[rp, PARENT]
+                if not R[rp, IS_ALT] and R[i, IS_ALT]:
+                    sci = alt_score(sci, alt_diff_frac)
+                R[rp, SUBSC] = R[rp, SUBSC] if R[rp, SUBSC] > sci else sci
+                if R[i, CNT] >= R[rp, CNT]:
+                    cnt_sub = 1
+                if R[rp, HAS_P] and R[i, HAS_P] and (R[rp, RID] != R[i, RID] or R[rp, RS] != R[i, RS]
+                                                     or R[rp, RE] != R[i, RE] or ol != mn):
+                    sci = R[i, DP_MAX]
+                    if not R[rp, IS_ALT] and R[i, IS_ALT]:
+                        sci = alt_score(sci, alt_diff_frac)
+                    R[rp, DP_MAX2] = R[rp, DP_MAX2] if R[rp, DP_MAX2] > sci else sci
+                    if R[rp, DP_MAX] - R[i, DP_MAX] <= sub_diff:
+                        cnt_sub = 1
+                if cnt_sub:
+                    R[rp, N_SUB] += 1
+                found = True
+                break
+        if not found:
+            w[k] = i
+            k += 1
+            R[i, PARENT] = i
+            R[i, N_SUB] = 0
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def hit_sort(R, n, alt_diff_frac):
+    """mm_hit_sort: drop soft-deleted rows (cnt == 0 and not inversion) and order the rest by
+    (dp_max if aligned else score, with ALT penalty) then hash, descending. Returns the new n."""
+    if n <= 1:
+        return n
+    ax = np.empty(n, np.uint64)
+    ay = np.empty(n, np.uint64)
+    n_aux = 0
+    for i in range(n):
+        if R[i, INV] or R[i, CNT] > 0:
+            score = R[i, DP_MAX] if R[i, HAS_P] else R[i, SCORE]
+            if R[i, IS_ALT]:
+                score = alt_score(score, alt_diff_frac)
+            ax[n_aux] = (_to_u64(score) << np.uint64(32)) | (np.uint64(R[i, HASH]) & U32)
+            ay[n_aux] = np.uint64(i)
+            n_aux += 1
+    radix_sort_128x(ax, ay, 0, n_aux)
+    t = np.empty((n_aux, NR), np.int64)
+    for i in range(n_aux - 1, -1, -1):
+        src = np.int64(ay[i])
+        for c in range(NR):
+            t[n_aux - 1 - i, c] = R[src, c]
+    for i in range(n_aux):
+        for c in range(NR):
+            R[i, c] = t[i, c]
+    return n_aux
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def set_sam_pri(R, n):
+    """mm_set_sam_pri; returns the number of primaries."""
+    n_pri = 0
+    for i in range(n):
+        if R[i, ID] == R[i, PARENT]:
+            n_pri += 1
+            R[i, SAM_PRI] = 1 if n_pri == 1 else 0
+        else:
+            R[i, SAM_PRI] = 0
+    return n_pri
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def sync_regs(R, n):
+    """mm_sync_regs: renumber ID to row order, remap PARENT (TMP_PRI -> itself, lost parents -> -1),
+    then set_sam_pri."""
+    if n <= 0:
+        return
+    max_id = -1
+    for i in range(n):
+        max_id = max_id if max_id > R[i, ID] else R[i, ID]
+    tmp = np.full(max_id + 1, -1, np.int64)
+    for i in range(n):
+        if R[i, ID] >= 0:
+            tmp[R[i, ID]] = i
+    for i in range(n):
+        R[i, ID] = i
+        par = R[i, PARENT]
+        if par == PARENT_TMP_PRI:
+            R[i, PARENT] = i
+        elif par >= 0 and par <= max_id and tmp[par] >= 0:
+            R[i, PARENT] = tmp[par]
+        else:
+            R[i, PARENT] = PARENT_UNSET
+    set_sam_pri(R, n)
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def _copy_row(R, dst, src):
+    if dst != src:
+        for c in range(NR):
+            R[dst, c] = R[src, c]
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def select_sub(pri_ratio, min_diff, best_n, check_strand, min_strand_sc, R, n):
+    """mm_select_sub; returns the new n. pri_ratio is a C float."""
+    pr = np.float32(pri_ratio)
+    if pr > 0.0 and n > 0:
+        k = 0
+        n_2nd = 0
+        for i in range(n):
+            p = R[i, PARENT]
+            if p == i or R[i, INV]:
+                _copy_row(R, k, i)
+                k += 1
+            elif (np.float32(R[i, SCORE]) >= np.float32(R[p, SCORE]) * pr or R[i, SCORE] + min_diff >= R[p, SCORE]) \
+                    and n_2nd < best_n:
+                if not (R[i, QS] == R[p, QS] and R[i, QE] == R[p, QE] and R[i, RID] == R[p, RID]
+                        and R[i, RS] == R[p, RS] and R[i, RE] == R[p, RE]):
+                    _copy_row(R, k, i)
+                    k += 1
+                    n_2nd += 1
+            elif check_strand and n_2nd < best_n and R[i, SCORE] > min_strand_sc and R[i, REV] != R[p, REV]:
+                R[i, STRAND_RETAINED] = 1
+                _copy_row(R, k, i)
+                k += 1
+                n_2nd += 1
+        if k != n:
+            sync_regs(R, k)
+        return k
+    return n
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def select_sub_multi(pri_ratio, pri1, pri2, max_gap_ref, min_diff, best_n, n_segs, qlens, R, n):
+    """pe.c's mm_select_sub_multi (minimap2 calls it with pri1 = 0.2f, pri2 = 0.7f); returns the new n."""
+    pr = np.float32(pri_ratio)
+    p1 = np.float32(pri1)
+    p2 = np.float32(pri2)
+    if pr > 0.0 and n > 0:
+        k = 0
+        n_2nd = 0
+        max_dist = qlens[0] + qlens[1] + max_gap_ref if n_segs == 2 else 0
+        for i in range(n):
+            to_keep = False
+            p = R[i, PARENT]
+            if p == i:
+                to_keep = True
+            elif R[i, SCORE] + min_diff >= R[p, SCORE]:
+                to_keep = True
+            else:
+                qsc = np.float32(R[i, SCORE])
+                psc = np.float32(R[p, SCORE])
+                if R[p, REV] == R[i, REV] and R[p, RID] == R[i, RID] and R[i, RE] - R[p, RS] < max_dist \
+                        and R[p, RE] - R[i, RS] < max_dist:
+                    if qsc >= psc * p1:
+                        to_keep = True
+                else:
+                    is_par_both = n_segs == 2 and R[p, QS] < qlens[0] and R[p, QE] > qlens[0]
+                    is_chi_both = n_segs == 2 and R[i, QS] < qlens[0] and R[i, QE] > qlens[0]
+                    if is_chi_both or is_chi_both == is_par_both:
+                        if qsc >= psc * pr:
+                            to_keep = True
+                    else:
+                        if qsc >= psc * p2:
+                            to_keep = True
+            if to_keep and p != i:
+                if n_2nd >= best_n:
+                    to_keep = False
+                n_2nd += 1
+            if to_keep:
+                _copy_row(R, k, i)
+                k += 1
+        if k != n:
+            sync_regs(R, k)
+        return k
+    return n
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def filter_strand_retained(R, n):
+    """mm_filter_strand_retained; returns the new n (PARENT is not re-synced, as in minimap2)."""
+    k = 0
+    for i in range(n):
+        p = R[i, PARENT]
+        d = bits_f32(R[i, DIV])
+        if not R[i, STRAND_RETAINED] or d < bits_f32(R[p, DIV]) * np.float32(5.0) or d < np.float32(0.01):
+            _copy_row(R, k, i)
+            k += 1
+    return k
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def filter_regs(min_cnt, min_chain_score, min_dp_max, max_clip_ratio, qlen, R, n):
+    """mm_filter_regs (its opt fields passed one by one; max_clip_ratio is a C float); returns the new n.
+    PARENT may point at a filtered row afterwards, as in minimap2."""
+    mcr = np.float32(max_clip_ratio)
+    k = 0
+    for i in range(n):
+        flt = False
+        if not R[i, INV] and not R[i, SEG_SPLIT] and R[i, CNT] < min_cnt:
+            flt = True
+        if R[i, HAS_P]:
+            if R[i, MLEN] < min_chain_score:
+                flt = True
+            elif R[i, DP_MAX] < min_dp_max:
+                flt = True
+            elif np.float32(R[i, QS]) > np.float32(qlen) * mcr and np.float32(qlen - R[i, QE]) > np.float32(qlen) * mcr:
+                flt = True
+        if not flt:
+            _copy_row(R, k, i)
+            k += 1
+    return k
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def squeeze_a(R, n, a):
+    """mm_squeeze_a: move the anchors referenced by the regions to the front of a (in order of AS),
+    updating AS; returns the number of anchors kept."""
+    aux = np.empty(n, np.uint64)
+    for i in range(n):
+        aux[i] = (np.uint64(R[i, AS]) << np.uint64(32)) | np.uint64(i)
+    aux = np.sort(aux)
+    as_ = 0
+    for i in range(n):
+        r = np.int64(aux[i] & U32)
+        if R[r, AS] != as_:
+            src = R[r, AS]
+            for q in range(R[r, CNT]):
+                a[as_ + q, 0] = a[src + q, 0]
+                a[as_ + q, 1] = a[src + q, 1]
+            R[r, AS] = as_
+        as_ += R[r, CNT]
+    return as_
+
+
+# ---------------------------------------------------------------------------------------------
+# esterr.c
+# ---------------------------------------------------------------------------------------------
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def _for_qpos(qlen, a, k):
+    x = lo32s(a[k, 1])
+    q_span = _span(a[k, 1])
+    if a[k, 0] >> np.uint64(63):
+        x = qlen - 1 - (x + 1 - q_span)
+    return x
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def _mini_idx(qlen, a, k, mini_pos):
+    x = _for_qpos(qlen, a, k)
+    L = 0
+    Rr = mini_pos.shape[0] - 1
+    while L <= Rr:
+        m = (L + Rr) >> 1
+        y = lo32s(mini_pos[m])
+        if y < x:
+            L = m + 1
+        elif y > x:
+            Rr = m - 1
+        else:
+            return m
+    return -1
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def est_err(qlen, R, n, a, mini_pos, ref_len):
+    """mm_est_err: DIV (float32 bits) of each region from the fraction of the read's minimizers
+    (mini_pos: q_span<<32 | q_pos, as mm_collect_matches gives them) found in its chain.
+    ref_len: lengths of the reference sequences."""
+    nm = mini_pos.shape[0]
+    if nm == 0:
+        return
+    sum_k = np.uint64(0)
+    for i in range(nm):
+        sum_k += (mini_pos[i] >> np.uint64(32)) & np.uint64(0xFF)
+    avg_k = np.float32(sum_k) / np.float32(nm)
+    for i in range(n):
+        R[i, DIV] = f32_bits(np.float32(-1.0))
+        cnt = R[i, CNT]
+        if cnt == 0:
+            continue
+        s = R[i, AS]
+        rev = R[i, REV]
+        st = _mini_idx(qlen, a, s + cnt - 1 if rev else s, mini_pos)
+        en = st
+        if st < 0:
+            continue
+        l_ref = ref_len[R[i, RID]]
+        k = 1
+        n_match = 1
+        j = st + 1
+        while j < nm and k < cnt:
+            x = _for_qpos(qlen, a, s + cnt - 1 - k if rev else s + k)
+            if x == lo32s(mini_pos[j]):
+                k += 1
+                en = j
+                n_match += 1
+            j += 1
+        n_tot = en - st + 1
+        if np.float32(R[i, QS]) > avg_k and np.float32(R[i, RS]) > avg_k:
+            n_tot += 1
+        if np.float32(qlen - R[i, QS]) > avg_k and np.float32(l_ref - R[i, RE]) > avg_k:
+            n_tot += 1
+        if n_match >= n_tot:
+            d = np.float32(0.0)
+        else:
+            d = np.float32(1.0 - (np.float64(n_match) / np.float64(n_tot)) ** (1.0 / np.float64(avg_k)))
+        R[i, DIV] = f32_bits(d)
+
+
+# ---------------------------------------------------------------------------------------------
+# MAPQ
+# ---------------------------------------------------------------------------------------------
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def _f2i(x):
+    """C's (int) of a float on x86: truncation; NaN and out-of-range values give INT32_MIN."""
+    if not (x > -2147483649.0 and x < 2147483648.0):
+        return np.int64(-2147483648)
+    return np.int64(x)
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def _i32(v):
+    return lo32s(np.int64(v))
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def _set_inv_mapq(R, n):
+    if n < 3:
+        return
+    has = False
+    for i in range(n):
+        if R[i, INV]:
+            has = True
+            break
+    if not has:
+        return
+    ax = np.empty(n, np.uint64)
+    ay = np.empty(n, np.uint64)
+    n_aux = 0
+    for i in range(n):
+        if R[i, PARENT] == i or R[i, PARENT] < 0:
+            ay[n_aux] = np.uint64(i)
+            ax[n_aux] = (_to_u64(R[i, RID]) << np.uint64(32)) | (_to_u64(R[i, RS]) & U32)
+            n_aux += 1
+    radix_sort_128x(ax, ay, 0, n_aux)
+    for i in range(1, n_aux - 1):
+        v = np.int64(ay[i])
+        if R[v, INV]:
+            lq = R[np.int64(ay[i - 1]), MAPQ]
+            rq = R[np.int64(ay[i + 1]), MAPQ]
+            R[v, MAPQ] = lq if lq < rq else rq
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def set_mapq(R, n, min_chain_sc, match_sc, rep_len, is_sr):
+    """mm_set_mapq (with mm_set_inv_mapq): MAPQ of every region."""
+    if n == 0:
+        return
+    q_coef = np.float32(40.0)
+    sum_sc = 0
+    for i in range(n):
+        if R[i, PARENT] == R[i, ID]:
+            sum_sc += R[i, SCORE]
+    uniq_ratio = np.float32(sum_sc) / np.float32(sum_sc + rep_len)
+    msc = np.float32(match_sc)
+    for i in range(n):
+        if R[i, INV]:
+            R[i, MAPQ] = 0
+        elif R[i, PARENT] == R[i, ID]:
+            sc = R[i, SCORE]
+            pen_s1 = (np.float32(1.0) if sc > 100 else np.float32(0.01) * np.float32(sc)) * uniq_ratio
+            cnt = R[i, CNT]
+            pen_cm = np.float32(1.0) if cnt > 10 else np.float32(0.1) * np.float32(cnt)
+            pen_cm = pen_s1 if pen_s1 < pen_cm else pen_cm
+            subsc = R[i, SUBSC] if R[i, SUBSC] > min_chain_sc else min_chain_sc
+            has_p = R[i, HAS_P] != 0
+            dp_max = R[i, DP_MAX]
+            dp_max2 = R[i, DP_MAX2]
+            if has_p and dp_max2 > 0 and dp_max > 0:
+                identity = np.float32(R[i, MLEN]) / np.float32(R[i, BLEN])
+                x = np.float32(dp_max2) * np.float32(subsc) / np.float32(dp_max) / np.float32(R[i, SCORE0])
+                mapq = _f2i(identity * pen_cm * q_coef * (np.float32(1.0) - x * x)
+                            * np.log(np.float32(dp_max) / msc))
+                if not is_sr:
+                    mapq_alt = _f2i(np.float32(6.02) * identity * identity * np.float32(dp_max - dp_max2) / msc
+                                    + np.float32(0.499))
+                    mapq = mapq if mapq < mapq_alt else mapq_alt
+            else:
+                x = np.float32(subsc) / np.float32(R[i, SCORE0])
+                if has_p:
+                    identity = np.float32(R[i, MLEN]) / np.float32(R[i, BLEN])
+                    mapq = _f2i(identity * pen_cm * q_coef * (np.float32(1.0) - x)
+                                * np.log(np.float32(dp_max) / msc))
+                else:
+                    mapq = _f2i(pen_cm * q_coef * (np.float32(1.0) - x) * np.log(np.float32(sc)))
+            mapq = _i32(mapq - _f2i(np.float32(4.343) * np.log(np.float32(R[i, N_SUB] + 1)) + np.float32(0.499)))
+            mapq = mapq if mapq > 0 else 0
+            mq = mapq if mapq < 60 else 60
+            if has_p and dp_max > dp_max2 and mq == 0:
+                mq = 1
+            R[i, MAPQ] = mq
+        else:
+            R[i, MAPQ] = 0
+    _set_inv_mapq(R, n)
