@@ -1,0 +1,750 @@
+"""Minimizer index of the long-read path (minimap2 2.24 semantics: sketch.c, index.c).
+
+* :class:`MMRef` — the reference as minimap2 holds it: every contig of the FASTA/FASTQ, empty ones
+  included, bases as ``uint8`` codes A0 C1 G2 T3 and 4 for anything else (``N`` stays 4; there is no
+  random replacement as in bwa's packer). :func:`read_mm_ref` parses a file like minimap2's kseq does
+  (name = header up to the first white space, sequence lines concatenated, a trailing CR dropped).
+* :func:`sketch` — the (w,k)-minimizers of one sequence, in minimap2's output order, as an (n, 2)
+  ``uint64`` array ``[hash << 8 | span, rid << 32 | last_pos << 1 | strand]``.
+* :class:`MMIndex` / :func:`build_mm_index` — minimizers of all contigs grouped by hash. A lookup
+  (:func:`mm_idx_get`, njit) returns the slice of ``pos`` that holds every reference occurrence
+  ``y = rid << 32 | last_pos << 1 | strand`` of a hash, in ascending order — the same values, count and
+  order that minimap2's ``mm_idx_get`` returns (minimap2 sorts each multi-occurrence list by value).
+  Layout: bucket ``h & (2^b - 1)`` owns ``keys[bkt_off[bucket]:bkt_off[bucket+1]]`` (sorted); the
+  occurrences of ``keys[i]`` are ``pos[key_off[i]:key_off[i+1]]``.
+* :func:`save_mm_index` / :func:`load_mm_index` — one versioned file with a checksummed JSON header
+  and crc32-checked arrays (same scheme as :mod:`index.store`); any damage raises
+  :class:`~g3align.index.store.IndexFormatError` naming the file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import mmap
+import os
+import struct
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from .store import IndexFormatError
+
+__all__ = [
+    "INT32_MAX",
+    "MM_FORMAT_VERSION",
+    "MM_MAGIC",
+    "SEQ_NT4",
+    "IndexFormatError",
+    "MMIndex",
+    "MMRef",
+    "MMRefFormatError",
+    "build_mm_index",
+    "cal_max_occ",
+    "encode_seq",
+    "load_mm_index",
+    "mm_idx_get",
+    "parse_mm_seqs",
+    "read_mm_ref",
+    "save_mm_index",
+    "sketch",
+]
+
+INT32_MAX = 2147483647
+_U64_MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+#: minimap2's seq_nt4_table: ACGT/acgt -> 0..3, U/u -> 3, every other byte -> 4.
+SEQ_NT4 = np.full(256, 4, dtype=np.uint8)
+for _i, _ch in enumerate("ACGT"):
+    SEQ_NT4[ord(_ch)] = _i
+    SEQ_NT4[ord(_ch.lower())] = _i
+SEQ_NT4[ord("U")] = 3
+SEQ_NT4[ord("u")] = 3
+
+
+def encode_seq(s) -> np.ndarray:
+    """str/bytes -> uint8 codes (A0 C1 G2 T3, else 4)."""
+    if isinstance(s, str):
+        s = s.encode("latin-1")
+    return SEQ_NT4[np.frombuffer(bytes(s), dtype=np.uint8)]
+
+
+class MMRefFormatError(ValueError):
+    """A sequence file cannot be read or parsed (message names the file)."""
+
+
+# ------------------------------------------------------------------------------------------------
+# FASTA/FASTQ parsing (kseq's record rules)
+# ------------------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def _is_space(c):
+    return c == 32 or (9 <= c <= 13)
+
+
+@njit(cache=True, nogil=True)
+def _parse_fastx(data, table, codes, name_st, name_en, seq_off):
+    """Walk the bytes as kseq does. Returns (n_records, error_code, error_record).
+
+    error_code 0 ok, 1 text before the first header, 2 FASTQ record without quality line,
+    3 quality length differs from sequence length. Sequence codes are appended to ``codes``; record r
+    occupies codes[seq_off[r]:seq_off[r+1]].
+    """
+    n = data.shape[0]
+    p = 0
+    # first header: only white space may precede it
+    while p < n and data[p] != 62 and data[p] != 64:  # '>' '@'
+        if not _is_space(data[p]):
+            return 0, 1, 0
+        p += 1
+    if p == n:
+        return 0, 0, 0
+    p += 1  # the header character
+    nrec = 0
+    ncode = 0
+    seq_off[0] = 0
+    while True:
+        if p >= n:  # a header character at the very end: kseq reads no record
+            break
+        # name: up to the first white space byte
+        st = p
+        while p < n and not _is_space(data[p]):
+            p += 1
+        name_st[nrec] = st
+        name_en[nrec] = p
+        if p < n:
+            c = data[p]
+            p += 1
+            if c != 10:  # comment: rest of the line
+                while p < n and data[p] != 10:
+                    p += 1
+                p += 1
+        rec_start = ncode
+        # sequence lines until a line starting with '>', '+' or '@' (or EOF)
+        last = -1
+        while p < n:
+            c = data[p]
+            p += 1
+            if c == 62 or c == 43 or c == 64:
+                last = c
+                break
+            if c == 10:
+                continue
+            codes[ncode] = table[c]
+            ncode += 1
+            while p < n and data[p] != 10:
+                codes[ncode] = table[data[p]]
+                ncode += 1
+                p += 1
+            # kseq drops a trailing CR once the record holds more than one byte
+            if data[p - 1] == 13 and ncode - rec_start > 1:
+                ncode -= 1
+            p += 1  # the newline (or past EOF)
+        slen = ncode - rec_start
+        nrec += 1
+        seq_off[nrec] = ncode
+        if last == 43:  # '+': FASTQ quality
+            while p < n and data[p] != 10:
+                p += 1
+            if p >= n:
+                return nrec, 2, nrec - 1
+            p += 1
+            qlen = 0
+            while p < n and qlen < slen:
+                qst = p
+                while p < n and data[p] != 10:
+                    p += 1
+                ql = p - qst
+                if ql > 0 and data[p - 1] == 13 and qlen + ql > 1:
+                    ql -= 1
+                qlen += ql
+                p += 1
+            if qlen != slen:
+                return nrec, 3, nrec - 1
+            # next header: skip to the next '>' or '@'
+            while p < n and data[p] != 62 and data[p] != 64:
+                p += 1
+            if p >= n:
+                break
+            p += 1
+        elif last == -1:
+            break
+    return nrec, 0, 0
+
+
+def _read_bytes(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+        if head == b"\x1f\x8b":
+            with gzip.open(path, "rb") as fh:
+                return fh.read()
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise MMRefFormatError(f"{path}: file not found") from None
+    except (OSError, EOFError, zlib.error) as e:
+        raise MMRefFormatError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+
+
+def parse_mm_seqs(data: bytes, path: str = "<bytes>"):
+    """Parse FASTA/FASTQ bytes -> (names, lengths int64, offsets int64[n+1], codes uint8)."""
+    arr = np.frombuffer(data, dtype=np.uint8)
+    nmax = int(np.count_nonzero((arr == 62) | (arr == 64))) + 1
+    codes = np.empty(arr.shape[0] + 1, np.uint8)
+    name_st = np.empty(nmax, np.int64)
+    name_en = np.empty(nmax, np.int64)
+    seq_off = np.zeros(nmax + 1, np.int64)
+    nrec, err, erec = _parse_fastx(arr, SEQ_NT4, codes, name_st, name_en, seq_off)
+    if err == 1:
+        raise MMRefFormatError(f"{path}: not FASTA/FASTQ (text before the first '>' or '@' header)")
+    if err == 2:
+        raise MMRefFormatError(f"{path}: FASTQ record {erec + 1} has no quality line (truncated file?)")
+    if err == 3:
+        raise MMRefFormatError(f"{path}: FASTQ record {erec + 1}: quality and sequence lengths differ")
+    names = [data[int(name_st[i]):int(name_en[i])].decode("utf-8", "surrogateescape") for i in range(nrec)]
+    off = seq_off[:nrec + 1].copy()
+    return names, np.diff(off).astype(np.int64), off, codes[:int(off[-1])].copy()
+
+
+@dataclass
+class MMRef:
+    """Reference sequences as minimap2 keeps them.
+
+    ``ref_seq`` uint8 codes of all contigs concatenated; contig i is ``ref_seq[ref_off[i]:ref_off[i+1]]``
+    (``lengths[i]`` bases, possibly 0).
+    """
+
+    names: list
+    lengths: np.ndarray
+    ref_off: np.ndarray
+    ref_seq: np.ndarray
+    src_path: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def n_seq(self) -> int:
+        return len(self.names)
+
+    def seq(self, i: int) -> np.ndarray:
+        return self.ref_seq[int(self.ref_off[i]):int(self.ref_off[i + 1])]
+
+
+def read_mm_ref(path) -> MMRef:
+    """Read a FASTA/FASTQ (optionally gzipped) reference. Empty contigs are kept (length 0)."""
+    path = os.fspath(path)
+    data = _read_bytes(path)
+    names, lengths, off, codes = parse_mm_seqs(data, path)
+    if not names:
+        raise MMRefFormatError(f"{path}: no sequences found (empty file?)")
+    if int(lengths.max()) >= 1 << 31:
+        raise MMRefFormatError(f"{path}: a sequence is longer than 2^31-1 bases (unsupported)")
+    return MMRef(names=names, lengths=lengths, ref_off=off, ref_seq=codes, src_path=path)
+
+
+def mm_ref_from_strings(seqs, names=None) -> MMRef:
+    """Small helper for tests: an MMRef from python strings."""
+    names = list(names) if names is not None else [f"seq{i}" for i in range(len(seqs))]
+    enc = [encode_seq(s) for s in seqs]
+    lengths = np.array([len(e) for e in enc], np.int64)
+    off = np.zeros(len(enc) + 1, np.int64)
+    off[1:] = np.cumsum(lengths)
+    codes = np.concatenate(enc) if enc else np.empty(0, np.uint8)
+    return MMRef(names=names, lengths=lengths, ref_off=off, ref_seq=codes.astype(np.uint8))
+
+
+# ------------------------------------------------------------------------------------------------
+# minimizer sketch (sketch.c)
+# ------------------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def hash64(key, mask):
+    """minimap2's invertible integer hash restricted to ``mask`` (2k bits)."""
+    key = (~key + (key << np.uint64(21))) & mask
+    key = key ^ (key >> np.uint64(24))
+    key = ((key + (key << np.uint64(3))) + (key << np.uint64(8))) & mask
+    key = key ^ (key >> np.uint64(14))
+    key = ((key + (key << np.uint64(2))) + (key << np.uint64(4))) & mask
+    key = key ^ (key >> np.uint64(28))
+    key = (key + (key << np.uint64(31))) & mask
+    return key
+
+
+@njit(cache=True, nogil=True)
+def _push(out, n, x, y):
+    if n == out.shape[0]:
+        grown = np.empty((out.shape[0] * 2 + 16, 2), np.uint64)
+        grown[:n] = out[:n]
+        out = grown
+    out[n, 0] = x
+    out[n, 1] = y
+    return out, n + 1
+
+
+@njit(cache=True, nogil=True)
+def sketch_into(codes, st, en, w, k, rid, is_hpc, out, n):
+    """Append the minimizers of codes[st:en] to out[:n] (grown as needed). Returns (out, n)."""
+    MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
+    length = en - st
+    if length <= 0:
+        return out, n
+    shift1 = np.uint64(2 * (k - 1))
+    mask = (np.uint64(1) << np.uint64(2 * k)) - np.uint64(1)
+    ridsh = np.uint64(rid) << np.uint64(32)
+    kf = np.uint64(0)
+    kr = np.uint64(0)
+    bx = np.full(w, MAX, np.uint64)
+    by = np.full(w, MAX, np.uint64)
+    runs = np.zeros(32, np.int64)  # homopolymer run lengths of the current k-mer (ring)
+    q_front = 0
+    q_count = 0
+    min_x = MAX
+    min_y = MAX
+    span = 0
+    l = 0
+    bpos = 0
+    mpos = 0
+    wk1 = w + k - 1
+    i = 0
+    while i < length:
+        c = codes[st + i]
+        ix = MAX
+        iy = MAX
+        if c < 4:
+            if is_hpc:
+                run = 1
+                if i + 1 < length and codes[st + i + 1] == c:
+                    run = 2
+                    while i + run < length and codes[st + i + run] == c:
+                        run += 1
+                    i += run - 1
+                runs[(q_count + q_front) & 31] = run
+                q_count += 1
+                span += run
+                if q_count > k:
+                    span -= runs[q_front]
+                    q_front = (q_front + 1) & 31
+                    q_count -= 1
+            else:
+                span = l + 1 if l + 1 < k else k
+            cu = np.uint64(c)
+            kf = ((kf << np.uint64(2)) | cu) & mask
+            kr = (kr >> np.uint64(2)) | ((np.uint64(3) ^ cu) << shift1)
+            if kf == kr:  # palindromic k-mer: strand unknown, not a candidate and no window step
+                i += 1
+                continue
+            z = 0 if kf < kr else 1
+            l += 1
+            if l >= k and span < 256:
+                ix = (hash64(kf if z == 0 else kr, mask) << np.uint64(8)) | np.uint64(span)
+                iy = ridsh | (np.uint64((i & 0xFFFFFFFF) << 1) & np.uint64(0xFFFFFFFF)) | np.uint64(z)
+        else:
+            l = 0
+            q_count = 0
+            q_front = 0
+            span = 0
+        bx[bpos] = ix
+        by[bpos] = iy
+        if l == wk1 and min_x != MAX:
+            # first full window: equal-hash k-mers seen before the minimum was fixed
+            for j in range(bpos + 1, w):
+                if bx[j] == min_x and by[j] != min_y:
+                    out, n = _push(out, n, bx[j], by[j])
+            for j in range(0, bpos):
+                if bx[j] == min_x and by[j] != min_y:
+                    out, n = _push(out, n, bx[j], by[j])
+        if ix <= min_x:
+            if l >= w + k and min_x != MAX:
+                out, n = _push(out, n, min_x, min_y)
+            min_x = ix
+            min_y = iy
+            mpos = bpos
+        elif bpos == mpos:
+            # the minimum left the window: emit it and rescan (oldest first, ties -> the latest)
+            if l >= wk1 and min_x != MAX:
+                out, n = _push(out, n, min_x, min_y)
+            min_x = MAX
+            for j in range(bpos + 1, w):
+                if min_x >= bx[j]:
+                    min_x = bx[j]
+                    min_y = by[j]
+                    mpos = j
+            for j in range(0, bpos + 1):
+                if min_x >= bx[j]:
+                    min_x = bx[j]
+                    min_y = by[j]
+                    mpos = j
+            if l >= wk1 and min_x != MAX:
+                for j in range(bpos + 1, w):
+                    if bx[j] == min_x and by[j] != min_y:
+                        out, n = _push(out, n, bx[j], by[j])
+                for j in range(0, bpos + 1):
+                    if bx[j] == min_x and by[j] != min_y:
+                        out, n = _push(out, n, bx[j], by[j])
+        bpos += 1
+        if bpos == w:
+            bpos = 0
+        i += 1
+    if min_x != MAX:
+        out, n = _push(out, n, min_x, min_y)
+    return out, n
+
+
+@njit(cache=True, nogil=True)
+def sketch(codes, w, k, rid, is_hpc):
+    """Minimizers of one sequence (uint8 codes) -> (n, 2) uint64, exactly as minimap2's mm_sketch.
+
+    Requires 0 < w < 256 and 0 < k <= 28. An empty sequence gives no minimizers.
+    """
+    length = codes.shape[0]
+    out = np.empty((length * 2 // (w + 1) + 16, 2), np.uint64)
+    out, n = sketch_into(codes, 0, length, w, k, rid, is_hpc, out, 0)
+    return out[:n].copy()
+
+
+def _check_wk(w: int, k: int):
+    if not (0 < w < 256) or not (0 < k <= 28):
+        raise ValueError(f"minimizer parameters out of range: need 0 < w < 256 and 0 < k <= 28 (w={w}, k={k})")
+
+
+# ------------------------------------------------------------------------------------------------
+# index build (index.c: mm_idx_gen + mm_idx_post)
+# ------------------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def _sketch_all(ref_seq, ref_off, w, k, is_hpc):
+    nseq = ref_off.shape[0] - 1
+    total = ref_off[nseq] - ref_off[0]
+    out = np.empty((total * 2 // (w + 1) + 1024, 2), np.uint64)
+    n = 0
+    for r in range(nseq):
+        out, n = sketch_into(ref_seq, ref_off[r], ref_off[r + 1], w, k, r, is_hpc, out, n)
+    return out, n
+
+
+@njit(cache=True, nogil=True)
+def _group(mz, n, k, b):
+    """Sort minimizers by (bucket, hash, position); return bkt_off, keys, key_off, pos.
+
+    The sort key is ``(h & bucket_mask) << (2k - b) | h >> b`` (a bijection of the 2k-bit hash h);
+    an LSD radix sort (stable) carries the positions along, and each multi-occurrence list is then
+    sorted by value, which is the order minimap2's index returns them in.
+    """
+    bmask = (np.uint64(1) << np.uint64(b)) - np.uint64(1)
+    nbits = 2 * k
+    hi = np.uint64(nbits - b)
+    ka = np.empty(n, np.uint64)
+    pa = np.empty(n, np.uint64)
+    for i in range(n):
+        h = mz[i, 0] >> np.uint64(8)
+        ka[i] = ((h & bmask) << hi) | (h >> np.uint64(b))
+        pa[i] = mz[i, 1]
+    kb = np.empty(n, np.uint64)
+    pb = np.empty(n, np.uint64)
+    dbits = 11
+    dmask = np.uint64((1 << dbits) - 1)
+    cnt = np.empty((1 << dbits) + 1, np.int64)
+    shift = 0
+    while shift < nbits:
+        sh = np.uint64(shift)
+        cnt[:] = 0
+        for i in range(n):
+            cnt[np.int64((ka[i] >> sh) & dmask) + 1] += 1
+        for d in range(1 << dbits):
+            cnt[d + 1] += cnt[d]
+        for i in range(n):
+            d = np.int64((ka[i] >> sh) & dmask)
+            j = cnt[d]
+            cnt[d] = j + 1
+            kb[j] = ka[i]
+            pb[j] = pa[i]
+        ka, kb = kb, ka
+        pa, pb = pb, pa
+        shift += dbits
+    n_keys = 0
+    for i in range(n):
+        if i == 0 or ka[i] != ka[i - 1]:
+            n_keys += 1
+    keys = np.empty(n_keys, np.uint64)
+    key_off = np.empty(n_keys + 1, np.int64)
+    nb = 1 << b
+    bkt_off = np.zeros(nb + 1, np.int64)
+    lomask = (np.uint64(1) << hi) - np.uint64(1)
+    j = -1
+    for i in range(n + 1):
+        if i == n or i == 0 or ka[i] != ka[i - 1]:
+            if j >= 0:
+                # positions of one key: sort unless already ascending
+                for t in range(key_off[j] + 1, i):
+                    if pa[t] < pa[t - 1]:
+                        pa[key_off[j]:i].sort()
+                        break
+            if i == n:
+                break
+            j += 1
+            bk = ka[i] >> hi
+            keys[j] = ((ka[i] & lomask) << np.uint64(b)) | bk
+            key_off[j] = i
+            bkt_off[np.int64(bk) + 1] += 1
+    key_off[n_keys] = n
+    for i in range(nb):
+        bkt_off[i + 1] += bkt_off[i]
+    return bkt_off, keys, key_off, pa
+
+
+@njit(cache=True, nogil=True)
+def mm_idx_get(b, bkt_off, keys, key_off, h):
+    """Look up minimizer hash ``h`` (x >> 8). Returns (start, count): the occurrences are
+    ``pos[start:start+count]`` in minimap2's order; count 0 when absent."""
+    bk = np.int64(h & ((np.uint64(1) << np.uint64(b)) - np.uint64(1)))
+    lo = bkt_off[bk]
+    hi = bkt_off[bk + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < h:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < bkt_off[bk + 1] and keys[lo] == h:
+        return key_off[lo], key_off[lo + 1] - key_off[lo]
+    return np.int64(0), np.int64(0)
+
+
+@dataclass
+class MMIndex:
+    """A minimizer index (see the module docstring for the layout)."""
+
+    k: int
+    w: int
+    b: int
+    is_hpc: bool
+    ref: MMRef
+    bkt_off: np.ndarray
+    keys: np.ndarray
+    key_off: np.ndarray
+    pos: np.ndarray
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def n_keys(self) -> int:
+        return int(self.keys.shape[0])
+
+    @property
+    def n_pos(self) -> int:
+        return int(self.pos.shape[0])
+
+    def arrays(self):
+        """(b, bkt_off, keys, key_off, pos): what the njit query code takes."""
+        return self.b, self.bkt_off, self.keys, self.key_off, self.pos
+
+    def get(self, h: int) -> np.ndarray:
+        """Positions (uint64 ``rid << 32 | pos << 1 | strand``) of minimizer hash h, as mm_idx_get."""
+        st, cnt = mm_idx_get(self.b, self.bkt_off, self.keys, self.key_off, np.uint64(h))
+        return self.pos[st:st + cnt]
+
+    def occ_counts(self) -> np.ndarray:
+        return np.diff(self.key_off)
+
+    def cal_max_occ(self, frac: float) -> int:
+        return cal_max_occ(self, frac)
+
+
+def build_mm_index(ref: MMRef, k: int, w: int, is_hpc: bool, bucket_bits: int = 14) -> MMIndex:
+    """Index all contigs of ``ref`` (minimap2 ``mm_idx_gen`` in one batch; -I is not emulated)."""
+    _check_wk(w, k)
+    b = int(bucket_bits)
+    if k * 2 < b:
+        b = k * 2
+    if not (0 < b <= 32):
+        raise ValueError(f"bucket_bits out of range: {bucket_bits}")
+    mz, n = _sketch_all(ref.ref_seq, ref.ref_off, int(w), int(k), bool(is_hpc))
+    bkt_off, keys, key_off, pos = _group(mz, n, int(k), b)
+    return MMIndex(k=int(k), w=int(w), b=b, is_hpc=bool(is_hpc), ref=ref, bkt_off=bkt_off, keys=keys,
+                   key_off=key_off, pos=pos)
+
+
+def cal_max_occ(idx: MMIndex, frac: float) -> int:
+    """minimap2's mm_idx_cal_max_occ: 1 + the occurrence count at rank (1-frac)*n_distinct.
+
+    ``frac`` is taken as a C float (minimap2 keeps it in a float), promoted to double as in C.
+    """
+    f = float(np.float32(frac))
+    if f <= 0.0:
+        return INT32_MAX
+    cnt = np.diff(idx.key_off)
+    n = cnt.shape[0]
+    if n == 0:
+        return 1
+    kk = int((1.0 - f) * n)
+    kk = min(max(kk, 0), n - 1)
+    return int(np.partition(cnt, kk)[kk]) + 1
+
+
+# ------------------------------------------------------------------------------------------------
+# storage
+# ------------------------------------------------------------------------------------------------
+
+MM_MAGIC = b"G3AMMI\r\n"
+MM_FORMAT_VERSION = 1
+_FIXED = struct.Struct("<8sIIQQ")  # magic, version, header crc32, header length, file size
+_ALIGN = 64
+_ARRAYS = ("ref_seq", "ref_off", "lengths", "bkt_off", "keys", "key_off", "pos")
+_DTYPES = {"ref_seq": np.uint8, "ref_off": np.int64, "lengths": np.int64, "bkt_off": np.int64,
+           "keys": np.uint64, "key_off": np.int64, "pos": np.uint64}
+
+
+def _crc(arr: np.ndarray) -> int:
+    mv = memoryview(np.ascontiguousarray(arr)).cast("B")
+    crc = 0
+    step = 1 << 26
+    for i in range(0, len(mv), step):
+        crc = zlib.crc32(mv[i:i + step], crc)
+    return crc & 0xFFFFFFFF
+
+
+def save_mm_index(path, idx: MMIndex) -> str:
+    """Write the index (reference included) to ``path`` atomically. Returns the path."""
+    path = os.fspath(path)
+    src = {"ref_seq": idx.ref.ref_seq, "ref_off": idx.ref.ref_off, "lengths": idx.ref.lengths,
+           "bkt_off": idx.bkt_off, "keys": idx.keys, "key_off": idx.key_off, "pos": idx.pos}
+    arrays = {name: np.ascontiguousarray(src[name], dtype=_DTYPES[name]) for name in _ARRAYS}
+    table = {name: {"dtype": a.dtype.str, "shape": list(a.shape), "nbytes": int(a.nbytes), "crc32": _crc(a),
+                    "offset": 0} for name, a in arrays.items()}
+    meta = {"format": "g3align-mm-index", "version": MM_FORMAT_VERSION,
+            "params": {"k": idx.k, "w": idx.w, "b": idx.b, "is_hpc": int(idx.is_hpc)},
+            "ref": {"names": list(idx.ref.names), "src_path": idx.ref.src_path},
+            "arrays": table}
+
+    def layout(hlen):
+        off = _FIXED.size + hlen
+        for name in arrays:
+            off = (off + _ALIGN - 1) // _ALIGN * _ALIGN
+            table[name]["offset"] = off
+            off += table[name]["nbytes"]
+        return off
+
+    hlen = len(json.dumps(meta).encode("utf-8", "surrogateescape")) + 256
+    for _ in range(4):
+        total = layout(hlen)
+        meta["file_size"] = total
+        hdr = json.dumps(meta).encode("utf-8", "surrogateescape")
+        if len(hdr) <= hlen:
+            break
+        hlen = len(hdr) + 256
+    hdr = hdr + b" " * (hlen - len(hdr))
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(_FIXED.pack(MM_MAGIC, MM_FORMAT_VERSION, zlib.crc32(hdr) & 0xFFFFFFFF, hlen, total))
+            fh.write(hdr)
+            for name, a in arrays.items():
+                off = table[name]["offset"]
+                here = fh.tell()
+                if off > here:
+                    fh.write(b"\0" * (off - here))
+                if a.nbytes:
+                    fh.write(memoryview(a).cast("B"))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def _header(path: str):
+    try:
+        fh = open(path, "rb")  # noqa: SIM115
+    except FileNotFoundError:
+        raise IndexFormatError(f"{path}: minimizer index file not found") from None
+    except OSError as e:
+        raise IndexFormatError(f"{path}: cannot open minimizer index: {e.strerror}") from None
+    with fh:
+        fixed = fh.read(_FIXED.size)
+        if len(fixed) < _FIXED.size:
+            raise IndexFormatError(f"{path}: not a g3align minimizer index (file too short, truncated?)")
+        magic, version, hcrc, hlen, fsize = _FIXED.unpack(fixed)
+        if magic != MM_MAGIC:
+            raise IndexFormatError(f"{path}: not a g3align minimizer index (bad magic)")
+        if version != MM_FORMAT_VERSION:
+            raise IndexFormatError(f"{path}: minimizer index format version {version} is not supported (this "
+                                   f"g3align reads version {MM_FORMAT_VERSION}); rebuild it")
+        actual = os.fstat(fh.fileno()).st_size
+        if actual != fsize:
+            raise IndexFormatError(f"{path}: minimizer index is truncated or damaged (size {actual} bytes, "
+                                   f"expected {fsize})")
+        if hlen > fsize:
+            raise IndexFormatError(f"{path}: minimizer index header is corrupt (bad header length)")
+        hdr = fh.read(hlen)
+    if len(hdr) != hlen or (zlib.crc32(hdr) & 0xFFFFFFFF) != hcrc:
+        raise IndexFormatError(f"{path}: minimizer index header is corrupt (checksum mismatch)")
+    try:
+        meta = json.loads(hdr.decode("utf-8", "surrogateescape"))
+        _ = meta["arrays"], meta["params"], meta["ref"]["names"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise IndexFormatError(f"{path}: minimizer index header is corrupt ({e})") from None
+    return meta, fsize
+
+
+def load_mm_index(path, verify: bool = True, use_mmap: bool = True) -> MMIndex:
+    """Load an index written by :func:`save_mm_index`; checks every array's crc32 unless verify=False."""
+    path = os.fspath(path)
+    meta, fsize = _header(path)
+    arrays = {}
+    with open(path, "rb") as fh:
+        buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY) if use_mmap and fsize else None
+        for name in _ARRAYS:
+            try:
+                d = meta["arrays"][name]
+                dt = np.dtype(d["dtype"])
+                shape = tuple(int(x) for x in d["shape"])
+                off, nb = int(d["offset"]), int(d["nbytes"])
+                cnt = int(np.prod(shape)) if shape else 1
+            except (TypeError, ValueError, KeyError) as e:
+                raise IndexFormatError(f"{path}: minimizer index header is corrupt (array {name}: {e})") from None
+            if dt != np.dtype(_DTYPES[name]) or off < 0 or off + nb > fsize or cnt * dt.itemsize != nb:
+                raise IndexFormatError(f"{path}: minimizer index header is corrupt (array {name})")
+            if buf is not None:
+                a = np.frombuffer(buf, dtype=dt, count=cnt, offset=off) if cnt else np.empty(0, dt)
+            else:
+                fh.seek(off)
+                a = np.fromfile(fh, dtype=dt, count=cnt)
+                if a.size != cnt:
+                    raise IndexFormatError(f"{path}: minimizer index is truncated (array {name})")
+            a = a.reshape(shape)
+            if verify and _crc(a) != int(d["crc32"]):
+                raise IndexFormatError(f"{path}: minimizer index is corrupt (checksum mismatch in array {name})")
+            arrays[name] = a
+    try:
+        p = meta["params"]
+        k, w, b, is_hpc = int(p["k"]), int(p["w"]), int(p["b"]), bool(p["is_hpc"])
+        names = [str(x) for x in meta["ref"]["names"]]
+        src_path = str(meta["ref"].get("src_path", ""))
+    except (KeyError, TypeError, ValueError) as e:
+        raise IndexFormatError(f"{path}: minimizer index header is corrupt (missing {e})") from None
+    ref = MMRef(names=names, lengths=arrays["lengths"], ref_off=arrays["ref_off"], ref_seq=arrays["ref_seq"],
+                src_path=src_path)
+    idx = MMIndex(k=k, w=w, b=b, is_hpc=is_hpc, ref=ref, bkt_off=arrays["bkt_off"], keys=arrays["keys"],
+                  key_off=arrays["key_off"], pos=arrays["pos"], extra={"meta": meta, "index_path": path})
+    if not _consistent(idx):
+        raise IndexFormatError(f"{path}: minimizer index is inconsistent (array sizes disagree)")
+    return idx
+
+
+def _consistent(idx: MMIndex) -> bool:
+    """Sizes the njit lookups rely on (they do no bounds checking)."""
+    r = idx.ref
+    n = len(r.names)
+    if not (0 < idx.w < 256 and 0 < idx.k <= 28 and 0 < idx.b <= 32):
+        return False
+    ok = (r.ref_off.shape == (n + 1,) and r.lengths.shape == (n,) and idx.bkt_off.shape == ((1 << idx.b) + 1,)
+          and idx.key_off.shape == (idx.keys.shape[0] + 1,) and r.ref_seq.ndim == 1 and idx.pos.ndim == 1)
+    if not ok:
+        return False
+    return (int(r.ref_off[0]) == 0 and int(r.ref_off[-1]) == r.ref_seq.shape[0]
+            and bool(np.all(np.diff(r.ref_off) == r.lengths))
+            and int(idx.bkt_off[0]) == 0 and int(idx.bkt_off[-1]) == idx.keys.shape[0]
+            and bool(np.all(np.diff(idx.bkt_off) >= 0))
+            and int(idx.key_off[0]) == 0 and int(idx.key_off[-1]) == idx.pos.shape[0]
+            and bool(np.all(np.diff(idx.key_off) > 0)))
