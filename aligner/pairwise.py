@@ -380,6 +380,50 @@ def choose_config(m: int, tb: bool) -> tuple[int, int]:
     return (16, 16) if m < 4096 else (32, 16)
 
 
+INTRA16_MIN_M = 384               # 16-bit path: queries at least this long use a lane group
+NEG16 = -30000                    # the 16-bit kernels' minus infinity
+
+
+def fits16(m, n, lanes_r, match, mismatch, go, ge) -> np.ndarray:
+    """Per pair: True when every DP value of the 16-bit packed kernel provably stays in (NEG16, 32767].
+
+    Bound (unbanded; rows padded to whole strips of SR = LANES*R rows, columns to the partner's n,
+    padding scores -1): every H >= -(2*go + (i + j)*ge) (the all-gap path), E, F, H - go - ge and
+    Hdiag + s are at most go + ge + mismatch below that; every H <= match * min(m, n).  The
+    substitution profile is signed bytes (match, mismatch <= 127) and the sentinel NEG16 - go - ge
+    must not wrap.  Pairs that fail take the 32-bit kernels (never wrapped, never clipped).
+    """
+    m = np.asarray(m, np.int64)
+    n = np.asarray(n, np.int64)
+    sr = lanes_r[0] * lanes_r[1]
+    mpad = -(-m // sr) * sr
+    lo = 4 * go + (mpad + n + 2) * ge + mismatch + 2
+    ok = (lo < -NEG16 - 1000) & (match * np.minimum(m, n) <= 32000)
+    if match > 127 or mismatch > 127 or go + ge > 2000:
+        ok[:] = False
+    return ok
+
+
+def choose_config16(m: int) -> tuple[int, int]:
+    """(LANES, R) of the 16-bit kernel for queries of length m (H100 sweep, docs/BENCHMARKS.md)."""
+    return (1, 32) if m < INTRA16_MIN_M else (16, 16)
+
+
+def pair_up(plist: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """plist sorted by query length -> int32 [A0, B0, A1, B1, ...]: neighbours of equal m share a
+    group of the 16-bit kernel; B = -1 where an odd one is left alone."""
+    k = plist.size
+    ms = m[plist]
+    idx = np.arange(k)
+    start = np.r_[True, ms[1:] != ms[:-1]] if k else np.zeros(0, bool)
+    run0 = np.maximum.accumulate(np.where(start, idx, 0)) if k else idx
+    even = ((idx - run0) % 2) == 0
+    a = idx[even]
+    has_b = (a + 1 < k) & (ms[np.minimum(a + 1, k - 1)] == ms[a])
+    b = np.where(has_b, plist[np.minimum(a + 1, k - 1)], -1)
+    return np.stack([plist[a], b], 1).reshape(-1).astype(np.int32)
+
+
 def _defines(mode, match, mismatch, go, ge, band, tb, lanes, r):
     return dict(LANES=lanes, R=r, MODE=mode, MATCH=match, MISMATCH=mismatch, GO=go, GE=ge,
                 TRACE=int(bool(tb)), BAND=band)
@@ -413,9 +457,45 @@ def _chain_one(cp, qd, q0, m, td, t0, n, mode, match, mismatch, go, ge, band, r=
     return int(c[0, 0]), int(c[0, 1]), int(c[0, 2])
 
 
+def _run16(cp, kern, order2, G, n, qd, qoff_d, td, toff_d, score_d, qend_d, tend_d, mem_budget, ev0, ev1):
+    """Launch pw_batch16 over groups (chunks that fit mem_budget); returns kernel seconds."""
+    a_ = order2[0::2]
+    b_ = order2[1::2]
+    maxn_g = np.maximum(n[a_], np.where(b_ >= 0, n[np.maximum(b_, 0)], 0))
+    csum = np.cumsum((maxn_g + 1) * 8)
+    ktime = 0.0
+    a = 0
+    while a < G:
+        b = max(int(np.searchsorted(csum, (csum[a - 1] if a else 0) + mem_budget, side="right")), a + 1)
+        g = b - a
+        bnd = cp.empty((int(maxn_g[a:b].max()) + 1) * g * 2, cp.uint32)
+        o2 = cp.asarray(order2[2 * a:2 * b])
+        threads = g * kern.lanes
+        ev0.record()
+        kern.f((-(-threads // 128),), (128,), (qd, qoff_d, td, toff_d, o2, np.int32(g), bnd, score_d, qend_d, tend_d))
+        ev1.record()
+        ev1.synchronize()
+        ktime += cp.cuda.get_elapsed_time(ev0, ev1) / 1e3
+        del bnd
+        a = b
+    return ktime
+
+
+class _K16:
+    def __init__(self, f, lanes):
+        self.f = f
+        self.lanes = lanes
+
+
 def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, config=None,
-              mem_budget: int = 6 << 30, timings: dict | None = None) -> PairwiseResult:
-    """GPU path; pairs with an empty side go through the CPU twin's closed forms."""
+              mem_budget: int = 6 << 30, timings: dict | None = None, width="auto",
+              config16=None) -> PairwiseResult:
+    """GPU path; pairs with an empty side go through the CPU twin's closed forms.
+
+    Score-only, unbanded pairs whose DP values provably fit int16 (``fits16``) run in the 16-bit
+    packed DPX kernel unless ``width=32``; ``width=16`` only forbids nothing extra (pairs that do
+    not fit still run 32-bit).  ``config`` / ``config16`` force (LANES, R) of the 32 / 16-bit kernel.
+    """
     import cupy as cp
     from g3align.kernels.loader import get_module
 
@@ -457,6 +537,21 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
         out[p, :3] = (s, i, j)
         out[p, 3:5] = (0, 0) if mode == 0 else ((0, -1) if mode == 1 else (-1, -1))
     batch = np.setdiff1d(work, huge, assume_unique=True)
+    use16 = np.zeros(0, np.int64)
+    if not tb and band < 0 and width != 32 and batch.size:
+        short = batch[m[batch] < INTRA16_MIN_M]
+        long_ = batch[m[batch] >= INTRA16_MIN_M]
+        ok = np.zeros(batch.size, bool)
+        for part in (short, long_):
+            if part.size:
+                cfg16 = tuple(config16) if config16 is not None else choose_config16(int(m[part[0]]))
+                sel = fits16(m[part], n[part], cfg16, match, mismatch, go, ge)
+                ok[np.searchsorted(batch, part[sel])] = True
+        use16 = batch[ok]
+        batch = batch[~ok]
+    if timings is not None:
+        timings["pairs16"] = timings.get("pairs16", 0) + int(use16.size)
+        timings["pairs32"] = timings.get("pairs32", 0) + int(batch.size + huge.size)
 
     qoff_d = cp.asarray(qoff)
     toff_d = cp.asarray(toff)
@@ -470,6 +565,25 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
     dummy_u32 = cp.zeros(1, cp.uint32)
     dummy_i64 = cp.zeros(1, cp.int64)
     dummy_i32 = cp.zeros(1, cp.int32)
+
+    if use16.size:
+        sets = {tuple(config16): use16} if config16 is not None else {
+            choose_config16(0): use16[m[use16] < INTRA16_MIN_M],
+            choose_config16(INTRA16_MIN_M): use16[m[use16] >= INTRA16_MIN_M]}
+        for (lanes, r), plist in sets.items():
+            if plist.size == 0:
+                continue
+            plist = plist[np.lexsort((n[plist], m[plist]))]
+            order2 = pair_up(plist, m)
+            mod = get_module("pairwise", _defines(mode, match, mismatch, go, ge, -1, False, lanes, r))
+            kern = _K16(mod.get_function("pw_batch16"), lanes)
+            ktime += _run16(cp, kern, order2, order2.size // 2, n, qd, qoff_d, td, toff_d, score_d, qend_d,
+                            tend_d, mem_budget, ev0, ev1)
+        out[use16, 0] = score_d.get()[use16]
+        out[use16, 1] = qend_d.get()[use16]
+        out[use16, 2] = tend_d.get()[use16]
+        out[use16, 3] = 0 if mode == 0 else (0 if mode == 1 else -1)
+        out[use16, 4] = 0 if mode == 0 else -1
 
     if config is not None:
         if tb and config[1] > 8:
@@ -621,12 +735,78 @@ def rescore_cigar(q: np.ndarray, t: np.ndarray, cigar: np.ndarray, q_start: int,
     return s
 
 
+@njit(cache=True)
+def _check_cigars(qc, qoff, tc, toff, score, qs, qe, ts, te, cig, coff, mode, match, mismatch, go, ge,
+                  bad):
+    """bad[p] = 0 when pair p's CIGAR is well formed, spans [qs, qe) x [ts, te), covers what the mode
+    requires and re-scores to score[p]; else a code (1 adjacent equal ops / bad op, 2 spans, 3 mode
+    coverage, 4 score)."""
+    for p in range(score.size):
+        q = qc[qoff[p]:qoff[p + 1]]
+        t = tc[toff[p]:toff[p + 1]]
+        i = qs[p]
+        j = ts[p]
+        s = 0
+        prev = -1
+        code = 0
+        for k in range(coff[p], coff[p + 1]):
+            ln = cig[k] >> 4
+            op = cig[k] & 15
+            if op == prev or op > 2 or ln == 0:
+                code = 1
+                break
+            prev = op
+            if op == 0:
+                if i + ln > q.size or j + ln > t.size:
+                    code = 2
+                    break
+                for x in range(ln):
+                    a = q[i + x]
+                    b = t[j + x]
+                    if a > 3 or b > 3:
+                        s -= 1
+                    elif a == b:
+                        s += match
+                    else:
+                        s -= mismatch
+                i += ln
+                j += ln
+            elif op == 1:
+                s -= go + ln * ge
+                i += ln
+            else:
+                s -= go + ln * ge
+                j += ln
+        if code == 0 and (i != qe[p] or j != te[p] or qe[p] > q.size or te[p] > t.size
+                          or qs[p] < 0 or ts[p] < 0):
+            code = 2
+        if code == 0:
+            if mode == 0 and (qs[p] != 0 or ts[p] != 0 or qe[p] != q.size or te[p] != t.size):
+                code = 3
+            elif mode == 1 and (qs[p] != 0 or qe[p] != q.size):
+                code = 3
+        if code == 0 and s != score[p]:
+            code = 4
+        bad[p] = code
+
+
+def check_cigars(res: PairwiseResult, qc, qoff, tc, toff, mode: int, match=1, mismatch=4, gap_open=6,
+                 gap_extend=1) -> np.ndarray:
+    """Vectorised CIGAR audit of a traceback result (see _check_cigars); returns the per-pair codes."""
+    bad = np.zeros(len(res), np.int8)
+    _check_cigars(qc, qoff, tc, toff, res.score.astype(np.int64), res.q_start.astype(np.int64),
+                  res.q_end.astype(np.int64), res.t_start.astype(np.int64), res.t_end.astype(np.int64),
+                  res.cigar.astype(np.int64), res.cigar_off, mode, match, mismatch, gap_open, gap_extend, bad)
+    return bad
+
+
 __all__ = [
     "MODES",
     "PairwiseResult",
     "align_cpu",
     "align_gpu",
     "align_pairs",
+    "check_cigars",
     "encode_seqs",
     "numba",
     "rescore_cigar",

@@ -394,6 +394,200 @@ pw_batch(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// 16-bit packed score path (score only, no band): one group aligns TWO pairs of equal query length
+// m at once, pair A in the low and pair B in the high halfword of every 32-bit value (H, E, F,
+// boundary words, shuffles).  Per 2 cells: PRMT (substitution scores of both pairs from per-row
+// byte profiles, selected by the two target bases), 3 Hopper DPX ops (VIADDMNMX for E and F, and
+// VIADDMNMX[.RELU] for H = max(Hdiag + s, max(E, F)[, 0])), VIMNMX for max(E, F), VIADD for
+// H - GO - GE, VIMNMX for the column max (local).  Target columns past a pair's own length are
+// N-padded: such cells never beat a real cell (every value there derives from a real cell with a
+// strict decrease), so only the end-cell extraction (global / semiglobal) masks by the pair's n.
+// The launcher sends a pair here only when a bound computed from m, n and the scores shows that
+// every DP value stays inside (NEG16, 32767] (aligner/pairwise.py: fits16); otherwise the 32-bit
+// kernel runs.  Same recurrences and tie-breaking as above, so results are identical.
+#define NEG16 (-30000)
+
+__device__ __forceinline__ unsigned pk1(int v) { return ((unsigned)v & 0xffffu) * 0x10001u; }
+__device__ __forceinline__ int lo16(unsigned x) { return (int)(short)(x & 0xffffu); }
+__device__ __forceinline__ int hi16(unsigned x) { return (int)x >> 16; }
+__device__ __forceinline__ unsigned prmt_sx(unsigned a, unsigned b, unsigned sel) {
+    unsigned r;                                  // default mode: selector bit 3 replicates the sign
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+    return r;
+}
+// byte k = s(query base c, target base k), k = 0..3 (signed bytes)
+__device__ __forceinline__ unsigned prof_word(int c) {
+    const unsigned w = ((unsigned)(c > 3 ? -1 : -MISMATCH) & 0xffu) * 0x01010101u;
+    return c > 3 ? w : ((w & ~(0xffu << (8 * c))) | ((unsigned)(MATCH & 0xff) << (8 * c)));
+}
+
+template <bool HASN>
+__device__ __forceinline__ void rows16(const unsigned (&pa)[R], const unsigned (&pb)[R], unsigned (&Hl)[R],
+                                       unsigned (&Hg)[R], unsigned (&E)[R], unsigned sel, unsigned tnm,
+                                       unsigned& h_d, unsigned& f, unsigned& hug, unsigned& cmax)
+{
+    const unsigned nge = pk1(-GE), ngoe = pk1(-GOE);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        unsigned sc = prmt_sx(pa[r], pb[r], sel);
+        if (HASN) sc |= tnm;                     // -1 in the halves whose target base is N
+        const unsigned e = __viaddmax_s16x2(E[r], nge, Hg[r]);
+        f = __viaddmax_s16x2(f, nge, hug);
+#if MODE == 2
+        const unsigned h = __viaddmax_s16x2_relu(h_d, sc, __vmaxs2(e, f));
+        cmax = __vmaxs2(cmax, h);
+#else
+        const unsigned h = __viaddmax_s16x2(h_d, sc, __vmaxs2(e, f));
+#endif
+        h_d = Hl[r];
+        Hl[r] = h;
+        hug = __vadd2(h, ngoe);
+        Hg[r] = hug;
+        E[r] = e;
+    }
+}
+
+__device__ __forceinline__ int row_of(const unsigned (&Hl)[R], int v, bool hi, int row0) {
+    int bi = 0;                                  // smallest row of this lane holding v
+#pragma unroll
+    for (int r = R - 1; r >= 0; --r) if ((hi ? hi16(Hl[r]) : lo16(Hl[r])) == v) bi = row0 + r + 1;
+    return bi;
+}
+
+__device__ __forceinline__ void dp_strip16(
+    const u8* __restrict__ qa, const u8* __restrict__ qb, int m, const u8* __restrict__ ta, int na,
+    const u8* __restrict__ tb, int nb, int s, int lane, unsigned gmask,
+    const uint2* bin, uint2* bout, long long bjs, long long slot, Best& ba, Best& bb)
+{
+    const int n = max(na, nb);
+    const int row0 = s * SR + lane * R;
+    const bool last_strip = (s + 1) * SR >= m;
+    unsigned pa[R], pb[R], Hl[R], Hg[R], E[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const int idx = row0 + r;
+        pa[r] = prof_word(idx < m ? (int)qa[idx] : 4);
+        pb[r] = prof_word(idx < m ? (int)qb[idx] : 4);
+        Hl[r] = pk1(colinit(idx + 1));
+        Hg[r] = __vadd2(Hl[r], pk1(-GOE));
+        E[r] = pk1(NEG16);
+    }
+    const int rm = m - 1 - row0;
+    const bool owns_m = last_strip && rm >= 0 && rm < R;
+    (void)owns_m;
+    unsigned hdiag = pk1(colinit(row0));
+    unsigned up_h = 0, up_f = pk1(NEG16), bh = 0, bf = pk1(NEG16);
+    unsigned cur_h = 0, cur_f = 0, nx_h = 0, nx_f = 0;
+    if (s > 0 && 1 + lane <= n) {
+        const uint2 v = __ldcg(&bin[(long long)(1 + lane) * bjs + slot]);
+        nx_h = v.x; nx_f = v.y;
+    }
+    const int nsteps = n + LANES - 1;
+    for (int tt = 0; tt < nsteps; ++tt) {
+        const int j = tt - lane + 1;
+        const bool active = j >= 1 && j <= n;
+        if (s > 0) {
+            const int k = tt % LANES;
+            if (k == 0) {
+                cur_h = nx_h; cur_f = nx_f;
+                const int jn = tt + LANES + 1 + lane;
+                if (jn <= n) {
+                    const uint2 v = __ldcg(&bin[(long long)jn * bjs + slot]);
+                    nx_h = v.x; nx_f = v.y;
+                }
+            }
+#if LANES > 1
+            const unsigned vh = __shfl_sync(gmask, cur_h, k, LANES);
+            const unsigned vf = __shfl_sync(gmask, cur_f, k, LANES);
+#else
+            const unsigned vh = cur_h, vf = cur_f;
+#endif
+            if (lane == 0 && active) { up_h = vh; up_f = vf; }
+        } else if (lane == 0 && active) {
+            up_h = pk1(rowinit(j)); up_f = pk1(NEG16);
+        }
+        if (active) {
+            const int a = j <= na ? (int)ta[j - 1] : 4;
+            const int b = j <= nb ? (int)tb[j - 1] : 4;
+            const bool an = a > 3, bn = b > 3;
+            const unsigned sel = (unsigned)(an ? 0 : a) * 0x11u + (unsigned)(bn ? 0 : b) * 0x1100u + 0xC480u;
+            const unsigned tnm = (an ? 0xffffu : 0u) | (bn ? 0xffff0000u : 0u);
+            unsigned h_d = hdiag;
+            hdiag = up_h;
+            unsigned f = up_f;
+            unsigned hug = __vadd2(up_h, pk1(-GOE));
+            unsigned cmax = 0;
+            if (tnm == 0u) rows16<false>(pa, pb, Hl, Hg, E, sel, tnm, h_d, f, hug, cmax);
+            else rows16<true>(pa, pb, Hl, Hg, E, sel, tnm, h_d, f, hug, cmax);
+            bh = Hl[R - 1]; bf = f;
+            if (lane == LANES - 1 && !last_strip) bout[(long long)j * bjs + slot] = make_uint2(bh, bf);
+#if MODE == 2
+            const int ca = lo16(cmax), cb = hi16(cmax);
+            if (ca > ba.s || (ca == ba.s && j < ba.j)) { ba.s = ca; ba.i = row_of(Hl, ca, false, row0); ba.j = j; }
+            if (cb > bb.s || (cb == bb.s && j < bb.j)) { bb.s = cb; bb.i = row_of(Hl, cb, true, row0); bb.j = j; }
+#else
+            if (owns_m) {
+                unsigned hm = 0;
+#pragma unroll
+                for (int r = 0; r < R; ++r) if (r == rm) hm = Hl[r];
+#if MODE == 1
+                if (j <= na && lo16(hm) > ba.s) { ba.s = lo16(hm); ba.i = m; ba.j = j; }
+                if (j <= nb && hi16(hm) > bb.s) { bb.s = hi16(hm); bb.i = m; bb.j = j; }
+#else
+                if (j == na) { ba.s = lo16(hm); ba.i = m; ba.j = na; }
+                if (j == nb) { bb.s = hi16(hm); bb.i = m; bb.j = nb; }
+#endif
+            }
+#endif
+        }
+#if LANES > 1
+        const unsigned nh = __shfl_up_sync(gmask, bh, 1, LANES);
+        const unsigned nf = __shfl_up_sync(gmask, bf, 1, LANES);
+        if (lane > 0) { up_h = nh; up_f = nf; }
+#endif
+    }
+}
+
+// Pairs two by two: pairs order2[2g] (A) and order2[2g+1] (B, or -1: none) share group g and have
+// equal query lengths.  bnd: (max n + 1) * G uint2 scratch.  Score only.
+extern "C" __global__ void __launch_bounds__(128)
+pw_batch16(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
+           const u8* __restrict__ tseq, const long long* __restrict__ toff,
+           const int* __restrict__ order2, int G, uint2* bnd,
+           int* __restrict__ score, int* __restrict__ qend, int* __restrict__ tend)
+{
+    const int gt = blockIdx.x * blockDim.x + threadIdx.x;
+    const int g = gt / LANES;
+    const int lane = threadIdx.x & (LANES - 1);
+    if (g >= G) return;
+#if LANES == 32
+    const unsigned gmask = 0xffffffffu;
+#else
+    const unsigned gmask = ((1u << LANES) - 1u) << ((threadIdx.x & 31) & ~(LANES - 1));
+#endif
+    const int pa = order2[2 * g], pb0 = order2[2 * g + 1];
+    const int pb = pb0 < 0 ? pa : pb0;
+    const int m = (int)(qoff[pa + 1] - qoff[pa]);
+    const int na = (int)(toff[pa + 1] - toff[pa]), nb = (int)(toff[pb + 1] - toff[pb]);
+    const u8* qa = qseq + qoff[pa];
+    const u8* qb = qseq + qoff[pb];
+    const u8* ta = tseq + toff[pa];
+    const u8* tb = tseq + toff[pb];
+    Best ba, bb;
+    best_init(ba, m, na);
+    best_init(bb, m, nb);
+    const int nstrips = (m + SR - 1) / SR;
+    for (int s = 0; s < nstrips; ++s)
+        dp_strip16(qa, qb, m, ta, na, tb, nb, s, lane, gmask, bnd, bnd, (long long)G, g, ba, bb);
+    group_reduce(ba, gmask);
+    group_reduce(bb, gmask);
+    if (lane == 0) {
+        score[pa] = ba.s; qend[pa] = ba.i; tend[pa] = ba.j;
+        if (pb0 >= 0) { score[pb0] = bb.s; qend[pb0] = bb.i; tend[pb0] = bb.j; }
+    }
+}
+
 // One pair, W = gridDim.x * blockDim.x / 32 warps, LANES must be 32.  ring: W * (n+1) int2,
 // progress: nstrips ints (zeroed), cand: 3*W ints (best score, i, j of each warp).
 extern "C" __global__ void __launch_bounds__(128)

@@ -93,11 +93,13 @@ def subset(qt, idx):
     return (np.concatenate(parts) if parts else np.zeros(0, np.uint8), csr([p.size for p in parts]))
 
 
-def run_gpu(q, t, mode, tb=False, config=None, go=6, ge=1, band=None):
-    tim: dict = {}
+def run_gpu(q, t, mode, tb=False, config=None, go=6, ge=1, band=None, width=32, config16=None, tim=None,
+            match=1, mismatch=4):
+    tim = {} if tim is None else tim
     t0 = time.perf_counter()
-    r = pw.align_pairs(q, t, mode=mode, gap_open=go, gap_extend=ge, traceback=tb, band=band,
-                       device="gpu", config=config, timings=tim)
+    r = pw.align_pairs(q, t, mode=mode, match=match, mismatch=mismatch, gap_open=go, gap_extend=ge,
+                       traceback=tb, band=band, device="gpu", config=config, timings=tim, width=width,
+                       config16=config16)
     return r, tim.get("kernel_s", float("nan")), time.perf_counter() - t0
 
 
@@ -155,7 +157,63 @@ def stage_check(rng, quick):
                       (s, i, j) == (int(c.score[0]), int(c.q_end[0]), int(c.t_end[0])))
 
 
-def bench_fixed(rng, name, k, m, n, configs, tb_configs, modes=("local",), check_n=2000):
+def stage_check16(rng, quick):
+    """16-bit packed path == CPU twin: mixed lengths, all modes x gap models, every 16-bit config;
+    pairs that would overflow int16 must be sent to the 32-bit kernel and still be exact."""
+    log("== 16-bit path: GPU == CPU checks")
+    lens = [1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 150, 255, 256,
+            257, 383, 384, 385, 511, 512, 513, 700, 1000, 2100]
+    q, t = gen_mixed(rng, 400, lens)
+    configs = [None, (1, 16), (1, 32), (2, 8), (4, 16), (16, 16), (32, 8)]
+    for mode in ("global", "semiglobal", "local"):
+        for go, ge, mt, mm in ((6, 1, 1, 4), (0, 2, 1, 4), (5, 2, 2, 3), (11, 1, 3, 7)):
+            c = pw.align_pairs(q, t, mode=mode, match=mt, mismatch=mm, gap_open=go, gap_extend=ge, device="cpu")
+            for cfg in (configs if (go, ge) == (6, 1) else [None, (8, 8)]):
+                tim: dict = {}
+                g, _, _ = run_gpu(q, t, mode, False, None, go, ge, None, "auto", cfg, tim, mt, mm)
+                check(f"16bit {mode} {mt}/{mm}/{go}/{ge} cfg16={cfg} (16-bit pairs {tim.get('pairs16')})",
+                      same(c, g) and tim.get("pairs16", 0) > 0)
+    # overflow: identical 1200 bp pairs with match 30 (score 36000 > 32767) must go 32-bit and be exact;
+    # match 25 (30000) fits and goes 16-bit
+    qq = ["ACGT" * 300] * 5 + ["A" * 150] * 3
+    for mt, want16 in ((30, False), (25, True)):
+        for mode in ("global", "semiglobal", "local"):
+            tim = {}
+            g = pw.align_pairs(qq, qq, mode=mode, match=mt, mismatch=4, device="gpu", timings=tim)
+            c = pw.align_pairs(qq, qq, mode=mode, match=mt, mismatch=4, device="cpu")
+            exp16 = 8 if want16 else 3        # the 150 bp pairs (score 4500) always fit
+            check(f"overflow switch {mode} match={mt}: 16-bit pairs {tim.get('pairs16')} (want {exp16}), "
+                  f"scores {g.score[:1]}", same(c, g) and tim.get("pairs16") == exp16
+                  and int(g.score[0]) == mt * 1200)
+
+
+def sweep16(rng, name, k, m, n, configs, modes=("local",)):
+    """Score-only 16-bit config sweep (GCUPS of every config, checked on a sample)."""
+    q, t = gen_pairs(rng, k, m, n)
+    idx = rng.choice(k, min(k, 1000), replace=False)
+    qs, ts = subset(q, idx), subset(t, idx)
+    best = {}
+    for mode in modes:
+        cpu = pw.align_pairs(qs, ts, mode=mode, device="cpu")
+        for cfg in configs:
+            try:
+                run_gpu(qs, ts, mode, width="auto", config16=cfg)
+                tim: dict = {}
+                r, ks, wall = run_gpu(q, t, mode, width="auto", config16=cfg, tim=tim)
+                ok = all(np.array_equal(getattr(r, f)[idx], getattr(cpu, f)) for f in ("score", "q_end", "t_end"))
+                check(f"{name} {mode} 16bit cfg16={cfg} sample == CPU", ok and tim.get("pairs16") == k)
+                record(f"{name} {mode} score16 cfg16={cfg}", k * m * n, k, ks, wall, check=ok)
+                g = k * m * n / ks / 1e9
+                if ok and g > best.get(mode, (0, None))[0]:
+                    best[mode] = (g, cfg)
+            except Exception as e:
+                FAILS.append(f"{name} {mode} cfg16={cfg}: {e!r}")
+                log(tbmod.format_exc())
+    log(f"  best 16-bit configs {name}: {best}")
+    return best
+
+
+def bench_fixed(rng, name, k, m, n, configs, tb_configs, modes=("local",), check_n=2000, width=32):
     q, t = gen_pairs(rng, k, m, n)
     cells = k * m * n
     idx = rng.choice(k, min(k, check_n), replace=False)
@@ -165,13 +223,15 @@ def bench_fixed(rng, name, k, m, n, configs, tb_configs, modes=("local",), check
         for tb, cfgs in ((False, configs), (True, tb_configs)):
             for cfg in cfgs:
                 try:
-                    run_gpu(qs, ts, mode, tb, cfg)               # compile + warm up
-                    r, ks, wall = run_gpu(q, t, mode, tb, cfg)
+                    w = width if not tb else 32
+                    run_gpu(qs, ts, mode, tb, cfg, width=w)               # compile + warm up
+                    r, ks, wall = run_gpu(q, t, mode, tb, cfg, width=w)
                     sub = pw.PairwiseResult(r.score[idx], r.q_end[idx], r.t_end[idx], r.q_start[idx],
                                             r.t_start[idx], *_sub_cigar(r, idx), "gpu")
                     ok = same(cpu[tb], sub)
                     check(f"{name} {mode} tb={tb} cfg={cfg} sample of {idx.size} == CPU", ok)
-                    record(f"{name} {mode} {'tb' if tb else 'score'} cfg={cfg}", cells, k, ks, wall,
+                    kind = "tb" if tb else ("score16" if w != 32 else "score32")
+                    record(f"{name} {mode} {kind} cfg={cfg}", cells, k, ks, wall,
                            check=ok)
                     del r
                 except Exception as e:
@@ -262,6 +322,21 @@ def main():
     try:
         if "check" in st:
             stage_check(rng, a.quick)
+        if "check16" in st:
+            stage_check16(rng, a.quick)
+        if "sweep16" in st:
+            log("== 16-bit config sweep")
+            sweep16(rng, "150bp", 2_000_000, 150, 150, [(1, 16), (1, 24), (1, 32), (2, 16), (4, 16), (8, 16)],
+                    modes=("local", "global"))
+            sweep16(rng, "1kb", 200_000, 1000, 1000, [(1, 32), (4, 16), (8, 16), (16, 16), (16, 24), (32, 8),
+                                                     (32, 16)])
+        if "b16" in st:
+            log("== 16-bit timings (defaults)")
+            bench_fixed(rng, "150bp", a.n150 or 10_000_000, 150, 150, [None], [], width="auto",
+                        modes=("local", "global", "semiglobal"))
+            bench_fixed(rng, "1kb", a.n1k or 1_000_000, 1000, 1000, [None], [], width="auto", check_n=300,
+                        modes=("local", "global"))
+            bench_fixed(rng, "10kb", a.n10k or 10_000, 10000, 10000, [None], [], width="auto", check_n=8)
         if "b150" in st:
             log("== 150 bp pairs")
             bench_fixed(rng, "150bp", a.n150 or (1_000_000 if a.quick else 10_000_000), 150, 150,

@@ -258,3 +258,59 @@ def test_align_cli(tmp_path):
     (tmp_path / "bad.fa").write_text(">x\nACGT\n")
     res = CliRunner().invoke(align_cmd, [str(tmp_path / "q.fa"), str(tmp_path / "bad.fa"), "--device", "cpu"])
     assert res.exit_code != 0 and "equal" in res.output
+
+
+# ---- 16-bit packed path: selection and pairing (CPU), exactness and width switch (GPU) ---------
+
+def test_fits16_bound():
+    from g3align.aligner.pairwise import fits16
+    m = np.array([150, 1000, 1200, 1200, 14000, 20000])
+    n = np.array([150, 1000, 1200, 1200, 14000, 20000])
+    ok = fits16(m, n, (1, 32), 1, 4, 6, 1)
+    assert list(ok) == [True, True, True, True, True, False]       # 20 kb: gap bound > 29000
+    assert list(fits16(m[:4], n[:4], (1, 32), 25, 4, 6, 1)) == [True, True, True, True]   # 30000
+    assert list(fits16(m[:4], n[:4], (1, 32), 30, 4, 6, 1)) == [True, True, False, False]  # 30000, 36000
+    assert not fits16(m[:1], n[:1], (1, 32), 200, 4, 6, 1).any()    # byte profile: match <= 127
+    assert not fits16(m[:1], n[:1], (1, 32), 1, 4, 3000, 1).any()   # sentinel would wrap
+
+
+def test_pair_up():
+    from g3align.aligner.pairwise import pair_up
+    m = np.array([5, 5, 5, 7, 9, 9, 4])
+    plist = np.array([6, 0, 1, 2, 3, 4, 5])            # sorted by m: 4, 5, 5, 5, 7, 9, 9
+    o = pair_up(plist, m).reshape(-1, 2)
+    assert o.tolist() == [[6, -1], [0, 1], [2, -1], [3, -1], [4, 5]]
+    assert pair_up(np.zeros(0, np.int64), m).size == 0
+
+
+@pytest.mark.skipif(not gpu_available(), reason="no CUDA device / cupy")
+@pytest.mark.parametrize("mode", MODES)
+def test_gpu16_equals_cpu_and_switches_width(mode):
+    rng = np.random.default_rng(5)
+    qs, ts = rand_pairs(rng, 300, 1, 900)
+    for go, ge, mt, mm in ((6, 1, 1, 4), (0, 2, 1, 4), (5, 2, 2, 3)):
+        c = align_pairs(qs, ts, mode=mode, match=mt, mismatch=mm, gap_open=go, gap_extend=ge, device="cpu")
+        for cfg in (None, (1, 8), (4, 16), (32, 8)):
+            tim = {}
+            g = align_pairs(qs, ts, mode=mode, match=mt, mismatch=mm, gap_open=go, gap_extend=ge, device="gpu",
+                            timings=tim, config16=cfg)
+            assert tim["pairs16"] > 0
+            for f in ("score", "q_end", "t_end", "q_start", "t_start"):
+                np.testing.assert_array_equal(getattr(c, f), getattr(g, f), err_msg=f"{f} {cfg}")
+    # identical 1200 bp pairs: match 30 -> 36000 does not fit int16 -> 32-bit kernel, exact score
+    qq = ["ACGT" * 300] * 3
+    for mt, n16 in ((30, 0), (25, 3)):
+        tim = {}
+        g = align_pairs(qq, qq, mode=mode, match=mt, device="gpu", timings=tim)
+        assert tim["pairs16"] == n16 and list(g.score) == [mt * 1200] * 3
+
+
+def test_parasail_sweep_small(tmp_path):
+    pytest.importorskip("parasail")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("sweep", ROOT / "scripts" / "pairwise_parasail_sweep.py")
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    rc = sweep.main(["--pairs", "250", "--max-len", "160", "--tiny", "12", "--procs", "1", "--device", "cpu",
+                     "--out", str(tmp_path)])
+    assert rc == 0, (tmp_path / "parasail_sweep.md").read_text()

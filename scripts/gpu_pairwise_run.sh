@@ -1,0 +1,22 @@
+#!/bin/bash
+# Pairwise engine on the GPU box, one device call (see docs/BENCHMARKS.md, pairwise section):
+#   bash scripts/gpu_pairwise_run.sh "STAGES" [sweep|nosweep] [pytest|nopytest]
+# carry .whl (parasail wheel; pydivsufsort not needed here).  Results under $OUT.
+set -o pipefail
+OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/parasail-*.whl >/dev/null 2>&1 || echo "parasail wheel not installed"
+mkdir -p /tmp/pkg/g3align
+cp g3align/__init__.py /tmp/pkg/g3align/
+for d in aligner index kernels; do ln -sfn "$PWD/$d" /tmp/pkg/g3align/$d; done
+export PYTHONPATH=/tmp/pkg:/tmp/site PYTHONSAFEPATH=1 NUMBA_NUM_THREADS=$(nproc) PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version --format=csv | tee "$OUT/smi.txt"
+STAGES=${1:-check16,sweep16,b16}
+timeout 330 python3 scripts/gpu_pairwise_bench.py --stages "$STAGES" 2>&1 | tee "$OUT/bench_log.txt"
+if [ "${2:-sweep}" = sweep ]; then
+    timeout 300 python3 scripts/pairwise_parasail_sweep.py --pairs ${SWEEP_PAIRS:-100000} --cpu-check 3000 \
+        --out "$OUT" 2>&1 | tail -20 > "$OUT/sweep_log.txt"; cat "$OUT/sweep_log.txt"
+fi
+if [ "${3:-pytest}" = pytest ]; then
+    timeout 200 python3 -m pytest -q -x tests/test_pairwise.py 2>&1 | tail -15 | tee "$OUT/pytest.txt"
+fi
