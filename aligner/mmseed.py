@@ -241,7 +241,7 @@ def radix_sort_x(a):
         return
     bb = np.empty(256, np.int64)  # moving begin of each bucket
     be = np.empty(256, np.int64)  # end of each bucket
-    stack = np.empty((64 * 256 + 8, 3), np.int64)
+    stack = np.empty((8 * 256 + 8, 3), np.int64)  # at most 8 levels of 255 pending buckets
     stack[0, 0] = 0
     stack[0, 1] = n
     stack[0, 2] = 56

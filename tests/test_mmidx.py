@@ -508,3 +508,19 @@ def test_seeds_repetitive_human(tmp_path):
     r1, r2 = _sim_short(s, 400, 6, tmp_path / "s1.fq", tmp_path / "s2.fq")
     compare_seeds("sr", ref, r1)
     compare_seeds("sr", ref, r1, r2)
+
+
+@live
+def test_many_short_contigs_vs_minimap2_dump(tmp_path):
+    rng = np.random.default_rng(9)
+    lines = []
+    for i in range(3000):
+        L = int(rng.choice([0, 1, 5, 14, 15, 16, 30, 80]))
+        lines.append(f">c{i} d\n" + "".join(rng.choice(list("ACGTN"), L, p=[0.24, 0.24, 0.24, 0.24, 0.04])) + "\n")
+    p = tmp_path / "many.fa"
+    p.write_text("".join(lines))
+    subprocess.run([MINIMAP2, "-x", "map-ont", "-d", str(tmp_path / "m.mmi"), str(p)], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ref = mmidx.read_mm_ref(p)
+    assert ref.n_seq == 3000
+    _compare_with_mmi(mmidx.build_mm_index(ref, 15, 10, False), tmp_path / "m.mmi")
