@@ -14,6 +14,8 @@ import subprocess
 import numpy as np
 import pytest
 from g3align.aligner import lchain as lc
+from g3align.aligner import mmhit
+from g3align.aligner.mm_types import AS, CIG_OFF, CNT, NR
 
 DATA = "/work/shared/data"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -68,7 +70,7 @@ def parse_dbg(text, rid_of):
 def cn_lines(R, a, names):
     out = []
     for j in range(R.shape[0]):
-        s, c = int(R[j, lc.AS]), int(R[j, lc.CNT])
+        s, c = int(R[j, AS]), int(R[j, CNT])
         for i in range(s, s + c):
             x, y = int(a[i, 0]), int(a[i, 1])
             rpos = lc_i32(x)
@@ -130,33 +132,45 @@ def run_minimap2(preset, ref, reads):
 
 
 LIVE = [
-    ("map-ont", "ref/ecoli_K12_MG1655.fa.gz", "reads/ecoli_K12_ont_R9_nanoget.fastq.gz", 120),
-    ("map-pb", "ref/ecoli_K12_PBcR_reference.fa.gz", "reads/ecoli_K12_pacbio_RSII_first3000.fastq.gz", 200),
-    ("map-hifi", "ref/ecoli_K12_MG1655.fa.gz", "reads/ecoli_K12_pacbio_RSII_first3000.fastq.gz", 200),
-    ("sr", "ref/ecoli_K12_MG1655.fa.gz", "reads/ecoli_illumina_spades_1K_R1.fastq.gz", 400),
+    ("map-ont", "ref/ecoli_K12_MG1655.fa.gz", ["reads/ecoli_K12_ont_R9_nanoget.fastq.gz"], 120),
+    ("map-pb", "ref/ecoli_K12_PBcR_reference.fa.gz", ["reads/ecoli_K12_pacbio_RSII_first3000.fastq.gz"], 200),
+    ("map-hifi", "ref/ecoli_K12_MG1655.fa.gz", ["reads/ecoli_K12_pacbio_RSII_first3000.fastq.gz"], 200),
+    ("sr", "ref/ecoli_K12_MG1655.fa.gz", ["reads/ecoli_illumina_spades_1K_R1.fastq.gz"], 400),
+    ("sr", "ref/ecoli_K12_MG1655.fa.gz", ["reads/ecoli_illumina_spades_1K_R1.fastq.gz",
+                                         "reads/ecoli_illumina_spades_1K_R2.fastq.gz"], 400),
 ]
 
 
 def head_fastq(src, dst, n):
+    """First n records of src written to dst; returns their sequence lengths."""
+    lens = []
     with gzip.open(src, "rt") as fi, open(dst, "w") as fo:
         for k, ln in enumerate(fi):
             if k >= 4 * n:
                 break
+            if k % 4 == 1:
+                lens.append(len(ln.rstrip("\n")))
             fo.write(ln)
+    return lens
 
 
 def live_compare(preset, ref, reads, n, tmp_path):
+    """Chain every read from its SD lines and compare with its CN lines: (compared, identical, paths, bad)."""
     ref = os.path.join(DATA, ref)
-    fq = str(tmp_path / "r.fq")
-    head_fastq(os.path.join(DATA, reads), fq, n)
+    fqs, lens = [], []
+    for k, r in enumerate(reads):
+        fqs.append(str(tmp_path / f"r{k}.fq"))
+        lens.append(head_fastq(os.path.join(DATA, r), fqs[-1], n))
     names = ref_names(ref)
     rid_of = {s: i for i, s in enumerate(names)}
-    reads_ = parse_dbg(run_minimap2(preset, ref, [fq]), rid_of)
+    reads_ = parse_dbg(run_minimap2(preset, ref, fqs), rid_of)
     n_cmp = n_same = 0
     paths = {}
     bad = []
-    for rd in reads_:
-        res = chain_read(rd, PRESETS[preset])
+    for k, rd in enumerate(reads_):
+        qlens = [ls[k] for ls in lens]
+        rd["qlen"] = sum(qlens)
+        res = chain_read(rd, PRESETS[preset], len(qlens), qlens)
         if res is None:
             paths["occ-rechain"] = paths.get("occ-rechain", 0) + 1
             continue
@@ -198,3 +212,136 @@ def test_radix_sort_matches_order_of_keys():
         lc.radix_sort_128x(x2, y2, 0, n)
         assert np.all(np.diff(x2.astype(np.float64)) >= 0)
         assert sorted(zip(x.tolist(), y.tolist())) == sorted(zip(x2.tolist(), y2.tolist()))
+
+
+# ---------------------------------------------------------------------------------------------
+# stored vectors from a patched minimap2 2.24 (see the module docstring)
+# ---------------------------------------------------------------------------------------------
+MAGIC = 0x4D4D4844
+FNAMES = {1: "set_parent", 2: "hit_sort", 3: "set_sam_pri", 4: "sync_regs", 5: "select_sub",
+          6: "filter_strand_retained", 7: "filter_regs", 8: "squeeze_a", 9: "split_reg", 10: "set_mapq", 11: "est_err",
+          12: "select_sub_multi", 13: "gen_regs", 14: "lchain_dp", 15: "lchain_rmq"}
+
+
+def read_records(buf):
+    """Records of a dump: dicts fid, phase, n, par (float64), R (int64 [n, NR]), a (uint64 [m, 2]), u (uint64)."""
+    off = 0
+    out = []
+    while off < len(buf):
+        h = np.frombuffer(buf, np.int64, 7, off)
+        assert h[0] == MAGIC
+        fid, phase, n, n_par, n_a, n_u = (int(v) for v in h[1:])
+        off += 56
+        par = np.frombuffer(buf, np.float64, n_par, off).copy()
+        off += 8 * n_par
+        if fid == 0:
+            out.append(dict(fid=0, phase=0, qlen=int(par[0]), name=bytes(buf[off:off + n_a]).decode()))
+            off += n_a
+            continue
+        R = np.frombuffer(buf, np.int64, n * NR, off).reshape(n, NR).copy()
+        off += 8 * n * NR
+        a = np.frombuffer(buf, np.uint64, 2 * n_a, off).reshape(n_a, 2).copy()
+        off += 16 * n_a
+        u = np.frombuffer(buf, np.uint64, n_u, off).copy()
+        off += 8 * n_u
+        out.append(dict(fid=fid, phase=phase, n=n, par=par, R=R, a=a, u=u))
+    return out
+
+
+def pair_records(recs):
+    """(input, output) pairs of each dumped call (nested calls are matched by a stack)."""
+    pairs = []
+    stack = []
+    for r in recs:
+        if r["fid"] == 0:
+            continue
+        if r["phase"] == 0:
+            stack.append(r)
+        else:
+            ri = stack.pop()
+            assert ri["fid"] == r["fid"]
+            pairs.append((ri, r))
+    return pairs
+
+
+def replay(ri, ro):
+    """Run our port of the dumped call on its input; True when the output is identical."""
+    fid, p = ri["fid"], ri["par"]
+    R = ri["R"].copy()
+    n = ri["n"]
+    if fid == 1:
+        mmhit.set_parent(np.float32(p[0]), int(p[1]), R, n, int(p[2]), int(p[3]), np.float32(p[4]))
+    elif fid == 2:
+        n = mmhit.hit_sort(R, n, np.float32(p[0]))
+    elif fid == 3:
+        if mmhit.set_sam_pri(R, n) != int(ro["par"][0]):
+            return False
+    elif fid == 4:
+        mmhit.sync_regs(R, n)
+    elif fid == 5:
+        n = mmhit.select_sub(np.float32(p[0]), int(p[1]), int(p[2]), int(p[3]), int(p[4]), R, n)
+    elif fid == 6:
+        n = mmhit.filter_strand_retained(R, n)
+    elif fid == 7:
+        n = mmhit.filter_regs(int(p[0]), int(p[1]), int(p[2]), np.float32(p[3]), int(p[4]), R, n)
+    elif fid == 8:
+        a = ri["a"].copy()
+        k = mmhit.squeeze_a(R, n, a)
+        if k != int(ro["par"][0]) or not np.array_equal(a[:k], ro["a"]):
+            return False
+    elif fid == 9:
+        off = R[0, AS]
+        R[0, AS] -= off
+        mmhit.split_reg(R, 0, 1, int(p[0]), int(p[1]), ri["a"], int(p[2]))
+        exp = ro["R"].copy()
+        exp[0, AS] -= off
+        if int(p[0]) > 0 and int(p[0]) < ri["R"][0, CNT]:
+            exp[1, AS] -= off
+            R[1, CIG_OFF] = 0
+            return np.array_equal(R, exp)
+        return np.array_equal(R[0], exp[0])
+    elif fid == 10:
+        mmhit.set_mapq(R, n, int(p[0]), int(p[1]), int(p[2]), int(p[3]))
+    elif fid == 11:
+        mmhit.est_err(int(p[0]), R, n, ri["a"], ri["u"], p[1:].astype(np.int64))
+    elif fid == 12:
+        qlens = np.array([int(p[7]), int(p[8])], np.int64)
+        n = mmhit.select_sub_multi(np.float32(p[0]), np.float32(p[1]), np.float32(p[2]), int(p[3]), int(p[4]),
+                                   int(p[5]), int(p[6]), qlens, R, n)
+    elif fid == 13:
+        R = lc.gen_regs(np.uint64(int(p[0])), int(p[1]), ri["u"], ri["a"], int(p[2]))
+        n = R.shape[0]
+    elif fid in (14, 15):
+        q = [int(v) for v in p]
+        if fid == 14:
+            a2, u2 = lc.lchain_dp(q[0], q[1], q[2], q[3], q[4], q[5], q[6], np.float32(p[7]), np.float32(p[8]), q[9],
+                                  q[10], ri["a"].copy())
+        else:
+            a2, u2 = lc.lchain_rmq(q[0], q[1], q[2], q[3], q[4], q[5], q[6], np.float32(p[7]), np.float32(p[8]),
+                                   ri["a"].copy())
+        return np.array_equal(a2, ro["a"]) and np.array_equal(u2, ro["u"])
+    return n == ro["n"] and np.array_equal(R[:n], ro["R"])
+
+
+def replay_all(buf):
+    """{function name: [n_calls, n_identical]} over a dump."""
+    stats = {}
+    for ri, ro in pair_records(read_records(buf)):
+        s = stats.setdefault(FNAMES[ri["fid"]], [0, 0])
+        s[0] += 1
+        s[1] += bool(replay(ri, ro))
+    return stats
+
+
+STORED = ["ont", "pb", "hifi", "sr", "srpe", "rnd"]
+
+
+@pytest.mark.parametrize("name", STORED)
+def test_stored_vectors(name):
+    """Every dumped call (chaining, gen_regs and the hit.c/esterr.c/pe.c functions) reproduced exactly."""
+    with gzip.open(os.path.join(HERE, "data", f"mmhit_{name}.bin.gz"), "rb") as fh:
+        stats = replay_all(fh.read())
+    print(name, stats)
+    assert stats
+    for fn, (n_calls, n_same) in stats.items():
+        assert n_same == n_calls, (name, fn, n_calls, n_same)
