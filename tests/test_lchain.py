@@ -333,7 +333,7 @@ def replay_all(buf):
     return stats
 
 
-STORED = ["ont", "pb", "hifi", "sr", "srpe", "rnd"]
+STORED = ["ont", "pb", "hifi", "sr", "srpe", "rnd", "rndchain"]
 
 
 @pytest.mark.parametrize("name", STORED)

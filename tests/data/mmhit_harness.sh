@@ -7,6 +7,7 @@
 # each read. Then, with MMH_DUMP set, run e.g.
 #   minimap2 -t1 -c -x map-ont ecoli_K12_MG1655.fa.gz reads.fq      (check: PAF equal to stock minimap2)
 #   ./rnd 200                                                           (random region sets, mmhit_rnd.c)
+#   ./rndchain 400                                                      (random anchors, mmhit_rndchain.c)
 # and keep a subset of reads per preset (gzip) so that all vectors stay under 2 MB.
 set -e
 src=$1; dst=$2; here=$(cd "$(dirname "$0")" && pwd)
@@ -22,6 +23,8 @@ sed -i 's/^mm128_t \*mg_lchain_dp(/mm128_t *mg_lchain_dp_orig(/; s/^mm128_t \*mg
 sed -i 's/\tif (opt->max_qlen > 0 \&\& qlen_sum > opt->max_qlen) return;/&\n\t{ void mmh_read_start(const char*, int); mmh_read_start(qname? qname : "", qlen_sum); }/' map.c
 cp "$here/mmhit_harness.c" mmh_wrap.c
 cp "$here/mmhit_rnd.c" rnd.c
+cp "$here/mmhit_rndchain.c" rndchain.c
 sed -i 's/^OBJS=\t*/&mmh_wrap.o /' Makefile
 make -j2
 gcc -g -O2 -fsigned-char -I. rnd.c $(ls *.o | grep -v main.o) -o rnd -lz -lm -lpthread
+gcc -g -O2 -fsigned-char -I. rndchain.c $(ls *.o | grep -v main.o) -o rndchain -lz -lm -lpthread
