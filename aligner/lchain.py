@@ -17,7 +17,28 @@ depends on the tree's shape.
 import numba as nb
 import numpy as np
 
-from .mm_types import AS, BLEN, CNT, DIV, HASH, ID, MLEN, NR, PARENT, QE, QS, RE, REV, RID, RS, SCORE, SCORE0, f32_bits
+from .mm_types import (
+    AS,
+    BLEN,
+    CNT,
+    DIV,
+    HASH,
+    ID,
+    MLEN,
+    NR,
+    PARENT,
+    QE,
+    QS,
+    RE,
+    REV,
+    RID,
+    RS,
+    SCORE,
+    SCORE0,
+    SEG_ID,
+    SEG_SPLIT,
+    f32_bits,
+)
 
 INT32_MIN = -2147483648
 INT32_MAX = 2147483647
@@ -1093,3 +1114,81 @@ def gen_regs(hash, qlen, u, a, is_qstrand):
         R[i, DIV] = div
         reg_set_coor(R, i, qlen, a, is_qstrand)
     return R
+
+
+@nb.njit(cache=True, nogil=True)
+def chain_gaps(is_sr, qlen_sum, max_gap, max_gap_ref, max_frag_len):
+    """(max_chain_gap_qry, max_chain_gap_ref) of mm_map_frag; lchain_dp takes them as
+    (max_dist_x = gap_ref, max_dist_y = gap_qry)."""
+    if is_sr:
+        gq = qlen_sum if qlen_sum > max_gap else max_gap
+    else:
+        gq = max_gap
+    if max_gap_ref > 0:
+        gr = max_gap_ref
+    elif max_frag_len > 0:
+        gr = max_frag_len - qlen_sum
+        if gr < max_gap:
+            gr = max_gap
+    else:
+        gr = max_gap
+    return gq, gr
+
+
+@nb.njit(cache=True, nogil=True)
+def seg_gen(hash, qlens, R0, n0, a):
+    """mm_seg_gen: split the fragment chains R0[:n0] (anchors in a) into per-segment chains.
+    Returns (a_cat, a_off, R_cat, r_off): segment s has anchors a_cat[a_off[s]:a_off[s+1]] (query
+    coordinates of the segment) and regions R_cat[r_off[s]:r_off[s+1]] (from gen_regs, AS relative to
+    its own anchors, SEG_SPLIT = 1, SEG_ID = s)."""
+    n_segs = qlens.shape[0]
+    acc = np.zeros(n_segs + 1, np.int64)
+    for s in range(1, n_segs + 1):
+        acc[s] = acc[s - 1] + qlens[s - 1]
+    qlen_sum = acc[n_segs]
+    us = np.empty((n_segs, n0), np.uint64)
+    na = np.zeros(n_segs, np.int64)
+    for s in range(n_segs):
+        for i in range(n0):
+            us[s, i] = _to_u64(R0[i, SCORE]) << np.uint64(32)
+    for i in range(n0):
+        for j in range(R0[i, CNT]):
+            sid = _seg(a[R0[i, AS] + j, 1])
+            us[sid, i] += np.uint64(1)
+            na[sid] += 1
+    a_off = np.zeros(n_segs + 1, np.int64)
+    for s in range(n_segs):
+        a_off[s + 1] = a_off[s] + na[s]
+    a_cat = np.empty((a_off[n_segs], 2), np.uint64)
+    fill = a_off[:n_segs].copy()
+    for i in range(n0):
+        for j in range(R0[i, CNT]):
+            x = a[R0[i, AS] + j, 0]
+            y = a[R0[i, AS] + j, 1]
+            sid = _seg(y)
+            if x >> np.uint64(63):
+                y -= np.uint64(qlen_sum - (qlens[sid] + acc[sid]))
+            else:
+                y -= np.uint64(acc[sid])
+            a_cat[fill[sid], 0] = x
+            a_cat[fill[sid], 1] = y
+            fill[sid] += 1
+    r_off = np.zeros(n_segs + 1, np.int64)
+    n_us = np.zeros(n_segs, np.int64)
+    for s in range(n_segs):
+        k = 0
+        for i in range(n0):
+            if (us[s, i] & U32) != 0:
+                us[s, k] = us[s, i]
+                k += 1
+        n_us[s] = k
+        r_off[s + 1] = r_off[s] + k
+    R_cat = np.zeros((r_off[n_segs], NR), np.int64)
+    for s in range(n_segs):
+        Rs = gen_regs(hash, qlens[s], us[s, :n_us[s]].copy(), a_cat[a_off[s]:a_off[s + 1]], 0)
+        for i in range(n_us[s]):
+            for c in range(NR):
+                R_cat[r_off[s] + i, c] = Rs[i, c]
+            R_cat[r_off[s] + i, SEG_SPLIT] = 1
+            R_cat[r_off[s] + i, SEG_ID] = s
+    return a_cat, a_off, R_cat, r_off

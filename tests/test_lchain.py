@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from g3align.aligner import lchain as lc
 from g3align.aligner import mmhit
-from g3align.aligner.mm_types import AS, CIG_OFF, CNT, NR
+from g3align.aligner.mm_types import AS, CIG_OFF, CNT, NR, SEG_ID, SEG_SPLIT
 
 DATA = "/work/shared/data"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -345,3 +345,37 @@ def test_stored_vectors(name):
     assert stats
     for fn, (n_calls, n_same) in stats.items():
         assert n_same == n_calls, (name, fn, n_calls, n_same)
+
+
+def test_seg_gen_stored():
+    """mm_seg_gen: fragment chains after chain_post (select_sub_multi output) split into the per-segment
+    chains that minimap2 passed to its two per-segment gen_regs calls."""
+    with gzip.open(os.path.join(HERE, "data", "mmhit_srpe.bin.gz"), "rb") as fh:
+        recs = read_records(fh.read())
+    reads, cur = [], None
+    for r in recs:
+        if r["fid"] == 0:
+            cur = []
+            reads.append(cur)
+        else:
+            cur.append(r)
+    n_cmp = 0
+    for rr in reads:
+        pairs = pair_records(rr)
+        g = [p for p in pairs if p[0]["fid"] == 13]
+        m = [p for p in pairs if p[0]["fid"] == 12]
+        assert len(g) == 3 and len(m) == 1
+        frag_in = g[0][0]
+        R0 = m[0][1]["R"]
+        qlens = np.array([int(m[0][0]["par"][7]), int(m[0][0]["par"][8])], np.int64)
+        a_cat, a_off, R_cat, r_off = lc.seg_gen(np.uint64(int(frag_in["par"][0])), qlens, R0, R0.shape[0],
+                                                frag_in["a"])
+        for s in range(2):
+            gin, gout = g[1 + s]
+            assert np.array_equal(a_cat[a_off[s]:a_off[s + 1]], gin["a"])
+            exp = gout["R"].copy()
+            exp[:, SEG_SPLIT] = 1
+            exp[:, SEG_ID] = s
+            assert np.array_equal(R_cat[r_off[s]:r_off[s + 1]], exp)
+        n_cmp += 1
+    assert n_cmp > 50
