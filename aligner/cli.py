@@ -56,6 +56,115 @@ def index_cmd(fasta, prefix, sa_intv):
         _fail(str(e).splitlines()[0] if str(e) else repr(e))
 
 
+# ------------------------------------------------------------------------------------------ map
+MAP_USAGE = """Usage: g3align map [options] <target.fa>|<target.g3m> [query.fq] [...]
+
+Maps long (or short) reads as minimap2 2.24 does; minimap2's options and presets.
+  -x STR   preset: map-ont (default), map-pb, map-hifi, sr, asm5/10/20, ava-ont/pb
+  -a       SAM output (else PAF)      -c  CIGAR in PAF (cg tag)    --cs[=short|long]  --MD
+  -k -w -H index k-mer, window, homopolymer compression;  -d FILE  save the minimizer index
+  -t INT   threads [3]   -o FILE  output (.bam: BAM)   -R STR  @RG line   -Y soft clips
+  -N -p --secondary=yes|no  -r -g -n -m -s -z -A -B -O -E -f -U  as in minimap2
+  --device auto|cpu|gpu  (the map path runs on the CPU in this version)
+"""
+
+
+@main.command("map", context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                       "help_option_names": []})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def map_cmd(args):
+    """Map reads like minimap2 2.24 (`g3align map -ax map-ont ref.fa reads.fq`)."""
+    try:
+        _run_map(list(args))
+    except G3Error as e:
+        _fail(str(e))
+
+
+_HAVE_MM_ALIGN = False
+
+
+def _is_g3m(path: str, magic: bytes) -> bool:
+    if path == "-":
+        return False
+    with open(path, "rb") as fh:
+        return fh.read(len(magic)) == magic
+
+
+def _run_map(args):
+    from g3align.aligner import mmopt as MO
+    from g3align.aligner.mmpipeline import MapAligner, log, run_map
+    from g3align.aligner.reads import ReadFormatError, read_batches
+    from g3align.aligner.samhdr import OutputSink, parse_rg, sam_header
+    from g3align.index import mmidx
+
+    try:
+        opt, pos, extra = MO.parse_map_args(args)
+    except MO.MapOptError as e:
+        raise G3Error(str(e))
+    if extra.get("version"):
+        click.echo(__version__)
+        return
+    if extra.get("help") or not pos:
+        click.echo(MAP_USAGE, err=not extra.get("help"))
+        if not extra.get("help"):
+            sys.exit(1)
+        return
+    if opt.flag & MO.F_CIGAR and not _HAVE_MM_ALIGN:
+        raise G3Error("base-level alignment (-a, -c, --cs, --MD) is not available in this build yet")
+    if opt.device == "gpu":
+        log("[W::map] the map path has no GPU kernels yet; running on the CPU", opt.verbose, 2)
+    ref_path, queries = pos[0], pos[1:]
+    for p in [ref_path] + queries:
+        if p != "-" and not os.path.exists(p):
+            raise G3Error(f"fail to open file '{p}'")
+    rg_line = None
+    if opt.rg is not None:
+        try:
+            rg_line, _ = parse_rg(opt.rg)
+        except ValueError as e:
+            raise G3Error(str(e))
+    try:
+        if _is_g3m(ref_path, mmidx.MM_MAGIC):
+            idx = mmidx.load_mm_index(ref_path)
+            opt.k, opt.w, opt.bucket_bits = idx.k, idx.w, idx.b
+            opt.idx_flag = MO.I_HPC if idx.is_hpc else 0
+        else:
+            t0 = __import__("time").time()
+            ref = mmidx.read_mm_ref(ref_path)
+            idx = mmidx.build_mm_index(ref, opt.k, opt.w, opt.is_hpc, opt.bucket_bits)
+            log(f"[M::mm_idx_gen] indexed {ref.n_seq} sequences ({int(ref.lengths.sum())} bp) in "
+                f"{__import__('time').time() - t0:.3f} s", opt.verbose)
+            if opt.dump:
+                mmidx.save_mm_index(opt.dump, idx)
+    except (OSError, ValueError) as e:
+        raise G3Error(str(e).splitlines()[0] if str(e) else repr(e))
+    if not queries:
+        if opt.dump:
+            return
+        raise G3Error("no query files given")
+    MO.update_mid_occ(opt, idx.cal_max_occ)
+    log(f"[M::mm_mapopt_update] mid_occ = {opt.mid_occ}", opt.verbose)
+    aligner = MapAligner(idx, opt)
+    header = None
+    if opt.flag & MO.F_OUT_SAM:
+        cmdline = " ".join(shlex.quote(a) for a in ["g3align", "map"] + args)
+        header = sam_header(idx.ref.names, [int(x) for x in idx.ref.lengths], rg_line=rg_line, pg_cmdline=cmdline)
+    elif opt.out and opt.out.lower().endswith(".bam"):
+        raise G3Error("BAM output needs -a (SAM records)")
+    try:
+        with OutputSink(opt.out, header or "") as sink:
+            n = 0
+            for q in queries:
+                k, _ = run_map(aligner, read_batches(q, chunk_size=opt.mini_batch_size, trim_readno=False), sink,
+                               opt.verbose)
+                n += k
+    except ReadFormatError as e:
+        raise G3Error(str(e))
+    except OSError as e:
+        raise G3Error(f"I/O error: {e}")
+    log(f"[M::main] mapped {n} sequences", opt.verbose)
+
+
 # ------------------------------------------------------------------------------------------ mem
 def _opt(*names, **kw):
     return click.option(*names, **kw)

@@ -130,6 +130,7 @@ class MapOpt:
     out: str | None = None
     device: str = "auto"
     verbose: int = 3
+    dump: str | None = None
 
     @property
     def is_hpc(self) -> bool:
@@ -232,7 +233,7 @@ LONG = {
     # g3align's own
     "device": (1, "device"), "qstrand": (0, "qstrand"),
 }
-UNSUPPORTED = {"d": "-d (dump a minimap2 index): use `g3align index`", "splice": "--splice", "G": "-G",
+UNSUPPORTED = {"splice": "--splice", "G": "-G",
                "u": "-u", "C": "-C", "I": "-I", "qstrand": "--qstrand", "S": "-S"}
 
 
@@ -349,6 +350,8 @@ def parse_map_args(argv: list[str]) -> tuple[MapOpt, list[str], dict]:
             o.idx_flag |= I_HPC
         elif key == "t":
             o.n_threads = _int(val, "-t")
+        elif key == "d":
+            o.dump = val
         elif key == "v":
             o.verbose = _int(val, "-v")
         elif key == "g":

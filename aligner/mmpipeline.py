@@ -1,0 +1,269 @@
+"""`g3align map`: minimap2 2.24's mapping of single-segment reads (map.c's mm_map_frag) in batches.
+
+Python orchestrates; each batch is cut into ranges of reads and every range runs through one Numba
+`nogil` kernel (`map_range`) that maps its reads one after the other and formats their PAF/SAM
+records into a byte buffer.  Ranges run on a thread pool and their buffers are written in input
+order, so the output does not depend on the batch size or the number of threads.
+
+Stages per read (modules in docs/MM_PORT.md): seeds (aligner/mmseed.py) -> chaining and regions
+(aligner/lchain.py) -> parent/secondary selection, error estimate (aligner/mmhit.py) -> alignment
+(aligner/mmalign.py, with -a/-c/--cs/--MD) -> MAPQ (aligner/mmhit.py) -> records
+(aligner/mmformat.py).
+
+Options travel into the kernel as two vectors: `iv` (int64) and `fv` (float32, the C floats of
+mm_mapopt_t), indexed by the constants below.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numba as nb
+import numpy as np
+from g3align.aligner import lchain as LC
+from g3align.aligner import mmhit as MH
+from g3align.aligner import mmopt as MO
+from g3align.aligner.mm_types import NR
+from g3align.aligner.mmformat import write_read
+from g3align.aligner.mmseed import seed_hits, seed_read
+
+# int options
+(I_FLAG, I_SEED, I_MAX_QLEN, I_BW, I_BW_LONG, I_MAX_GAP, I_MAX_GAP_REF, I_MAX_FRAG_LEN, I_MAX_CHAIN_SKIP,
+ I_MAX_CHAIN_ITER, I_MIN_CNT, I_MIN_CHAIN_SCORE, I_RMQ_SIZE_CAP, I_RMQ_INNER_DIST, I_RMQ_RESCUE_SIZE,
+ I_MASK_LEN, I_BEST_N, I_A, I_B, I_Q, I_E, I_Q2, I_E2, I_SC_AMBI, I_ZDROP, I_ZDROP_INV, I_END_BONUS,
+ I_MIN_DP_MAX, I_MIN_KSW_LEN, I_ANCHOR_EXT_LEN, I_ANCHOR_EXT_SHIFT, I_MID_OCC, I_MAX_OCC, I_MAX_MAX_OCC,
+ I_OCC_DIST, I_MAX_SW_MAT, I_K, I_W, I_HPC, I_RANK_MIN_LEN) = range(40)
+NI = 40
+# float options (C floats)
+(F_CHAIN_GAP_SCALE, F_CHAIN_SKIP_SCALE, F_RMQ_RESCUE_RATIO, F_MASK_LEVEL, F_PRI_RATIO, F_ALT_DROP,
+ F_MAX_CLIP_RATIO, F_Q_OCC_FRAC, F_RANK_FRAC) = range(9)
+NF = 9
+
+
+def pack_opts(o: MO.MapOpt) -> tuple[np.ndarray, np.ndarray]:
+    iv = np.zeros(NI, np.int64)
+    for idx, v in ((I_FLAG, o.flag), (I_SEED, o.seed), (I_MAX_QLEN, o.max_qlen), (I_BW, o.bw),
+                   (I_BW_LONG, o.bw_long), (I_MAX_GAP, o.max_gap), (I_MAX_GAP_REF, o.max_gap_ref),
+                   (I_MAX_FRAG_LEN, o.max_frag_len), (I_MAX_CHAIN_SKIP, o.max_chain_skip),
+                   (I_MAX_CHAIN_ITER, o.max_chain_iter), (I_MIN_CNT, o.min_cnt),
+                   (I_MIN_CHAIN_SCORE, o.min_chain_score), (I_RMQ_SIZE_CAP, o.rmq_size_cap),
+                   (I_RMQ_INNER_DIST, o.rmq_inner_dist), (I_RMQ_RESCUE_SIZE, o.rmq_rescue_size),
+                   (I_MASK_LEN, o.mask_len), (I_BEST_N, o.best_n), (I_A, o.a), (I_B, o.b), (I_Q, o.q),
+                   (I_E, o.e), (I_Q2, o.q2), (I_E2, o.e2), (I_SC_AMBI, o.sc_ambi), (I_ZDROP, o.zdrop),
+                   (I_ZDROP_INV, o.zdrop_inv), (I_END_BONUS, o.end_bonus), (I_MIN_DP_MAX, o.min_dp_max),
+                   (I_MIN_KSW_LEN, o.min_ksw_len), (I_ANCHOR_EXT_LEN, o.anchor_ext_len),
+                   (I_ANCHOR_EXT_SHIFT, o.anchor_ext_shift), (I_MID_OCC, o.mid_occ), (I_MAX_OCC, o.max_occ),
+                   (I_MAX_MAX_OCC, o.max_max_occ), (I_OCC_DIST, o.occ_dist), (I_MAX_SW_MAT, o.max_sw_mat),
+                   (I_K, o.k), (I_W, o.w), (I_HPC, int(o.is_hpc)), (I_RANK_MIN_LEN, o.rank_min_len)):
+        iv[idx] = v
+    fv = np.zeros(NF, np.float32)
+    for idx, v in ((F_CHAIN_GAP_SCALE, o.chain_gap_scale), (F_CHAIN_SKIP_SCALE, o.chain_skip_scale),
+                   (F_RMQ_RESCUE_RATIO, o.rmq_rescue_ratio), (F_MASK_LEVEL, o.mask_level),
+                   (F_PRI_RATIO, o.pri_ratio), (F_ALT_DROP, o.alt_drop), (F_MAX_CLIP_RATIO, o.max_clip_ratio),
+                   (F_Q_OCC_FRAC, o.q_occ_frac), (F_RANK_FRAC, o.rank_frac)):
+        fv[idx] = v
+    return iv, fv
+
+
+_NO_LJOIN_FLAGS = MO.F_SPLICE | MO.F_SR | MO.F_NO_LJOIN
+
+
+@nb.njit(cache=True, nogil=True)
+def map_one(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, ref_off, dual_skip, diag_rid):
+    """mm_map_frag for one single-segment read (codes q, name bytes).
+
+    Returns (R, n_regs, cigar buffer, rep_len)."""
+    flag = iv[I_FLAG]
+    qlen = q.shape[0]
+    cig = np.zeros(16, np.uint32)
+    R = np.zeros((0, NR), np.int64)
+    if qlen == 0 or (iv[I_MAX_QLEN] > 0 and qlen > iv[I_MAX_QLEN]):
+        return R, 0, cig, 0
+    is_sr = (flag & MO.F_SR) != 0
+    is_rmq = (flag & MO.F_RMQ) != 0
+    hname = name if (flag & MO.F_NO_HASH_NAME) == 0 else name[:0]
+    hsh = LC.read_hash(hname, qlen, iv[I_SEED])
+    seg_off = np.zeros(2, np.int64)
+    seg_off[1] = qlen
+    mv, a, rep_len, mini_pos = seed_read(q, seg_off, iv[I_W], iv[I_K], iv[I_HPC] != 0, iv[I_MID_OCC],
+                                         iv[I_MAX_MAX_OCC], iv[I_OCC_DIST], fv[F_Q_OCC_FRAC], flag, b, bkt_off,
+                                         keys, key_off, pos, ref_len, diag_rid, dual_skip)
+    max_gap = iv[I_MAX_GAP]
+    max_gap_qry = (qlen if qlen > max_gap else max_gap) if is_sr else max_gap
+    if iv[I_MAX_GAP_REF] > 0:
+        max_gap_ref = iv[I_MAX_GAP_REF]
+    elif iv[I_MAX_FRAG_LEN] > 0:
+        max_gap_ref = iv[I_MAX_FRAG_LEN] - qlen
+        if max_gap_ref < max_gap:
+            max_gap_ref = max_gap
+    else:
+        max_gap_ref = max_gap
+    pen_gap, pen_skip = LC.chain_pens(fv[F_CHAIN_GAP_SCALE], fv[F_CHAIN_SKIP_SCALE], iv[I_K])
+    if is_rmq:
+        a, u = LC.lchain_rmq(max_gap, iv[I_RMQ_INNER_DIST], iv[I_BW], iv[I_MAX_CHAIN_SKIP], iv[I_RMQ_SIZE_CAP],
+                             iv[I_MIN_CNT], iv[I_MIN_CHAIN_SCORE], pen_gap, pen_skip, a)
+    else:
+        a, u = LC.lchain_dp(max_gap_ref, max_gap_qry, iv[I_BW], iv[I_MAX_CHAIN_SKIP], iv[I_MAX_CHAIN_ITER],
+                            iv[I_MIN_CNT], iv[I_MIN_CHAIN_SCORE], pen_gap, pen_skip, False, 1, a)
+    if iv[I_BW_LONG] > iv[I_BW] and (flag & _NO_LJOIN_FLAGS) == 0 and u.shape[0] > 1:
+        a, u, _ = LC.maybe_rechain_long(iv[I_BW], iv[I_BW_LONG], flag & _NO_LJOIN_FLAGS, 1, qlen,
+                                        iv[I_RMQ_RESCUE_SIZE], fv[F_RMQ_RESCUE_RATIO], max_gap,
+                                        iv[I_RMQ_INNER_DIST], iv[I_MAX_CHAIN_SKIP], iv[I_RMQ_SIZE_CAP],
+                                        iv[I_MIN_CNT], iv[I_MIN_CHAIN_SCORE], pen_gap, pen_skip, a, u)
+    elif LC.need_occ_rechain(iv[I_MAX_OCC], iv[I_MID_OCC], rep_len, is_rmq, 1, a, u):
+        a, rep_len, mini_pos = seed_hits(mv, qlen, iv[I_MAX_OCC], iv[I_MAX_MAX_OCC], iv[I_OCC_DIST], flag, b,
+                                         bkt_off, keys, key_off, pos, ref_len, diag_rid, dual_skip)
+        a, u = LC.lchain_dp(max_gap_ref, max_gap_qry, iv[I_BW], iv[I_MAX_CHAIN_SKIP], iv[I_MAX_CHAIN_ITER],
+                            iv[I_MIN_CNT], iv[I_MIN_CHAIN_SCORE], pen_gap, pen_skip, False, 1, a)
+    is_qstrand = (flag & MO.F_QSTRAND) != 0
+    R = LC.gen_regs(hsh, qlen, u, a, is_qstrand)
+    n = R.shape[0]
+    # chain_post
+    if (flag & MO.F_ALL_CHAINS) == 0:
+        MH.set_parent(fv[F_MASK_LEVEL], iv[I_MASK_LEN], R, n, iv[I_A] * 2 + iv[I_B],
+                      (flag & MO.F_HARD_MLEVEL) != 0, fv[F_ALT_DROP])
+        n = MH.select_sub(fv[F_PRI_RATIO], iv[I_K] * 2, iv[I_BEST_N], 1, np.int64(max_gap * 0.8), R, n)
+    if not is_sr and not is_qstrand:
+        MH.est_err(qlen, R, n, a, mini_pos, ref_len)
+        n = MH.filter_strand_retained(R, n)
+    if flag & MO.F_CIGAR:
+        R, n, cig = _align(q, iv, fv, R, n, a, ref_seq, ref_off, ref_len, cig)
+    MH.set_mapq(R, n, iv[I_MIN_CHAIN_SCORE], iv[I_A], rep_len, is_sr)
+    return R, n, cig, rep_len
+
+
+@nb.njit(cache=True, nogil=True)
+def _align(q, iv, fv, R, n, a, ref_seq, ref_off, ref_len, cig):
+    return R, n, cig
+
+
+@nb.njit(cache=True, nogil=True)
+def map_range(lo, hi, seq, seq_off, raw, qual, qual_on, names, name_off, comments, com_off, iv, fv, b, bkt_off,
+              keys, key_off, pos, ref_len, ref_seq, ref_off, ctg_names, ctg_noff, rg_id, dual_skip, diag_rids):
+    """Map reads [lo, hi) of a batch and format their records; returns (bytes buffer, used length)."""
+    buf = np.empty(1 << 16, np.uint8)
+    nb_ = 0
+    flag = iv[I_FLAG]
+    for i in range(lo, hi):
+        s0 = seq_off[i]
+        s1 = seq_off[i + 1]
+        q = seq[s0:s1]
+        name = names[name_off[i]:name_off[i + 1]]
+        R, n, cig, rep_len = map_one(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, ref_off,
+                                     dual_skip, diag_rids[i])
+        qq = qual[s0:s1] if qual_on else qual[:0]
+        buf, nb_ = write_read(buf, nb_, flag, name, raw[s0:s1], qq, q, R, n, cig, rep_len, ref_seq, ref_off,
+                              ctg_names, ctg_noff, ref_len, comments[com_off[i]:com_off[i + 1]], rg_id)
+    return buf, nb_
+
+
+# ----------------------------------------------------------------------------------------------- host side
+def log(msg: str, verbose: int = 3, level: int = 3) -> None:
+    if verbose >= level:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def _cat_strings(strs: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    enc = [s.encode("utf-8", "surrogateescape") for s in strs]
+    off = np.zeros(len(enc) + 1, np.int64)
+    if enc:
+        np.cumsum([len(e) for e in enc], out=off[1:])
+    return np.frombuffer(b"".join(enc), np.uint8).copy(), off
+
+
+class MapAligner:
+    """A minimizer index plus options; `map_batch(batch)` -> the batch's PAF/SAM bytes."""
+
+    def __init__(self, idx, opt: MO.MapOpt):
+        self.idx = idx
+        self.opt = opt
+        self.iv, self.fv = pack_opts(opt)
+        ref = idx.ref
+        self.ref_len = np.asarray(ref.lengths, np.int64)
+        self.ctg_names, self.ctg_noff = _cat_strings(list(ref.names))
+        self.rg_id = np.frombuffer(_rg_id(opt.rg).encode(), np.uint8).copy()
+        self._name2rid: dict[str, int] | None = None
+        self.dual_skip = np.zeros(0, np.uint8)
+
+    def _diag_rids(self, batch) -> np.ndarray:
+        """Per read: the contig of the same name and length for -D (self mapping), else -1."""
+        d = np.full(batch.n, -1, np.int64)
+        if self.opt.flag & (MO.F_NO_DIAG | MO.F_NO_DUAL):
+            if self._name2rid is None:
+                self._name2rid = {}
+                for i, nm in enumerate(self.idx.ref.names):
+                    self._name2rid.setdefault(nm, i)
+            lens = batch.lengths
+            for i, nm in enumerate(batch.names):
+                r = self._name2rid.get(nm, -1)
+                if r >= 0 and int(self.ref_len[r]) == int(lens[i]):
+                    d[i] = r
+        return d
+
+    def map_batch(self, batch, n_threads: int = 1) -> bytes:
+        n = batch.n
+        if n == 0:
+            return b""
+        names, name_off = _cat_strings(batch.names)
+        comments, com_off = _cat_strings(batch.comments)
+        raw = batch.raw if batch.raw is not None else np.frombuffer(b"ACGTN", np.uint8)[batch.seq]
+        raw = _u_to_t(raw)
+        qual_on = bool(batch.has_qual and (self.opt.flag & MO.F_OUT_SAM) and not (self.opt.flag & MO.F_NO_QUAL))
+        qual = batch.qual if batch.has_qual else np.zeros(0, np.uint8)
+        seq_off = batch.seq_off - batch.seq_off[0]
+        b, bkt_off, keys, key_off, pos = self.idx.arrays()
+        ref = self.idx.ref
+        diag = self._diag_rids(batch)
+
+        def run(lo_hi):
+            lo, hi = lo_hi
+            buf, used = map_range(lo, hi, batch.seq, seq_off, raw, qual, qual_on, names, name_off, comments, com_off,
+                                  self.iv, self.fv, b, bkt_off, keys, key_off, pos, self.ref_len, ref.ref_seq,
+                                  ref.ref_off, self.ctg_names, self.ctg_noff, self.rg_id, self.dual_skip, diag)
+            return buf[:used].tobytes()
+
+        ranges = _ranges(seq_off, max(1, n_threads))
+        if len(ranges) == 1:
+            return run(ranges[0])
+        with ThreadPoolExecutor(max_workers=n_threads) as ex:
+            return b"".join(ex.map(run, ranges))
+
+
+def _ranges(seq_off: np.ndarray, n_threads: int) -> list[tuple[int, int]]:
+    """Cut reads into ~4 ranges per thread of similar base counts (ranges never change the output)."""
+    n = seq_off.shape[0] - 1
+    parts = min(n, 4 * n_threads) if n_threads > 1 else 1
+    if parts <= 1:
+        return [(0, n)]
+    total = int(seq_off[-1])
+    cuts = np.searchsorted(seq_off, np.linspace(0, total, parts + 1)[1:-1])
+    edges = sorted(set([0] + [int(c) for c in cuts] + [n]))
+    return [(edges[i], edges[i + 1]) for i in range(len(edges) - 1) if edges[i] < edges[i + 1]]
+
+
+_U2T = np.arange(256, dtype=np.uint8)
+_U2T[ord("U")], _U2T[ord("u")] = ord("T"), ord("t")
+
+
+def _u_to_t(raw: np.ndarray) -> np.ndarray:
+    return _U2T[raw]
+
+
+def _rg_id(rg: str | None) -> str:
+    if not rg:
+        return ""
+    from g3align.aligner.samhdr import parse_rg
+    return parse_rg(rg)[1]
+
+
+def run_map(aligner: MapAligner, batches, sink, verbose: int = 3) -> tuple[int, float]:
+    n_reads = 0
+    t0 = time.time()
+    for batch in batches:
+        t1 = time.time()
+        sink.write(aligner.map_batch(batch, aligner.opt.n_threads))
+        n_reads += batch.n
+        log(f"[M::worker_pipeline::{time.time() - t0:.3f}] mapped {batch.n} sequences "
+            f"({time.time() - t1:.3f} s)", verbose)
+    return n_reads, time.time() - t0
