@@ -565,3 +565,34 @@ def set_mapq(R, n, min_chain_sc, match_sc, rep_len, is_sr):
         else:
             R[i, MAPQ] = 0
     _set_inv_mapq(R, n)
+
+
+# ---------------------------------------------------------------------------------------------
+# the two fixed call sequences of map.c
+# ---------------------------------------------------------------------------------------------
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def chain_post(all_chains, mask_level, mask_len, sub_diff, hard_mask_level, alt_drop, pri_ratio, k, best_n, max_gap,
+               n_segs, qlens, max_chain_gap_ref, R, n):
+    """map.c's chain_post: set_parent, then select_sub (one segment; strand check on, min_strand_sc =
+    (int)(max_gap * 0.8)) or select_sub_multi (pri1 0.2f, pri2 0.7f). sub_diff = opt->a * 2 + opt->b,
+    k = the index's k. Returns the new n."""
+    if all_chains:
+        return n
+    set_parent(mask_level, mask_len, R, n, sub_diff, hard_mask_level, alt_drop)
+    if n_segs <= 1:
+        return select_sub(pri_ratio, k * 2, best_n, 1, np.int64(max_gap * 0.8), R, n)
+    return select_sub_multi(pri_ratio, np.float32(0.2), np.float32(0.7), max_chain_gap_ref, k * 2, best_n, n_segs,
+                            qlens, R, n)
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def align_post(all_chains, mask_level, mask_len, sub_diff, hard_mask_level, alt_drop, pri_ratio, k, best_n, max_gap,
+               R, n):
+    """What map.c's align_regs does after mm_align_skeleton: set_parent, select_sub (no strand check),
+    set_sam_pri. Returns the new n."""
+    if all_chains:
+        return n
+    set_parent(mask_level, mask_len, R, n, sub_diff, hard_mask_level, alt_drop)
+    n = select_sub(pri_ratio, k * 2, best_n, 0, np.int64(max_gap * 0.8), R, n)
+    set_sam_pri(R, n)
+    return n

@@ -379,3 +379,36 @@ def test_seg_gen_stored():
             assert np.array_equal(R_cat[r_off[s]:r_off[s + 1]], exp)
         n_cmp += 1
     assert n_cmp > 50
+
+
+@pytest.mark.parametrize("name,k,max_gap", [("pb", 19, 5000), ("hifi", 19, 10000)])
+def test_chain_post_stored(name, k, max_gap):
+    """chain_post / align_post (set_parent + select_sub [+ set_sam_pri]) as map.c sequences them."""
+    with gzip.open(os.path.join(HERE, "data", f"mmhit_{name}.bin.gz"), "rb") as fh:
+        recs = read_records(fh.read())
+    reads, cur = [], None
+    for r in recs:
+        if r["fid"] == 0:
+            cur = []
+            reads.append(cur)
+        else:
+            cur.append(r)
+    n_cmp = 0
+    sub_diff = 2 * 2 + 4 if name == "pb" else 1 * 2 + 4
+    for rr in reads:
+        pairs = pair_records(rr)
+        sp = [p for p in pairs if p[0]["fid"] == 1]
+        ss = [p for p in pairs if p[0]["fid"] == 5]
+        if len(sp) != 2 or len(ss) != 2:
+            continue
+        qlens = np.zeros(2, np.int64)
+        R = sp[0][0]["R"].copy()
+        n = mmhit.chain_post(0, 0.5, 2**31 - 1, sub_diff, 0, 0.15, 0.8, k, 5, max_gap, 1, qlens, max_gap, R, R.shape[0])
+        assert n == ss[0][1]["n"] and np.array_equal(R[:n], ss[0][1]["R"])
+        R = sp[1][0]["R"].copy()
+        n = mmhit.align_post(0, 0.5, 2**31 - 1, sub_diff, 0, 0.15, 0.8, k, 5, max_gap, R, R.shape[0])
+        exp = ss[1][1]["R"].copy()
+        mmhit.set_sam_pri(exp, exp.shape[0])
+        assert n == ss[1][1]["n"] and np.array_equal(R[:n], exp)
+        n_cmp += 1
+    assert n_cmp > 10
