@@ -41,3 +41,22 @@ mkdir -p "$data/golden"
 bwa mem -t1 "$tmp/ref.fa" "$r1" 2>/dev/null | grep -v '^@PG' | gzip -n -9 > "$data/golden/lambda_se.bwa.sam.gz"
 bwa mem -t1 "$tmp/ref.fa" "$r1" "$r2" 2>/dev/null | grep -v '^@PG' | gzip -n -9 > "$data/golden/lambda_pe.bwa.sam.gz"
 echo "make_golden.sh: wrote $data/golden/lambda_se.bwa.sam.gz and lambda_pe.bwa.sam.gz" >&2
+
+# Long reads (g3align map): 52 PacBio CLR reads simulated by pbsim 1.0.3 from lambda, and minimap2 2.24's
+# PAF (-x map-pb), PAF with CIGAR (-c) and SAM (-a) on them.
+lr="$data/lambda_pbsim.fq.gz"
+if [[ "${1:-}" == "--reads" ]]; then
+    command -v pbsim >/dev/null || { echo "make_golden.sh: pbsim not found" >&2; exit 1; }
+    (cd "$tmp" && pbsim --prefix lamd --seed 11 --data-type CLR --depth 4 --length-mean 4000 \
+        --model_qc /usr/share/pbsim/models/model_qc_clr ref.fa >/dev/null 2>&1)
+    gzip -n -9 -c "$tmp/lamd_0001.fastq" > "$lr"
+fi
+if command -v minimap2 >/dev/null; then
+    minimap2 -t1 -x map-pb "$tmp/ref.fa" "$lr" 2>/dev/null | gzip -n -9 > "$data/golden/lambda_pbsim.mm2.paf.gz"
+    minimap2 -t1 -cx map-pb "$tmp/ref.fa" "$lr" 2>/dev/null | gzip -n -9 > "$data/golden/lambda_pbsim.mm2c.paf.gz"
+    minimap2 -t1 -ax map-pb "$tmp/ref.fa" "$lr" 2>/dev/null | grep -v '^@PG' | gzip -n -9 \
+        > "$data/golden/lambda_pbsim.mm2.sam.gz"
+    echo "make_golden.sh: wrote $data/golden/lambda_pbsim.mm2{,c}.paf.gz and lambda_pbsim.mm2.sam.gz" >&2
+else
+    echo "make_golden.sh: minimap2 not found; long-read golden files not written" >&2
+fi

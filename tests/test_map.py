@@ -1,0 +1,103 @@
+"""End-to-end tests of `g3align map` against minimap2 2.24 (golden files in data/, live minimap2 when present)."""
+import gzip
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from g3align.aligner.compare import compare_sam
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "data"
+REF = DATA / "lambda.fa.gz"
+READS = DATA / "lambda_pbsim.fq.gz"
+G3 = [sys.executable, "-m", "g3align.aligner.cli"]
+
+
+def g3map(args, **kw):
+    return subprocess.run(G3 + ["map"] + [str(a) for a in args], capture_output=True, **kw)
+
+
+def test_paf_identical_to_minimap2_golden(tmp_path):
+    r = g3map(["-t2", "-x", "map-pb", REF, READS])
+    assert r.returncode == 0, r.stderr.decode()
+    gold = gzip.decompress((DATA / "golden" / "lambda_pbsim.mm2.paf.gz").read_bytes())
+    assert r.stdout == gold
+
+
+def test_output_independent_of_threads_and_batch(tmp_path):
+    outs = set()
+    for args in (["-t1"], ["-t2", "-K", "20k"], ["-t3", "-K", "1"]):
+        r = g3map(args + ["-x", "map-pb", REF, READS])
+        assert r.returncode == 0, r.stderr.decode()
+        outs.add(r.stdout)
+    assert len(outs) == 1
+
+
+def test_saved_index_gives_the_same_output(tmp_path):
+    idx = tmp_path / "lam.g3m"
+    r = g3map(["-x", "map-pb", "-d", idx, REF])
+    assert r.returncode == 0 and idx.exists(), r.stderr.decode()
+    r1 = g3map(["-x", "map-pb", idx, READS])
+    r2 = g3map(["-x", "map-pb", REF, READS])
+    assert r1.returncode == 0 and r1.stdout == r2.stdout
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["-x", "nope", "REF", "READS"], "unknown preset"),
+    (["REF", "missing.fq"], "fail to open file"),
+    (["-k", "40", "REF", "READS"], "no larger than 28"),
+])
+def test_bad_input_one_line_error(args, msg):
+    args = [REF if a == "REF" else READS if a == "READS" else a for a in args]
+    r = g3map(args)
+    err = r.stderr.decode().strip().splitlines()
+    assert r.returncode == 1 and len(err) == 1 and msg in err[0] and "Traceback" not in r.stderr.decode()
+
+
+def test_bad_reads_file_names_record(tmp_path):
+    bad = tmp_path / "bad.fq"
+    bad.write_text("@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nII\n")
+    r = g3map([REF, bad])
+    err = r.stderr.decode().strip().splitlines()
+    assert r.returncode == 1 and "bad.fq" in err[-1] and "record 2" in err[-1]
+    assert "Traceback" not in r.stderr.decode()
+
+
+def test_empty_and_short_reads(tmp_path):
+    fq = tmp_path / "short.fq"
+    fq.write_text("@empty\n\n+\n\n@tiny\nACG\n+\nIII\n@n\nNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNN\n+\n"
+                  "IIIIIIIIIIIIIIIIIIIIIIIIIIIIIIIII\n")
+    r = g3map(["--paf-no-hit", REF, fq])
+    assert r.returncode == 0, r.stderr.decode()
+    lines = r.stdout.decode().splitlines()
+    assert [ln.split("\t")[0] for ln in lines] == ["empty", "tiny", "n"]
+    assert all(ln.split("\t")[4] == "*" for ln in lines)
+
+
+@pytest.mark.skipif(shutil.which("minimap2") is None, reason="minimap2 not installed")
+def test_paf_many_contigs_vs_live_minimap2(tmp_path):
+    """A reference of many short contigs (lambda cut in 2 kb pieces) and reads spanning them."""
+    import numpy as np
+    seq = "".join(ln.strip() for ln in gzip.open(REF, "rt") if not ln.startswith(">"))
+    ref = tmp_path / "pieces.fa"
+    with open(ref, "w") as fh:
+        for i in range(0, len(seq), 2000):
+            fh.write(f">c{i // 2000}\n{seq[i:i + 2000]}\n")
+    rng = np.random.default_rng(5)
+    fq = tmp_path / "r.fq"
+    with open(fq, "w") as fh:
+        for i in range(60):
+            p, ln = int(rng.integers(0, len(seq) - 3000)), int(rng.integers(300, 3000))
+            s = list(seq[p:p + ln])
+            for _ in range(ln // 30):
+                s[int(rng.integers(0, ln))] = "ACGT"[int(rng.integers(0, 4))]
+            fh.write(f"@q{i}\n{''.join(s)}\n+\n{'I' * ln}\n")
+    gold = subprocess.run(["minimap2", "-x", "map-ont", str(ref), str(fq)], capture_output=True, check=True).stdout
+    r = g3map(["-x", "map-ont", ref, fq])
+    assert r.returncode == 0, r.stderr.decode()
+    (tmp_path / "t.paf").write_bytes(r.stdout)
+    (tmp_path / "g.paf").write_bytes(gold)
+    res = compare_sam(str(tmp_path / "t.paf"), str(tmp_path / "g.paf"), tags=("tp", "cm", "s1", "s2", "dv", "rl"))
+    assert res["identical"] == res["common"] == 60
