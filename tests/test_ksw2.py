@@ -138,6 +138,10 @@ def random_case(rng, max_len=2000):
         go2, ge2 = int(rng.integers(go, 40)), int(rng.integers(1, ge + 1))
         if rng.random() < 0.1:  # second model cheaper: the kernel swaps them
             go, ge, go2, ge2 = go2, ge2, go, ge
+        if rng.random() < 0.15:  # large penalties: 8-bit offsets wrap
+            go, ge = int(rng.integers(20, 64)), int(rng.integers(2, 12))
+            go2, ge2 = int(rng.integers(go, 90)), int(rng.integers(1, ge + 1))
+            b = int(rng.integers(1, 2 * (go + ge) + 1))
     sc_ambi = int(rng.choice([1, 1, 1, 0, 2]))
     mat = [int(v) for v in ksw2.gen_simple_mat(5, a, b, sc_ambi)]
     if kind == "l":
@@ -323,6 +327,45 @@ def test_live_harness(harness):
     assert n == 300 and bad == 0, lines[:3]
 
 
+def tricky_cases(rng):
+    """Hand-picked shapes: empty/1-base sides, all-N, homopolymers, band narrower than the length
+    difference, w=0, zdrop=0, swapped gap models, q==q2 in extd2, the early exit for huge
+    mismatch penalties, generic scoring, large penalties (8-bit offsets wrap) and a few long pairs."""
+    out = []
+    mats = [[int(v) for v in ksw2.gen_simple_mat(5, a, b, sa)] for a, b, sa in
+            [(2, 4, 1), (1, 4, 1), (2, 8, 1), (2, 4, 0), (1, 19, 1), (2, 40, 1)]]
+    gaps = [(4, 2, 24, 1), (6, 2, 26, 1), (12, 2, 24, 1), (24, 1, 4, 2), (4, 2, 4, 2), (39, 3, 81, 1), (0, 1, 5, 1),
+            (60, 10, 80, 2), (2, 1, 2, 1)]
+    seqs = []
+    for n1, n2 in [(0, 5), (5, 0), (1, 1), (1, 7), (7, 1), (16, 16), (17, 15), (31, 33), (64, 3), (3, 64)]:
+        seqs.append((rng.integers(0, 4, n1).astype(np.uint8), rng.integers(0, 4, n2).astype(np.uint8)))
+    seqs.append((np.full(40, 4, np.uint8), np.full(35, 4, np.uint8)))
+    seqs.append((np.full(50, 2, np.uint8), np.full(41, 2, np.uint8)))
+    seqs.append((np.array([0, 1] * 30, np.uint8), np.array([0, 1] * 27, np.uint8)))
+    seqs.append((np.array([0, 0, 1, 1, 2, 2, 3, 3] * 8, np.uint8), np.array([0, 1, 2, 3] * 17, np.uint8)))
+    for _ in range(8):
+        seqs.append(_pair(rng, int(rng.integers(20, 200))))
+    for q, t in seqs:
+        for _ in range(6):
+            mat = mats[int(rng.integers(len(mats)))]
+            go, ge, go2, ge2 = gaps[int(rng.integers(len(gaps)))]
+            w = int(rng.choice([-1, 0, 1, 2, 5, 16, 100]))
+            zd = int(rng.choice([-1, 0, 5, 100, 400]))
+            eb = int(rng.choice([-1, 0, 10, 1000]))
+            flag = int(rng.choice(ALIGN_C_FLAGS + [KSW_EZ_SCORE_ONLY, KSW_EZ_APPROX_MAX | KSW_EZ_APPROX_DROP,
+                                                   KSW_EZ_RIGHT, KSW_EZ_GENERIC_SC, KSW_EZ_APPROX_MAX | KSW_EZ_RIGHT]))
+            out.append(("d", [go, ge, go2, ge2, w, zd, eb, flag], mat, q, t))
+            out.append(("z", [go, ge, w, zd, eb, flag], mat, q, t))
+            out.append(("l", [go, ge], mat, q, t))
+    for n, w in [(3000, 100), (2500, 40), (4000, 300)]:
+        q, t = _pair(rng, n)
+        mat = mats[0]
+        for flag in ALIGN_C_FLAGS:
+            out.append(("d", [4, 2, 24, 1, w, 400, -1, flag], mat, q, t))
+            out.append(("z", [4, 2, w, 400, -1, flag], mat, q, t))
+    return out
+
+
 def write_vectors(exe, n_random=3000, seed=20240611):
     """Stored vectors: align.c-like random cases of moderate size plus a few hand-picked shapes."""
     rng = np.random.default_rng(seed)
@@ -332,6 +375,7 @@ def write_vectors(exe, n_random=3000, seed=20240611):
     extra_path = HERE / "data" / "ksw2_extra_cases.txt"
     if extra_path.exists():
         extra_lines = [ln for ln in extra_path.read_text().splitlines() if ln.strip()]
+    cases += tricky_cases(rng)
     lines = [case_line(c) for c in cases] + extra_lines
     outs = run_harness(exe, lines)
     with gzip.open(VECTORS, "wt", compresslevel=9) as fh:
