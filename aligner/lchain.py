@@ -99,7 +99,7 @@ def radix_sort_128x(x, y, beg, end):
     if end - beg <= 64:
         _rs_insertsort(x, y, beg, end)
         return
-    stack = np.empty((64 * 256 + 8, 3), np.int64)
+    stack = np.empty((8 * 256, 3), np.int64)  # at most 7 levels below the top, 255 pending buckets each
     sp = 0
     stack[0, 0] = beg
     stack[0, 1] = end
@@ -527,10 +527,8 @@ def _rotate2(T, P, p, dr):
 
 
 @nb.njit(cache=True, nogil=True)
-def _krmq_insert(T, P, root, x):
-    """Insert node x; returns the new root (x must not be present)."""
-    stack = np.empty(64, np.int64)
-    path = np.empty(64, np.int64)
+def _krmq_insert(T, P, root, x, stack, path):
+    """Insert node x; returns the new root (x must not be present). stack, path: scratch int64[64]."""
     bp = root
     bq = -1
     p = bp
@@ -612,10 +610,9 @@ def _krmq_find(T, root, y, i):
 
 
 @nb.njit(cache=True, nogil=True)
-def _krmq_erase(T, P, root, x, fake):
-    """Erase node x (present in the tree); returns the new root. `fake` is a scratch node id."""
-    path = np.empty(64, np.int64)
-    dirs = np.empty(64, np.int64)
+def _krmq_erase(T, P, root, x, fake, path, dirs):
+    """Erase node x (present in the tree); returns the new root. `fake` is a scratch node id; path, dirs:
+    scratch int64[64]."""
     for c in range(7):
         T[fake, c] = T[root, c]
     P[fake] = P[root]
@@ -701,14 +698,10 @@ def _krmq_erase(T, P, root, x, fake):
 
 
 @nb.njit(cache=True, nogil=True)
-def _krmq_rmq(T, P, root, lo_y, lo_i, up_y, up_i):
+def _krmq_rmq(T, P, root, lo_y, lo_i, up_y, up_i, path0, path1, pc0, pc1):
     """Node of minimum pri among nodes with lo <= key <= up (closed), as krmq_rmq picks it; -1 if none."""
     if root < 0:
         return -1
-    path0 = np.empty(64, np.int64)
-    path1 = np.empty(64, np.int64)
-    pc0 = np.empty(64, np.int64)
-    pc1 = np.empty(64, np.int64)
     n0 = 0
     n1 = 0
     p = root
@@ -804,6 +797,11 @@ def lchain_rmq(max_dist, max_dist_inner, bw, max_chn_skip, cap_rmq_size, min_cnt
     T = np.full((2 * n + 1, 7), -1, np.int64)
     P = np.zeros(2 * n + 1, np.float64)
     fake = 2 * n
+    sc1 = np.empty(64, np.int64)
+    sc2 = np.empty(64, np.int64)
+    sc3 = np.empty(64, np.int64)
+    sc4 = np.empty(64, np.int64)
+    stk = np.empty(64, np.int64)
     root = -1
     root_inner = -1
     umd = np.uint64(max_dist)
@@ -823,19 +821,19 @@ def lchain_rmq(max_dist, max_dist_inner, bw, max_chn_skip, cap_rmq_size, min_cnt
                 T[j, _Y] = lo32s(a[j, 1])
                 T[j, _I] = j
                 P[j] = -(f[j] + 0.5 * dpg * np.float64(lo32s(lo32s(a[j, 0]) + lo32s(a[j, 1]))))
-                root = _krmq_insert(T, P, root, j)
+                root = _krmq_insert(T, P, root, j, sc1, sc2)
                 if max_dist_inner > 0:
                     r = n + j
                     T[r, _Y] = T[j, _Y]
                     T[r, _I] = j
                     P[r] = P[j]
-                    root_inner = _krmq_insert(T, P, root_inner, r)
+                    root_inner = _krmq_insert(T, P, root_inner, r, sc1, sc2)
             i0 = i
         while st < i and ((xi >> np.uint64(32)) != (a[st, 0] >> np.uint64(32)) or xi > a[st, 0] + umd
                           or (T[root, _SZ] if root >= 0 else 0) > cap_rmq_size):
             q = _krmq_find(T, root, lo32s(a[st, 1]), st)
             if q >= 0:
-                root = _krmq_erase(T, P, root, q, fake)
+                root = _krmq_erase(T, P, root, q, fake, sc1, sc2)
             st += 1
         if max_dist_inner > 0:
             while st_inner < i and ((xi >> np.uint64(32)) != (a[st_inner, 0] >> np.uint64(32))
@@ -843,9 +841,9 @@ def lchain_rmq(max_dist, max_dist_inner, bw, max_chn_skip, cap_rmq_size, min_cnt
                                     or (T[root_inner, _SZ] if root_inner >= 0 else 0) > cap_rmq_size):
                 q = _krmq_find(T, root_inner, lo32s(a[st_inner, 1]), st_inner)
                 if q >= 0:
-                    root_inner = _krmq_erase(T, P, root_inner, q, fake)
+                    root_inner = _krmq_erase(T, P, root_inner, q, fake, sc1, sc2)
                 st_inner += 1
-        q = _krmq_rmq(T, P, root, lo32s(yi - max_dist), INT32_MAX, yi, 0)
+        q = _krmq_rmq(T, P, root, lo32s(yi - max_dist), INT32_MAX, yi, 0, sc1, sc2, sc3, sc4)
         if q >= 0:
             n_skip = 0
             j = T[q, _I]
@@ -858,7 +856,6 @@ def lchain_rmq(max_dist, max_dist_inner, bw, max_chn_skip, cap_rmq_size, min_cnt
                 lo = _krmq_lower(T, root_inner, yi - 1, n)
                 if lo >= 0:
                     # iterator placed at lo: the search path from the root down to lo
-                    stk = np.empty(64, np.int64)
                     top = -1
                     pp = root_inner
                     while pp >= 0:
