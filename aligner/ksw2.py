@@ -758,20 +758,13 @@ def extz2(qseq, tseq, mat, q, e, w, zdrop, end_bonus, flag):
 # ----------------------------------------------------------------------------------------------
 @njit(cache=True, nogil=True, inline="always")
 def _adds16(a, b):
-    c = a + b
-    if c > 32767:
-        return 32767
-    if c < -32768:
-        return -32768
-    return c
+    return min(max(a + b, -32768), 32767)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _subs_u16(a, b):
-    c = (a & 0xFFFF) - (b & 0xFFFF)
-    if c < 0:
-        c = 0
-    return c - 65536 if c >= 32768 else c
+    c = max((a & 0xFFFF) - (b & 0xFFFF), 0)
+    return c - ((c >> 15) << 16)
 
 
 @njit(cache=True, nogil=True)
@@ -782,7 +775,7 @@ def ll_i16(qseq, tseq, mat, gapo, gape):
     tlen = tseq.shape[0]
     m = _mat_side(mat)
     slen = (qlen + 7) // 8
-    qp = np.zeros((m, slen, 8), np.int64)
+    qp = np.zeros((m, slen, 8), np.int32)
     for a in range(m):
         for i in range(slen):
             for k in range(8):
@@ -792,13 +785,13 @@ def ll_i16(qseq, tseq, mat, gapo, gape):
     gapoe = gapoe - 65536 if gapoe >= 32768 else gapoe
     ge = gape & 0xFFFF
     ge = ge - 65536 if ge >= 32768 else ge
-    Ha = np.zeros((slen, 8), np.int64)
-    Hb = np.zeros((slen, 8), np.int64)
-    E = np.zeros((slen, 8), np.int64)
-    Hmax = np.zeros((slen, 8), np.int64)
-    h = np.zeros(8, np.int64)
-    f = np.zeros(8, np.int64)
-    mx = np.zeros(8, np.int64)
+    Ha = np.zeros((slen, 8), np.int32)
+    Hb = np.zeros((slen, 8), np.int32)
+    E = np.zeros((slen, 8), np.int32)
+    Hmax = np.zeros((slen, 8), np.int32)
+    h = np.zeros(8, np.int32)
+    f = np.zeros(8, np.int32)
+    mx = np.zeros(8, np.int32)
     gmax = 0
     qe = -1
     te = -1
@@ -814,24 +807,13 @@ def ll_i16(qseq, tseq, mat, gapo, gape):
             mx[k] = 0
         for j in range(slen):
             for k in range(8):
-                hh = _adds16(h[k], qp[tb, j, k])
                 ee = E[j, k]
-                if ee > hh:
-                    hh = ee
-                if f[k] > hh:
-                    hh = f[k]
-                if hh > mx[k]:
-                    mx[k] = hh
+                hh = max(max(_adds16(h[k], qp[tb, j, k]), ee), f[k])
+                mx[k] = max(mx[k], hh)
                 H1[j, k] = hh
                 hh = _subs_u16(hh, gapoe)
-                ee = _subs_u16(ee, ge)
-                if hh > ee:
-                    ee = hh
-                E[j, k] = ee
-                ff = _subs_u16(f[k], ge)
-                if hh > ff:
-                    ff = hh
-                f[k] = ff
+                E[j, k] = max(_subs_u16(ee, ge), hh)
+                f[k] = max(_subs_u16(f[k], ge), hh)
                 h[k] = H0[j, k]
         done = False
         for _ in range(8):
@@ -841,14 +823,11 @@ def ll_i16(qseq, tseq, mat, gapo, gape):
             for j in range(slen):
                 anygt = False
                 for k in range(8):
-                    hh = H1[j, k]
-                    if f[k] > hh:
-                        hh = f[k]
+                    hh = max(H1[j, k], f[k])
                     H1[j, k] = hh
                     hh = _subs_u16(hh, gapoe)
                     f[k] = _subs_u16(f[k], ge)
-                    if f[k] > hh:
-                        anygt = True
+                    anygt |= f[k] > hh
                 if not anygt:
                     done = True
                     break
