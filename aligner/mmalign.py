@@ -1163,7 +1163,12 @@ def align1_inv(flag, sc_a, q, e, q2, e2, zdrop, bw_opt, max_gap, min_chain_score
         return False, cigbuf, cig_used
     q_off = ql - (q_off + 1)
     t_off = tl - (t_off + 1)
-    ez, cig = align_pair(q, e, q2, e2, max_sw_mat, qv[q_off:], tseq[t_off:], mat,
+    # ll_i16 may report a query end in the padding of its striped profile (past ql); q_off is then
+    # negative and minimap2 reads the bases just before the gap in the same strand buffer -- as here
+    if qb + q_off < 0:
+        return False, cigbuf, cig_used
+    qv = qseq0[qb + q_off:qb + ql]
+    ez, cig = align_pair(q, e, q2, e2, max_sw_mat, qv, tseq[t_off:], mat,
                          np.int64(np.int32(bw_opt * 1.5)), -1, zdrop, KSW_EZ_EXTZ_ONLY)
     if cig.shape[0] == 0:
         return False, cigbuf, cig_used
@@ -1184,7 +1189,7 @@ def align1_inv(flag, sc_a, q, e, q2, e2, zdrop, bw_opt, max_gap, min_chain_score
         R[ri, QS] = R[ri, QE] - (ez[EZ_MAX_Q] + 1)
     R[ri, RS] = R[i1, RE] + t_off
     R[ri, RE] = R[ri, RS] + ez[EZ_MAX_T] + 1
-    cigbuf, cig_used = update_extra(R, ri, cigbuf, cig_used, qv[q_off:], tseq[t_off:], mat, q, e,
+    cigbuf, cig_used = update_extra(R, ri, cigbuf, cig_used, qv, tseq[t_off:], mat, q, e,
                                     (flag & F_EQX) != 0, (flag & F_SR) == 0)
     return True, cigbuf, cig_used
 
