@@ -45,21 +45,62 @@ def main():
 @main.command("index")
 @click.option("-p", "prefix", default=None, help="index prefix [same as the FASTA path]")
 @click.option("--sa-intv", default=8, show_default=True, help="suffix array sampling interval (power of 2)")
+@click.option("-x", "presets", default=None, metavar="PRESET[,PRESET..]",
+              help="also build the minimizer index of these `map` presets (PREFIX.<k..w..>.g3m); "
+                   "'all' = map-ont,map-pb,map-hifi,sr")
+@click.option("--no-fm", is_flag=True, help="skip the FM-index (only with -x)")
 @click.argument("fasta")
-def index_cmd(fasta, prefix, sa_intv):
-    """Build the FM-index (double-step occurrence tables) of FASTA[.gz]."""
+def index_cmd(fasta, prefix, sa_intv, presets, no_fm):
+    """Build the FM-index (double-step occurrence tables) of FASTA[.gz] for `mem`, and with -x the
+    minimizer indexes for `map`."""
     from g3align.index.build import build_index
     prefix = prefix or fasta
     try:
-        build_index(fasta, prefix, sa_intv=sa_intv, progress=sys.stderr.isatty())
-    except (OSError, ValueError) as e:
+        if no_fm and not presets:
+            raise G3Error("--no-fm needs -x")
+        if not no_fm:
+            build_index(fasta, prefix, sa_intv=sa_intv, progress=sys.stderr.isatty())
+        if presets:
+            _build_mm_indexes(fasta, prefix, presets)
+    except (OSError, ValueError, G3Error) as e:
         _fail(str(e).splitlines()[0] if str(e) else repr(e))
+
+
+def mm_index_path(prefix: str, opt) -> str:
+    """Where `g3align index -x` puts (and `map PREFIX` looks for) a minimizer index."""
+    return f"{prefix}.{opt.index_key()}.g3m"
+
+
+def _build_mm_indexes(fasta: str, prefix: str, presets: str) -> None:
+    from g3align.aligner import mmopt as MO
+    from g3align.index import mmidx
+    names = ["map-ont", "map-pb", "map-hifi", "sr"] if presets == "all" else [p for p in presets.split(",") if p]
+    opts = []
+    for name in names:
+        o = MO.MapOpt()
+        try:
+            MO.set_preset(o, name)
+        except MO.MapOptError as e:
+            raise G3Error(str(e))
+        opts.append(o)
+    ref = mmidx.read_mm_ref(fasta)
+    done = set()
+    for o in opts:
+        path = mm_index_path(prefix, o)
+        if path in done:
+            continue
+        done.add(path)
+        idx = mmidx.build_mm_index(ref, o.k, o.w, o.is_hpc, o.bucket_bits)
+        mmidx.save_mm_index(path, idx)
+        click.echo(f"[M::index] wrote {path} ({idx.n_keys} minimizers, {idx.n_pos} positions)", err=True)
 
 
 # ------------------------------------------------------------------------------------------ map
 MAP_USAGE = """Usage: g3align map [options] <target.fa>|<target.g3m> [query.fq] [...]
 
 Maps long (or short) reads as minimap2 2.24 does; minimap2's options and presets.
+The target is a FASTA[.gz] (indexed on the fly), a .g3m file (`-d`), or an index prefix built with
+`g3align index -x PRESET` (PREFIX.<k..w..>.g3m for the preset's k, w and homopolymer setting).
   -x STR   preset: map-ont (default), map-pb, map-hifi, sr, asm5/10/20, ava-ont/pb
   -a       SAM output (else PAF)      -c  CIGAR in PAF (cg tag)    --cs[=short|long]  --MD
   -k -w -H index k-mer, window, homopolymer compression;  -d FILE  save the minimizer index
@@ -80,7 +121,7 @@ def map_cmd(args):
         _fail(str(e))
 
 
-_HAVE_MM_ALIGN = False
+_HAVE_MM_ALIGN = True
 
 
 def _is_g3m(path: str, magic: bytes) -> bool:
@@ -114,7 +155,9 @@ def _run_map(args):
     if opt.device == "gpu":
         log("[W::map] the map path has no GPU kernels yet; running on the CPU", opt.verbose, 2)
     ref_path, queries = pos[0], pos[1:]
-    for p in [ref_path] + queries:
+    if not os.path.exists(ref_path) and not os.path.exists(mm_index_path(ref_path, opt)):
+        raise G3Error(f"fail to open file '{ref_path}' (nor a minimizer index {mm_index_path(ref_path, opt)})")
+    for p in queries:
         if p != "-" and not os.path.exists(p):
             raise G3Error(f"fail to open file '{p}'")
     rg_line = None
@@ -124,6 +167,9 @@ def _run_map(args):
         except ValueError as e:
             raise G3Error(str(e))
     try:
+        cached = mm_index_path(ref_path, opt)
+        if not os.path.exists(ref_path) and os.path.exists(cached):
+            ref_path = cached                       # an index prefix made by `g3align index -x`
         if _is_g3m(ref_path, mmidx.MM_MAGIC):
             idx = mmidx.load_mm_index(ref_path)
             opt.k, opt.w, opt.bucket_bits = idx.k, idx.w, idx.b

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numba as nb
 import numpy as np
 from g3align.aligner import lchain as LC
+from g3align.aligner import mmalign as MA
 from g3align.aligner import mmhit as MH
 from g3align.aligner import mmopt as MO
 from g3align.aligner.mm_types import NR
@@ -135,6 +136,17 @@ def map_one(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, r
 
 @nb.njit(cache=True, nogil=True)
 def _align(q, iv, fv, R, n, a, ref_seq, ref_off, ref_len, cig):
+    """map.c's align_regs: base-level alignment of every region, then parent/secondary selection."""
+    flag = iv[I_FLAG]
+    R, n, cig, _ = MA.align_skeleton(flag, iv[I_K], iv[I_HPC], iv[I_A], iv[I_B], iv[I_Q], iv[I_E], iv[I_Q2], iv[I_E2],
+                                     iv[I_SC_AMBI], iv[I_ZDROP], iv[I_ZDROP_INV], iv[I_END_BONUS], iv[I_BW],
+                                     iv[I_BW_LONG], iv[I_MAX_GAP], iv[I_MIN_CNT], iv[I_MIN_CHAIN_SCORE],
+                                     iv[I_MIN_DP_MAX], iv[I_MIN_KSW_LEN], fv[F_MAX_CLIP_RATIO], iv[I_RANK_MIN_LEN],
+                                     fv[F_RANK_FRAC], fv[F_ALT_DROP], iv[I_MAX_SW_MAT], 0, ref_seq, ref_off, q, R, n,
+                                     a, cig, 0)
+    n = MH.align_post((flag & MO.F_ALL_CHAINS) != 0, fv[F_MASK_LEVEL], iv[I_MASK_LEN], iv[I_A] * 2 + iv[I_B],
+                      (flag & MO.F_HARD_MLEVEL) != 0, fv[F_ALT_DROP], fv[F_PRI_RATIO], iv[I_K], iv[I_BEST_N],
+                      iv[I_MAX_GAP], R, n)
     return R, n, cig
 
 

@@ -101,3 +101,58 @@ def test_paf_many_contigs_vs_live_minimap2(tmp_path):
     (tmp_path / "g.paf").write_bytes(gold)
     res = compare_sam(str(tmp_path / "t.paf"), str(tmp_path / "g.paf"), tags=("tp", "cm", "s1", "s2", "dv", "rl"))
     assert res["identical"] == res["common"] == 60
+
+
+def test_index_x_builds_minimizer_index_found_by_prefix(tmp_path):
+    pre = tmp_path / "lam"
+    r = subprocess.run(G3 + ["index", "--no-fm", "-x", "map-pb,map-ont", "-p", str(pre), str(REF)],
+                       capture_output=True)
+    assert r.returncode == 0, r.stderr.decode()
+    assert (tmp_path / "lam.k19w10hb14.g3m").exists() and (tmp_path / "lam.k15w10b14.g3m").exists()
+    r = g3map(["-x", "map-pb", pre, READS])
+    assert r.returncode == 0, r.stderr.decode()
+    assert r.stdout == gzip.decompress((DATA / "golden" / "lambda_pbsim.mm2.paf.gz").read_bytes())
+    r = g3map(["-x", "map-hifi", pre, READS])           # no index for this preset's k/w
+    assert r.returncode == 1 and "fail to open file" in r.stderr.decode()
+
+
+def _records(b: bytes) -> list[bytes]:
+    return [ln for ln in b.splitlines() if not ln.startswith(b"@")]
+
+
+def test_sam_and_paf_with_cigar_identical_to_minimap2_golden():
+    r = g3map(["-t2", "-ax", "map-pb", REF, READS])
+    assert r.returncode == 0, r.stderr.decode()
+    gold = gzip.decompress((DATA / "golden" / "lambda_pbsim.mm2.sam.gz").read_bytes())
+    assert _records(r.stdout) == _records(gold)
+    hdr = [ln for ln in r.stdout.splitlines() if ln.startswith(b"@SQ")]
+    assert hdr == [ln for ln in gold.splitlines() if ln.startswith(b"@SQ")]
+    r = g3map(["-cx", "map-pb", REF, READS])
+    assert r.stdout == gzip.decompress((DATA / "golden" / "lambda_pbsim.mm2c.paf.gz").read_bytes())
+
+
+def test_sam_independent_of_threads_and_batch_and_bam(tmp_path):
+    outs = set()
+    for args in (["-t1"], ["-t3", "-K", "5k"]):
+        r = g3map(args + ["-ax", "map-pb", "--cs", "--MD", REF, READS])
+        assert r.returncode == 0, r.stderr.decode()
+        outs.add(b"\n".join(_records(r.stdout)))
+    assert len(outs) == 1
+    import pysam
+    bam = tmp_path / "o.bam"
+    r = g3map(["-ax", "map-pb", "-o", bam, REF, READS])
+    assert r.returncode == 0, r.stderr.decode()
+    with pysam.AlignmentFile(str(bam)) as f:
+        names = [a.query_name for a in f if not a.is_secondary and not a.is_supplementary]
+    assert len(names) == len(set(names)) == 52           # every read exactly once as primary/unmapped
+
+
+@pytest.mark.skipif(shutil.which("picard") is None and shutil.which("PicardCommandLine") is None,
+                    reason="picard not installed")
+def test_picard_validates_sam(tmp_path):
+    sam = tmp_path / "o.sam"
+    r = g3map(["-ax", "map-pb", "-R", "@RG\\tID:x\\tSM:y\\tPL:PACBIO", "-o", sam, REF, READS])
+    assert r.returncode == 0, r.stderr.decode()
+    exe = shutil.which("picard") or shutil.which("PicardCommandLine")
+    v = subprocess.run([exe, "ValidateSamFile", f"I={sam}", "MODE=SUMMARY"], capture_output=True, text=True)
+    assert "No errors found" in v.stdout + v.stderr, v.stdout + v.stderr
