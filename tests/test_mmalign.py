@@ -11,7 +11,9 @@ read of the reference outside what minimap2 needs shows up as a difference).
 Sets: map-ont (E. coli R9 reads incl. a 126 kb one, reads with Z-drop splits and inversions), map-pb
 (RS II reads vs the PBcR reference, HPC index), map-hifi (RS II reads under the HiFi scoring: many
 splits), sr (wgsim 150 bp), map-ont-eqx (--eqx), syn-ont / syn-pb (simulated reads with inversions,
-large indels, tandem duplications and N runs, where the inversion rescue fires).
+large indels, tandem duplications and N runs, where the inversion rescue fires); on the simulated reads
+with map-ont and: qstrand (--qstrand), opts (--end-bonus 10 -z 150,80 --cap-sw-mem 2000000
+--max-clip-ratio 0.3 --min-dp-len 50 -s 300), extz2 (-O 4 -E 2: one gap model, so ksw_extz2).
 
 Header ``hdr`` (int64[32]): magic, flag, k, index flag, a, b, q, e, q2, e2, sc_ambi, zdrop, zdrop_inv,
 end_bonus, bw, bw_long, max_gap, min_cnt, min_chain_score, min_dp_max, min_ksw_len, max_clip_ratio
@@ -27,7 +29,7 @@ from g3align.aligner import mmalign
 from g3align.aligner.mm_types import CIG_OFF, HAS_P, N_CIGAR, new_regs
 
 DATA = Path(__file__).parent / "data"
-SETS = ["map-ont", "map-pb", "map-hifi", "sr", "map-ont-eqx", "syn-ont", "syn-pb"]
+SETS = ["map-ont", "map-pb", "map-hifi", "sr", "map-ont-eqx", "syn-ont", "syn-pb", "qstrand", "opts", "extz2"]
 
 
 def _f32(bits):
