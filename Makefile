@@ -15,6 +15,9 @@ demo: install
 	g3align mem -t 2 $(DEMO_OUT)/lambda data/lambda_R1.fq.gz > $(DEMO_OUT)/lambda_se.sam
 	gzip -dc data/golden/lambda_se.bwa.sam.gz > $(DEMO_OUT)/lambda_se.bwa.sam
 	g3align compare $(DEMO_OUT)/lambda_se.sam $(DEMO_OUT)/lambda_se.bwa.sam
+	g3align map -t 2 -ax map-pb data/lambda.fa.gz data/lambda_pbsim.fq.gz > $(DEMO_OUT)/lambda_pbsim.sam
+	gzip -dc data/golden/lambda_pbsim.mm2.sam.gz > $(DEMO_OUT)/lambda_pbsim.mm2.sam
+	g3align compare $(DEMO_OUT)/lambda_pbsim.sam $(DEMO_OUT)/lambda_pbsim.mm2.sam --tags NM,ms,AS,nn,tp,cm,s1,s2,de,rl,SA
 
 test: install lint
 	$(PYTHON) -m pytest -q tests
