@@ -38,9 +38,13 @@ result; the kernels still sweep every cell.
 
 Algorithms: GPU kernels in kernels/pairwise.cu (see its header for the thread mappings), chosen
 by length (inter-query thread per pair for short queries, a group of lanes per pair above
-``INTRA_MIN_M``, many warps chained over one pair for queries of ``CHAIN_MIN_M`` bases or more,
-score only).  The CPU twin below is the plain Gotoh recurrence with a full direction matrix
-(numba, one pair per thread), the fallback and the oracle.
+``INTRA_MIN_M``, many warps chained over one pair for queries of ``CHAIN_MIN_M`` bases or more).
+Score only: pairs whose DP values provably fit int16 (``fits16``: a bound from m, n and the
+scores, never assumed) run two per group in the 16-bit packed DPX kernel, the others in 32 bits.
+Traceback: gridded (forward pass stores rows every BH and columns every GW cells, the blocks near
+the path are recomputed), for one huge pair in linear space.  The CPU twin below is the plain
+Gotoh recurrence (numba, one pair per thread), the fallback and the oracle; its traceback keeps a
+full direction matrix, or for large pairs the same gridded walk (identical CIGARs).
 """
 from __future__ import annotations
 
@@ -313,14 +317,227 @@ def _align_one(q, t, mode, match, mismatch, go, ge, band, tb, cig, c0):
     return bs, bi, bj, qs, ts, nc
 
 
+@njit(cache=True, inline="always")
+def _push(cig, c0, nc, cur_op, cur_len, op, ln):
+    if op == cur_op:
+        return nc, cur_op, cur_len + ln
+    if cur_len:
+        cig[c0 + nc] = (cur_len << 4) | cur_op
+        nc += 1
+    return nc, op, ln
+
+
+@njit(cache=True)
+def _align_one_grid(q, t, mode, match, mismatch, go, ge, band, BH, GW, cig, c0):
+    """_align_one with traceback in O((m/BH + n/GW) * (m + n) + BH*GW) memory (the gridded scheme of
+    the GPU kernels): the forward pass keeps H, F of every BH-th row and H, E of every GW-th column;
+    the traceback recomputes each BH x GW block the path enters from those checkpoints and walks it
+    with the same nibbles and tie-breaking as the full-matrix walk, so the CIGAR is identical."""
+    m = q.size
+    n = t.size
+    if m == 0 or n == 0:
+        return _align_one(q, t, mode, match, mismatch, go, ge, band, True, cig, c0)
+    goe = go + ge
+    nb = (m + BH - 1) // BH
+    ncb = (n + GW - 1) // GW
+    rck = np.empty((max(nb - 1, 1), n + 1, 2), np.int32)
+    cck = np.empty((max(ncb - 1, 1), m, 2), np.int32)
+    H = np.empty(n + 1, np.int32)
+    F = np.empty(n + 1, np.int32)
+    for j in range(n + 1):
+        H[j] = _rowinit(j, mode, go, ge, band)
+        F[j] = NEG
+    if mode == 2:
+        bs, bi, bj = 0, 0, 0
+    elif mode == 1:
+        bs, bi, bj = _colinit(m, mode, go, ge, band), m, 0
+    else:
+        bs, bi, bj = NEG, m, n
+    for i in range(1, m + 1):
+        qc = q[i - 1]
+        hdiag = H[0]
+        hleft = _colinit(i, mode, go, ge, band)
+        H[0] = hleft
+        e = NEG
+        for j in range(1, n + 1):
+            tc = t[j - 1]
+            if qc > 3 or tc > 3:
+                sc = -1
+            elif qc == tc:
+                sc = match
+            else:
+                sc = -mismatch
+            e = max(e - ge, hleft - goe)
+            f = max(F[j] - ge, H[j] - goe)
+            h = max(hdiag + sc, max(e, f))
+            if mode == 2:
+                h = max(h, 0)
+            if band >= 0 and abs(i - j) > band:
+                h = NEG
+                e = NEG
+                f = NEG
+            hdiag = H[j]
+            H[j] = h
+            F[j] = f
+            hleft = h
+            if j % GW == 0 and j < n:
+                cck[j // GW - 1, i - 1, 0] = h
+                cck[j // GW - 1, i - 1, 1] = e
+            if mode == 2:
+                if h > bs or (h == bs and (j < bj or (j == bj and i < bi))):
+                    bs, bi, bj = h, i, j
+        if i % BH == 0 and i < m:
+            for j in range(n + 1):
+                rck[i // BH - 1, j, 0] = H[j]
+                rck[i // BH - 1, j, 1] = F[j]
+        if i == m:
+            if mode == 1:
+                for j in range(1, n + 1):
+                    if H[j] > bs:
+                        bs, bj = H[j], j
+            elif mode == 0:
+                bs = H[n]
+    # traceback over recomputed blocks
+    D = np.empty((BH + 1, GW + 1), np.uint8)
+    Hr = np.empty(GW + 1, np.int32)
+    Fr = np.empty(GW + 1, np.int32)
+    i, j = bi, bj
+    state = 0
+    nc = 0
+    cur_op = 0
+    cur_len = 0
+    while True:
+        if mode == 2:
+            if i == 0 or j == 0:
+                break
+        else:
+            if i == 0:
+                if mode == 0 and j > 0:
+                    nc, cur_op, cur_len = _push(cig, c0, nc, cur_op, cur_len, 2, j)
+                    j = 0
+                break
+            if j == 0:
+                nc, cur_op, cur_len = _push(cig, c0, nc, cur_op, cur_len, 1, i)
+                i = 0
+                break
+        r0 = (i - 1) // BH * BH
+        cb = (j - 1) // GW * GW
+        ncol = j - cb
+        for jj in range(ncol + 1):             # row r0, columns cb..j
+            jx = cb + jj
+            if r0 == 0:
+                Hr[jj] = _rowinit(jx, mode, go, ge, band)
+                Fr[jj] = NEG
+            else:
+                Hr[jj] = rck[r0 // BH - 1, jx, 0]
+                Fr[jj] = rck[r0 // BH - 1, jx, 1]
+        for ii in range(1, i - r0 + 1):
+            ix = r0 + ii
+            qc = q[ix - 1]
+            hdiag = Hr[0]
+            if cb == 0:
+                hleft = _colinit(ix, mode, go, ge, band)
+                e = NEG
+            else:
+                hleft = cck[cb // GW - 1, ix - 1, 0]
+                e = cck[cb // GW - 1, ix - 1, 1]
+            Hr[0] = hleft
+            for jj in range(1, ncol + 1):
+                jx = cb + jj
+                tc = t[jx - 1]
+                if qc > 3 or tc > 3:
+                    sc = -1
+                elif qc == tc:
+                    sc = match
+                else:
+                    sc = -mismatch
+                ee = e - ge
+                eo = hleft - goe
+                e = max(ee, eo)
+                fe = Fr[jj] - ge
+                fo = Hr[jj] - goe
+                f = max(fe, fo)
+                hd = hdiag + sc
+                h = max(hd, max(e, f))
+                if mode == 2:
+                    h = max(h, 0)
+                if mode == 2 and h == 0:
+                    d = 3
+                elif h == hd:
+                    d = 0
+                elif h == e:
+                    d = 1
+                else:
+                    d = 2
+                if ee > eo:
+                    d |= 4
+                if fe > fo:
+                    d |= 8
+                D[ii, jj] = d
+                if band >= 0 and abs(ix - jx) > band:
+                    h = NEG
+                    e = NEG
+                    f = NEG
+                hdiag = Hr[jj]
+                Hr[jj] = h
+                Fr[jj] = f
+                hleft = h
+        stop = False
+        while i > r0 and j > cb:
+            nib = D[i - r0, j - cb]
+            if state == 0:
+                dd = nib & 3
+                if dd == 3:
+                    stop = True
+                    break
+                if dd == 0:
+                    nc, cur_op, cur_len = _push(cig, c0, nc, cur_op, cur_len, 0, 1)
+                    i -= 1
+                    j -= 1
+                else:
+                    state = dd
+            elif state == 1:
+                nc, cur_op, cur_len = _push(cig, c0, nc, cur_op, cur_len, 2, 1)
+                j -= 1
+                state = 1 if nib & 4 else 0
+            else:
+                nc, cur_op, cur_len = _push(cig, c0, nc, cur_op, cur_len, 1, 1)
+                i -= 1
+                state = 2 if nib & 8 else 0
+        if stop:
+            break
+    if cur_len:
+        cig[c0 + nc] = (cur_len << 4) | cur_op
+        nc += 1
+    a, b = c0, c0 + nc - 1
+    while a < b:
+        x = cig[a]
+        cig[a] = cig[b]
+        cig[b] = x
+        a += 1
+        b -= 1
+    return bs, bi, bj, i, j, nc
+
+
 @njit(cache=True, parallel=True)
-def _cpu_batch(qc, qoff, tc, toff, mode, match, mismatch, go, ge, band, tb, cig, cig_cap_off, out):
-    """All pairs (prange); out[p] = score, q_end, t_end, q_start, t_start, n_cigar."""
-    for p in prange(qoff.size - 1):
+def _cpu_batch_grid(qc, qoff, tc, toff, mode, match, mismatch, go, ge, band, BH, GW, cig, cig_cap_off, out, sel):
+    for k0 in prange(sel.size):
+        p = sel[k0]
+        r = _align_one_grid(qc[qoff[p]:qoff[p + 1]], tc[toff[p]:toff[p + 1]], mode, match, mismatch,
+                            go, ge, band, BH, GW, cig, cig_cap_off[p])
+        for k in range(6):
+            out[k0, k] = r[k]
+
+
+@njit(cache=True, parallel=True)
+def _cpu_batch(qc, qoff, tc, toff, mode, match, mismatch, go, ge, band, tb, cig, cig_cap_off, out, sel):
+    """Pairs sel (prange); out[k] = score, q_end, t_end, q_start, t_start, n_cigar of pair sel[k]."""
+    for k0 in prange(sel.size):
+        p = sel[k0]
         r = _align_one(qc[qoff[p]:qoff[p + 1]], tc[toff[p]:toff[p + 1]], mode, match, mismatch,
                        go, ge, band, tb, cig, cig_cap_off[p])
         for k in range(6):
-            out[p, k] = r[k]
+            out[k0, k] = r[k]
 
 
 @njit(cache=True)
@@ -342,15 +559,37 @@ def _finish(out: np.ndarray, cig_cap: np.ndarray, cap_off: np.ndarray, device: s
                           out[:, 4].copy(), cig, off, device)
 
 
-def align_cpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb) -> PairwiseResult:
-    """CPU twin over a whole batch (numba, parallel over pairs)."""
+CPU_GRID_CELLS = 1 << 26           # CPU traceback: pairs with more cells use the gridded (linear-space) walk
+CPU_GRID = (256, 256)              # its (BH, GW)
+
+
+def align_cpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, grid=None) -> PairwiseResult:
+    """CPU twin over a whole batch (numba, parallel over pairs).
+
+    Traceback: full direction matrix per pair, except pairs of more than CPU_GRID_CELLS cells (or all
+    pairs when ``grid=(BH, GW)`` is given; none when ``grid="full"``), which use the gridded walk
+    (identical CIGARs)."""
     npairs = qoff.size - 1
     cap = (np.diff(qoff) + np.diff(toff)) if tb else np.zeros(npairs, np.int64)
     cap_off = np.zeros(npairs + 1, np.int64)
     np.cumsum(cap, out=cap_off[1:])
     cig = np.zeros(max(int(cap_off[-1]), 1), np.uint32)
     out = np.zeros((npairs, 6), np.int32)
-    _cpu_batch(qc, qoff, tc, toff, mode, match, mismatch, go, ge, band, bool(tb), cig, cap_off, out)
+    big = np.zeros(npairs, bool)
+    if tb and grid != "full":
+        big = (np.diff(qoff) * np.diff(toff) > CPU_GRID_CELLS) if grid is None else np.ones(npairs, bool)
+    if big.any():
+        bh, gw = grid or CPU_GRID
+        sel = np.flatnonzero(big)
+        o2 = np.zeros((sel.size, 6), np.int32)
+        _cpu_batch_grid(qc, qoff, tc, toff, mode, match, mismatch, go, ge, band, int(bh), int(gw), cig,
+                        cap_off, o2, sel)
+        out[sel] = o2
+    if not big.all():
+        sel = np.flatnonzero(~big)
+        o2 = np.zeros((sel.size, 6), np.int32)
+        _cpu_batch(qc, qoff, tc, toff, mode, match, mismatch, go, ge, band, bool(tb), cig, cap_off, o2, sel)
+        out[sel] = o2
     return _finish(out, cig, cap_off, "cpu")
 
 
@@ -405,8 +644,14 @@ def fits16(m, n, lanes_r, match, mismatch, go, ge) -> np.ndarray:
 
 
 def choose_config16(m: int) -> tuple[int, int]:
-    """(LANES, R) of the 16-bit kernel for queries of length m (H100 sweep, docs/BENCHMARKS.md)."""
-    return (1, 32) if m < INTRA16_MIN_M else (16, 16)
+    """(LANES, R) of the 16-bit kernel for queries of length m (H100 sweeps, docs/BENCHMARKS.md):
+    thread per 2 pairs with R in 26..32 rows chosen to waste the fewest padded rows (150 bp: R = 30,
+    1.83 / 1.98 TCUPS local / global vs 1.77 / 1.91 with R = 32), 16 lanes x 16 rows from 384 bp."""
+    if m >= INTRA16_MIN_M:
+        return (16, 16)
+    if m <= 0:
+        return (1, 32)
+    return (1, min(range(32, 25, -1), key=lambda r: (-(-m // r) * r - m, -r)))
 
 
 def pair_up(plist: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -430,11 +675,13 @@ def _defines(mode, match, mismatch, go, ge, band, tb, lanes, r):
 
 
 def _chain_one(cp, qd, q0, m, td, t0, n, mode, match, mismatch, go, ge, band, r=8, max_warps=None,
-               ring_bytes=12 << 30):
-    """One long pair over many chained warps (score only) -> (score, q_end, t_end)."""
+               ring_bytes=12 << 30, ck=None):
+    """One long pair over many chained warps (score only) -> (score, q_end, t_end).
+
+    ck = (rck, cck, BH, GW): also write the grid checkpoints (pw_chain_ck)."""
     from g3align.kernels.loader import get_module
     mod = get_module("pairwise", _defines(mode, match, mismatch, go, ge, band, False, 32, r))
-    f = mod.get_function("pw_chain")
+    f = mod.get_function("pw_chain" if ck is None else "pw_chain_ck")
     dev = cp.cuda.Device()
     nsm = dev.attributes["MultiProcessorCount"]
     try:
@@ -451,7 +698,9 @@ def _chain_one(cp, qd, q0, m, td, t0, n, mode, match, mismatch, go, ge, band, r=
     ring = cp.empty(W * (n + 1) * 2, cp.int32)
     prog = cp.zeros(nstrips + 1, cp.int32)
     cand = cp.empty(3 * W, cp.int32)
-    f((nblocks,), (128,), (qd[q0:q0 + m], np.int32(m), td[t0:t0 + n], np.int32(n), ring, prog, cand))
+    extra = () if ck is None else (ck[0], ck[1], np.int32(ck[2]), np.int32(ck[3]))
+    f((nblocks,), (128,), (qd[q0:q0 + m], np.int32(m), td[t0:t0 + n], np.int32(n), ring, prog, cand) + extra)
+    del ring
     c = cand.get().reshape(-1, 3)
     c = c[np.lexsort((c[:, 1], c[:, 2], -c[:, 0].astype(np.int64)))]
     return int(c[0, 0]), int(c[0, 1]), int(c[0, 2])
@@ -487,14 +736,155 @@ class _K16:
         self.lanes = lanes
 
 
+def grid_for_huge(m: int, n: int, budget: int, sr: int = 256) -> tuple[int, int]:
+    """(BH, GW) of the linear-space traceback of one m x n pair: the smallest equal-ish grid whose
+    checkpoints ((m/BH)*(n+1) + (n/GW)*m int2) fit in budget bytes; BH a multiple of sr."""
+    g = sr
+    while (m // g) * (n + 1) * 8 + (n // g) * m * 8 > budget:
+        g += sr
+    return g, g
+
+
+def _chain_one_tb(cp, qd, q0, m, td, t0, n, mode, match, mismatch, go, ge, band, grid=None,
+                  ck_budget=None, timings=None):
+    """One huge pair with traceback in linear space (checkpoints + recomputation):
+    -> (score, q_end, t_end, q_start, t_start, cigar uint32 array)."""
+    from g3align.kernels.loader import get_module
+    lanes, r = 32, 8
+    sr = lanes * r
+    if ck_budget is None:
+        cp.get_default_memory_pool().free_all_blocks()
+        free = cp.cuda.runtime.memGetInfo()[0]
+        ck_budget = max(1 << 28, int(free * 0.45))
+    bh, gw = grid if grid is not None else grid_for_huge(m, n, ck_budget, sr)
+    bh = -(-bh // sr) * sr
+    nrow = max(-(-m // bh) - 1, 0)
+    ncol = max(-(-n // gw) - 1, 0)
+    rck = cp.empty(max(nrow * (n + 1), 1) * 2, cp.int32)
+    cck = cp.empty(max(ncol * m, 1) * 2, cp.int32)
+    ev = [cp.cuda.Event() for _ in range(3)]
+    ev[0].record()
+    s, i, j = _chain_one(cp, qd, q0, m, td, t0, n, mode, match, mismatch, go, ge, band, r=r,
+                         ring_bytes=min(12 << 30, int(cp.cuda.runtime.memGetInfo()[0] * 0.5)),
+                         ck=(rck, cck, bh, gw))
+    ev[1].record()
+    mod = get_module("pairwise", _defines(mode, match, mismatch, go, ge, band, True, lanes, r))
+    f = mod.get_function("pw_tb")
+    z64 = cp.zeros(1, cp.int64)
+    sbnd = cp.empty((gw + 1) * 2, cp.int32)
+    smem = (bh // sr) * (gw + lanes - 1) * lanes * 4
+    if smem <= 200 << 10:                       # the block's direction words in shared memory
+        sdir = np.uint64(0)
+        f.max_dynamic_shared_size_bytes = max(smem, f.max_dynamic_shared_size_bytes)
+    else:
+        sdir = cp.empty(smem // 4, cp.uint32)
+        smem = 0
+    cig = cp.empty(m + n, cp.uint32)
+    tbo = cp.zeros(3, cp.int32)
+    qoff1 = cp.asarray(np.array([0, m], np.int64))
+    toff1 = cp.asarray(np.array([0, n], np.int64))
+    f((1,), (lanes,), (qd[q0:q0 + m], qoff1, td[t0:t0 + n], toff1, cp.zeros(1, cp.int32), np.int32(1),
+                       np.int32(bh), np.int32(gw), rck, z64, cck, z64, sbnd, sdir,
+                       cp.asarray(np.array([i], np.int32)), cp.asarray(np.array([j], np.int32)), cig, z64, tbo),
+      shared_mem=smem)
+    ev[2].record()
+    ev[2].synchronize()
+    tbh = tbo.get()
+    cg = cig[:int(tbh[2])].get()
+    if timings is not None:
+        timings["huge_forward_s"] = timings.get("huge_forward_s", 0.0) + cp.cuda.get_elapsed_time(ev[0], ev[1]) / 1e3
+        timings["huge_tb_s"] = timings.get("huge_tb_s", 0.0) + cp.cuda.get_elapsed_time(ev[1], ev[2]) / 1e3
+        timings["huge_grid"] = (bh, gw)
+        timings["huge_ck_bytes"] = int((rck.size + cck.size) * 4)
+    del rck, cck
+    return s, i, j, int(tbh[0]), int(tbh[1]), cg
+
+
+TB_SMEM_MAX = 100 << 10            # pw_tb: block direction words in shared memory up to this per CTA
+
+
+def _grid_batch(cp, get_module, plist, fcfg, tcfg, grid, m, n, mode, match, mismatch, go, ge, band, mem_budget,
+                qd, qoff_d, td, toff_d, score_d, qend_d, tend_d, tb_d, cap_off, cig_host, ev0, ev1, npairs):
+    """Gridded traceback of many pairs: pw_batch_ck (forward config fcfg, score only + checkpoints),
+    then pw_tb (config tcfg) recomputing the blocks along each path.  Returns kernel seconds."""
+    sr_f, sr_t = fcfg[0] * fcfg[1], tcfg[0] * tcfg[1]
+    # default block width (H100 sweep, docs/BENCHMARKS.md): 64 columns for short pairs, 256 from INTRA_MIN_M
+    bh0, gw = grid if grid is not None else (0, 64 if int(m[plist[0]]) < INTRA_MIN_M else 256)
+    bh = int(np.lcm(sr_f, sr_t))
+    bh = max(bh, -(-int(bh0) // bh) * bh)
+    fmod = get_module("pairwise", _defines(mode, match, mismatch, go, ge, band, False, *fcfg))
+    tmod = get_module("pairwise", _defines(mode, match, mismatch, go, ge, band, True, *tcfg))
+    fk = fmod.get_function("pw_batch_ck")
+    tk = tmod.get_function("pw_tb")
+    mm, nn = m[plist], n[plist]
+    nrck = np.maximum(-(-mm // bh) - 1, 0) * (nn + 1)
+    ncck = np.maximum(-(-nn // gw) - 1, 0) * mm
+    scratch = (gw + 1) * 8 + (bh // sr_t) * (gw + tcfg[0] - 1) * tcfg[0] * 4
+    cost = (nn + 1) * 8 + (nrck + ncck) * 8 + (mm + nn) * 4 + scratch
+    csum = np.cumsum(cost)
+    rck_off_h = np.zeros(npairs, np.int64)
+    cck_off_h = np.zeros(npairs, np.int64)
+    cig_off_h = np.zeros(npairs, np.int64)
+    ktime = 0.0
+    a = 0
+    while a < plist.size:
+        b = max(int(np.searchsorted(csum, (csum[a - 1] if a else 0) + mem_budget, side="right")), a + 1)
+        chunk = plist[a:b]
+        G = chunk.size
+        ro = np.zeros(G + 1, np.int64)
+        np.cumsum(nrck[a:b], out=ro[1:])
+        co = np.zeros(G + 1, np.int64)
+        np.cumsum(ncck[a:b], out=co[1:])
+        go_ = np.zeros(G + 1, np.int64)
+        np.cumsum(mm[a:b] + nn[a:b], out=go_[1:])
+        rck_off_h[chunk] = ro[:-1]
+        cck_off_h[chunk] = co[:-1]
+        cig_off_h[chunk] = go_[:-1]
+        rck = cp.empty(max(int(ro[-1]), 1) * 2, cp.int32)
+        cck = cp.empty(max(int(co[-1]), 1) * 2, cp.int32)
+        rck_off = cp.asarray(rck_off_h)
+        cck_off = cp.asarray(cck_off_h)
+        bnd = cp.empty((int(nn[a:b].max()) + 1) * G * 2, cp.int32)
+        order = cp.asarray(chunk.astype(np.int32))
+        ev0.record()
+        fk((-(-G * fcfg[0] // 128),), (128,), (qd, qoff_d, td, toff_d, order, np.int32(G), bnd, score_d, qend_d,
+                                              tend_d, rck, rck_off, cck, cck_off, np.int32(bh), np.int32(gw)))
+        del bnd
+        sbnd = cp.empty(G * (gw + 1) * 2, cp.int32)
+        gwords = (bh // sr_t) * (gw + tcfg[0] - 1) * tcfg[0]
+        smem = (128 // tcfg[0]) * gwords * 4
+        if smem <= TB_SMEM_MAX:          # direction words of the block in shared memory
+            sdir = np.uint64(0)
+            tk.max_dynamic_shared_size_bytes = max(smem, tk.max_dynamic_shared_size_bytes)
+        else:
+            sdir = cp.empty(G * gwords, cp.uint32)
+            smem = 0
+        cigd = cp.empty(max(int(go_[-1]), 1), cp.uint32)
+        tk((-(-G * tcfg[0] // 128),), (128,), (qd, qoff_d, td, toff_d, order, np.int32(G), np.int32(bh),
+                                              np.int32(gw), rck, rck_off, cck, cck_off, sbnd, sdir, qend_d,
+                                              tend_d, cigd, cp.asarray(cig_off_h), tb_d), shared_mem=smem)
+        ev1.record()
+        ev1.synchronize()
+        ktime += cp.cuda.get_elapsed_time(ev0, ev1) / 1e3
+        tbh = tb_d.get().reshape(-1, 3)
+        _compact(cigd.get(), go_[:-1].copy(), tbh[chunk, 2].astype(np.int64), cap_off[chunk].copy(), cig_host)
+        del rck, cck, sbnd, sdir, cigd
+        a = b
+    return ktime
+
+
 def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, config=None,
               mem_budget: int = 6 << 30, timings: dict | None = None, width="auto",
-              config16=None) -> PairwiseResult:
+              config16=None, tb_method="grid", grid=None) -> PairwiseResult:
     """GPU path; pairs with an empty side go through the CPU twin's closed forms.
 
     Score-only, unbanded pairs whose DP values provably fit int16 (``fits16``) run in the 16-bit
     packed DPX kernel unless ``width=32``; ``width=16`` only forbids nothing extra (pairs that do
     not fit still run 32-bit).  ``config`` / ``config16`` force (LANES, R) of the 32 / 16-bit kernel.
+    Traceback: ``tb_method="grid"`` (default) stores grid checkpoints in the forward pass (rows every
+    BH, columns every GW cells; ``grid=(BH, GW)``, BH rounded up to a multiple of the strip height)
+    and recomputes the blocks near the path; ``"full"`` keeps the whole 4-bit direction matrix.
+    Queries of CHAIN_MIN_M bases or more use the chained kernel, with traceback in linear space.
     """
     import cupy as cp
     from g3align.kernels.loader import get_module
@@ -524,10 +914,18 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
     ktime = 0.0
 
     huge = work[m[work] >= CHAIN_MIN_M] if config is None else work[:0]
-    if huge.size and tb:
-        raise NotImplementedError("traceback for queries >= %d bases (linear-space traceback) is "
-                                  "not implemented; use traceback=False" % CHAIN_MIN_M)
     for p in huge:
+        if tb:
+            tim1: dict = {}
+            s, i, j, qs_, ts_, cg = _chain_one_tb(cp, qd, int(qoff[p]), int(m[p]), td, int(toff[p]), int(n[p]),
+                                                 mode, match, mismatch, go, ge, band, grid=grid, timings=tim1)
+            ktime += tim1["huge_forward_s"] + tim1["huge_tb_s"]
+            if timings is not None:
+                for k_, v_ in tim1.items():
+                    timings[k_] = timings.get(k_, 0.0) + v_ if k_.endswith("_s") else v_
+            out[p] = (s, i, j, qs_, ts_, cg.size)
+            cig_host[cap_off[p]:cap_off[p] + cg.size] = cg
+            continue
         ev0.record()
         s, i, j = _chain_one(cp, qd, int(qoff[p]), int(m[p]), td, int(toff[p]), int(n[p]),
                              mode, match, mismatch, go, ge, band)
@@ -538,15 +936,17 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
         out[p, 3:5] = (0, 0) if mode == 0 else ((0, -1) if mode == 1 else (-1, -1))
     batch = np.setdiff1d(work, huge, assume_unique=True)
     use16 = np.zeros(0, np.int64)
+    sets16: dict = {}
     if not tb and band < 0 and width != 32 and batch.size:
         short = batch[m[batch] < INTRA16_MIN_M]
         long_ = batch[m[batch] >= INTRA16_MIN_M]
         ok = np.zeros(batch.size, bool)
         for part in (short, long_):
             if part.size:
-                cfg16 = tuple(config16) if config16 is not None else choose_config16(int(m[part[0]]))
-                sel = fits16(m[part], n[part], cfg16, match, mismatch, go, ge)
+                cfg16 = tuple(config16) if config16 is not None else choose_config16(int(np.median(m[part])))
+                sel = fits16(m[part], n[part], cfg16, match, mismatch, go, ge)   # bound for this config
                 ok[np.searchsorted(batch, part[sel])] = True
+                sets16.setdefault(cfg16, []).append(part[sel])
         use16 = batch[ok]
         batch = batch[~ok]
     if timings is not None:
@@ -567,10 +967,8 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
     dummy_i32 = cp.zeros(1, cp.int32)
 
     if use16.size:
-        sets = {tuple(config16): use16} if config16 is not None else {
-            choose_config16(0): use16[m[use16] < INTRA16_MIN_M],
-            choose_config16(INTRA16_MIN_M): use16[m[use16] >= INTRA16_MIN_M]}
-        for (lanes, r), plist in sets.items():
+        for (lanes, r), parts in sets16.items():
+            plist = np.concatenate(parts)
             if plist.size == 0:
                 continue
             plist = plist[np.lexsort((n[plist], m[plist]))]
@@ -596,6 +994,12 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
         if plist.size == 0:
             continue
         plist = plist[np.lexsort((n[plist], m[plist]))]
+        if tb and tb_method == "grid":
+            fcfg = choose_config(int(m[plist[0]]), False) if config is None else (lanes, r)
+            ktime += _grid_batch(cp, get_module, plist, fcfg, (lanes, r), grid, m, n, mode, match, mismatch, go, ge,
+                                 band, mem_budget, qd, qoff_d, td, toff_d, score_d, qend_d, tend_d, tb_d, cap_off,
+                                 cig_host, ev0, ev1, npairs)
+            continue
         mod = get_module("pairwise", _defines(mode, match, mismatch, go, ge, band, tb, lanes, r))
         kern = mod.get_function("pw_batch")
         sr = lanes * r
@@ -707,9 +1111,7 @@ def align_pairs(queries, targets, mode: str = "global", match: int = 1, mismatch
     args = (qc, qoff, tc, toff, md, match, mismatch, gap_open, gap_extend, bw, bool(traceback))
     if use_gpu:
         return align_gpu(*args, **kw)
-    if traceback and m.size and int((m.astype(np.float64) * n).max()) > (1 << 31):
-        raise ValueError("CPU traceback keeps a full direction matrix; pair too large")
-    return align_cpu(*args)
+    return align_cpu(*args, grid=kw.get("grid"))
 
 
 def rescore_cigar(q: np.ndarray, t: np.ndarray, cigar: np.ndarray, q_start: int, t_start: int,

@@ -29,6 +29,15 @@
 //             reading the boundary row of strip s-1 from a ring of W buffers.  All W warps must be
 //             co-resident (the launcher sizes the grid from the occupancy calculator).
 //             Score only; each warp writes its best cell, the host reduces.
+//   pw_batch16  16-bit packed score path (two pairs per group, Hopper DPX; see its section).
+//   pw_batch_ck / pw_chain_ck  pw_batch / pw_chain (TRACE=0) that also store grid checkpoints:
+//             H, F of every BH-th row and H, E of every GW-th column.
+//   pw_tb     (TRACE=1) gridded traceback: per pair, recompute each BH x GW block the path enters
+//             from the checkpoints (direction nibbles of that block only, in shared memory or a
+//             per-group scratch) and walk it.  Batched pairs: pw_batch_ck then pw_tb; one huge
+//             pair: pw_chain_ck then pw_tb with one warp (linear-space traceback: O((m/BH)*n +
+//             (n/GW)*m) checkpoint memory, never the m x n matrix).  Same nibbles, same walk,
+//             so the CIGARs equal the full-matrix walk's.
 //
 // Tie-breaking (identical in the CPU twin):
 //   best cell: highest score, then smallest target end j, then smallest query end i.
@@ -114,17 +123,34 @@ __device__ __forceinline__ void best_init(Best& b, int m, int n) {
 #endif
 }
 
-// One strip of SR rows of one pair, all target columns.
+// Grid checkpoints (gridded / linear-space traceback).  Forward pass (CK): the bottom row (H, F) of
+// every BH-th row (BH = a multiple of SR) goes to rck[(i/BH - 1)*(n+1) + j], and every GW-th column
+// (H, E of rows 1..m) to cck[(j/GW - 1)*m + i - 1].  Block recompute (BLK): rows of strip s,
+// columns c0+1..jhi (c0 a multiple of GW), left boundary from cck at column c0 (or the border).
+struct Ck {
+    int2* rck; int2* cck; int BH; int GW; int c0; int jhi;
+};
+
+__device__ __forceinline__ int hleft(const Ck& ck, int m, int i) {    // H(i, c0)
+    if (ck.c0 == 0) return colinit(i);
+    if (i == 0) return rowinit(ck.c0);
+    return __ldcg(&ck.cck[(long long)(ck.c0 / ck.GW - 1) * m + i - 1]).x;
+}
+
+// One strip of SR rows of one pair, all target columns (BLK: columns c0+1..jhi).
 //   bin/bout: boundary rows (H, F) of the strip above / this strip, element j at [j*bjs + slot].
 //   CHAINED: spin on prog_in before reading bin, publish prog_out after writing bout.
-template <bool CHAINED>
+template <bool CHAINED, bool CK = false, bool BLK = false>
 __device__ __forceinline__ void dp_strip(
     const u8* __restrict__ q, int m, const u8* __restrict__ t, int n, int s, int lane, unsigned gmask,
     const int2* bin, int2* bout, long long bjs, long long slot_in, long long slot_out,
-    const volatile int* prog_in, volatile int* prog_out, Best& best, unsigned* __restrict__ dirw)
+    const volatile int* prog_in, volatile int* prog_out, Best& best, unsigned* __restrict__ dirw,
+    const Ck& ck = Ck{nullptr, nullptr, 1, 1, 0, 0})
 {
     const int row0 = s * SR + lane * R;          // DP index of the row above this lane's first row
     const bool last_strip = (s + 1) * SR >= m;
+    const int c0 = BLK ? ck.c0 : 0;              // columns c0+1 .. jhi
+    const int jhi = BLK ? ck.jhi : n;
     int qc[R], mis[R], Hl[R], Hg[R], E[R];       // per row: base, mismatch score, H(i,j-1), H-GOE, E
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -133,13 +159,25 @@ __device__ __forceinline__ void dp_strip(
         qc[r] = c;
         mis[r] = c > 3 ? -1 : -MISMATCH;
         Hl[r] = colinit(idx + 1);
-        Hg[r] = Hl[r] - GOE;
         E[r] = NEG;
+        if (BLK && c0 > 0 && idx < m) {
+            const int2 v = __ldcg(&ck.cck[(long long)(c0 / ck.GW - 1) * m + idx]);
+            Hl[r] = v.x; E[r] = v.y;
+        }
+        Hg[r] = Hl[r] - GOE;
     }
     const int rm = m - 1 - row0;                 // index in this lane of query row m (if 0 <= rm < R)
     const bool owns_m = last_strip && rm >= 0 && rm < R;
     (void)owns_m;
-    int hdiag = colinit(row0);                   // H(row0, j-1)
+    // CK: this strip's bottom row is a grid row (written by the last lane); next grid column
+    int2* rck_row = nullptr;
+    int cnext = 0x7fffffff;
+    if (CK) {
+        if (!last_strip && ((s + 1) * SR) % ck.BH == 0) rck_row = ck.rck + (long long)((s + 1) * SR / ck.BH - 1) * (n + 1);
+        cnext = ck.GW;
+    }
+    (void)rck_row;
+    int hdiag = BLK ? hleft(ck, m, row0) : colinit(row0);   // H(row0, j-1)
     int up_h = 0, up_f = NEG;                    // H(row0, j), F(row0, j)
     int bh = 0, bf = NEG;                        // this lane's bottom H, F of the current column
     // The boundary row of the strip above is prefetched one block of LANES columns ahead: lane k
@@ -153,20 +191,20 @@ __device__ __forceinline__ void dp_strip(
             if (lane == 0) { int a; do { a = *prog_in; } while (a < need); avail = a; __threadfence(); }
             avail = __shfl_sync(gmask, avail, 0, LANES);
         }
-        if (1 + lane <= n) {
-            const int2 v = __ldcg(&bin[(long long)(1 + lane) * bjs + slot_in]);
+        if (c0 + 1 + lane <= jhi) {
+            const int2 v = __ldcg(&bin[(long long)(c0 + 1 + lane) * bjs + slot_in]);
             nx_h = v.x; nx_f = v.y;
         }
     }
-    const int nsteps = n + LANES - 1;
+    const int nsteps = jhi - c0 + LANES - 1;
     for (int tt = 0; tt < nsteps; ++tt) {
-        const int j = tt - lane + 1;
-        const bool active = j >= 1 && j <= n;
+        const int j = c0 + tt - lane + 1;
+        const bool active = j >= c0 + 1 && j <= jhi;
         if (s > 0) {                             // uniform over the group
             const int k = tt % LANES;
             if (k == 0) {
                 cur_h = nx_h; cur_f = nx_f;
-                const int jn = tt + LANES + 1 + lane;
+                const int jn = c0 + tt + LANES + 1 + lane;
                 if (CHAINED) {
                     const int need = min(tt + 2 * LANES, n);
                     if (need > avail) {
@@ -174,7 +212,7 @@ __device__ __forceinline__ void dp_strip(
                         avail = __shfl_sync(gmask, avail, 0, LANES);
                     }
                 }
-                if (jn <= n) {
+                if (jn <= jhi) {
                     const int2 v = __ldcg(&bin[(long long)jn * bjs + slot_in]);
                     nx_h = v.x; nx_f = v.y;
                 }
@@ -247,11 +285,21 @@ __device__ __forceinline__ void dp_strip(
 #endif
             if (lane == LANES - 1 && !last_strip) {
                 bout[(long long)j * bjs + slot_out] = make_int2(bh, bf);
+                if (CK && rck_row) rck_row[j] = make_int2(bh, bf);
                 if (CHAINED && ((j & (CHUNK - 1)) == 0 || j == n)) {
                     __threadfence();
                     *prog_out = j;
                 }
             }
+            if (CK && j == cnext) {
+                if (j < n) {
+                    int2* cc = ck.cck + (long long)(j / ck.GW - 1) * m;
+#pragma unroll
+                    for (int r = 0; r < R; ++r) if (row0 + r < m) cc[row0 + r] = make_int2(Hl[r], E[r]);
+                }
+                cnext += ck.GW;
+            }
+            if (BLK) goto next_step;
 #if MODE == 2
             if (cmax > best.s || (cmax == best.s && j < best.j)) {
                 int bi = 0;
@@ -275,6 +323,7 @@ __device__ __forceinline__ void dp_strip(
             }
 #endif
         }
+    next_step:;
 #if LANES > 1
         const int nh = __shfl_up_sync(gmask, bh, 1, LANES);
         const int nf = __shfl_up_sync(gmask, bf, 1, LANES);
@@ -296,10 +345,13 @@ __device__ __forceinline__ void group_reduce(Best& b, unsigned gmask) {
 }
 
 #if TRACE
-// Direction nibble of cell (i, j), i, j >= 1, in the layout dp_strip writes.
+// Direction nibble of cell (i, j), i, j >= 1, in the layout dp_strip writes (SHARED: d is in shared
+// memory, written by this warp).
+template <bool SHARED = false>
 __device__ __forceinline__ unsigned dir_at(const unsigned* d, int n, int i, int j) {
     const int w = i - 1, s = w / SR, k = w - s * SR, ln = k / R, r = k - ln * R;
-    const unsigned word = __ldcg(&d[((long long)s * (n + LANES - 1) + (j - 1 + ln)) * LANES + ln]);
+    const long long x = ((long long)s * (n + LANES - 1) + (j - 1 + ln)) * LANES + ln;
+    const unsigned word = SHARED ? d[x] : __ldcg(&d[x]);
     return (word >> (4 * r)) & 15u;
 }
 
@@ -393,6 +445,165 @@ pw_batch(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
 #endif
     }
 }
+
+// Forward pass of the gridded traceback (TRACE = 0): pw_batch plus grid checkpoints of pair p at
+// rck + rck_off[p] ((ceil(m/BH) - 1) rows of n+1) and cck + cck_off[p] ((ceil(n/GW) - 1) columns of m).
+extern "C" __global__ void __launch_bounds__(128)
+pw_batch_ck(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
+            const u8* __restrict__ tseq, const long long* __restrict__ toff,
+            const int* __restrict__ order, int G, int2* bnd,
+            int* __restrict__ score, int* __restrict__ qend, int* __restrict__ tend,
+            int2* rck, const long long* __restrict__ rck_off, int2* cck, const long long* __restrict__ cck_off,
+            int BH, int GW)
+{
+#if TRACE == 0
+    const int gt = blockIdx.x * blockDim.x + threadIdx.x;
+    const int g = gt / LANES;
+    const int lane = threadIdx.x & (LANES - 1);
+    if (g >= G) return;
+#if LANES == 32
+    const unsigned gmask = 0xffffffffu;
+#else
+    const unsigned gmask = ((1u << LANES) - 1u) << ((threadIdx.x & 31) & ~(LANES - 1));
+#endif
+    const int p = order[g];
+    const long long q0 = qoff[p], t0 = toff[p];
+    const int m = (int)(qoff[p + 1] - q0), n = (int)(toff[p + 1] - t0);
+    Best best;
+    best_init(best, m, n);
+    const Ck ck{rck + rck_off[p], cck + cck_off[p], BH, GW, 0, 0};
+    const int nstrips = (m + SR - 1) / SR;
+    for (int s = 0; s < nstrips; ++s)
+        dp_strip<false, true>(qseq + q0, m, tseq + t0, n, s, lane, gmask, bnd, bnd, (long long)G, g, g,
+                              nullptr, nullptr, best, nullptr, ck);
+    group_reduce(best, gmask);
+    if (lane == 0) { score[p] = best.s; qend[p] = best.i; tend[p] = best.j; }
+#endif
+}
+
+// pw_chain with grid checkpoints (one huge pair; rck: (ceil(m/BH)-1)*(n+1), cck: (ceil(n/GW)-1)*m).
+extern "C" __global__ void __launch_bounds__(128)
+pw_chain_ck(const u8* __restrict__ q, int m, const u8* __restrict__ t, int n,
+            int2* ring, int* progress, int* __restrict__ cand, int2* rck, int2* cck, int BH, int GW)
+{
+#if LANES == 32 && TRACE == 0
+    const int W = gridDim.x * (blockDim.x >> 5);
+    const int w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    Best best;
+    best_init(best, m, n);
+    const Ck ck{rck, cck, BH, GW, 0, 0};
+    const int nstrips = (m + SR - 1) / SR;
+    for (int s = w; s < nstrips; s += W) {
+        const long long sin = s > 0 ? (long long)((s - 1) % W) * (n + 1) : 0;
+        const long long sout = (long long)(s % W) * (n + 1);
+        dp_strip<true, true>(q, m, t, n, s, lane, 0xffffffffu, ring, ring, 1LL, sin, sout,
+                             s > 0 ? (const volatile int*)&progress[s - 1] : nullptr,
+                             (volatile int*)&progress[s], best, nullptr, ck);
+    }
+    group_reduce(best, 0xffffffffu);
+    if (lane == 0) { cand[3 * w] = best.s; cand[3 * w + 1] = best.i; cand[3 * w + 2] = best.j; }
+#endif
+}
+
+#if TRACE
+// Gridded traceback (TRACE = 1 build): one group per pair walks back from (qend, tend); each grid
+// block (BH rows x GW columns) the path enters is recomputed from the checkpoints (rows r0+1..i,
+// columns c0+1..j; direction nibbles into this group's scratch, never a whole matrix) and walked
+// by lane 0 exactly as `walk` does (same nibbles, same tie-breaking, run state kept across blocks).
+//   sbnd: per group GW+1 int2; sdir: per group (BH/SR) * (GW + LANES - 1) * LANES words, or, when
+//   sdir is null, the same in dynamic shared memory (blockDim.x / LANES groups per block).
+extern "C" __global__ void __launch_bounds__(128)
+pw_tb(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
+      const u8* __restrict__ tseq, const long long* __restrict__ toff,
+      const int* __restrict__ order, int G, int BH, int GW,
+      int2* rck, const long long* __restrict__ rck_off, int2* cck, const long long* __restrict__ cck_off,
+      int2* sbnd, unsigned* sdir, const int* __restrict__ qend, const int* __restrict__ tend,
+      unsigned* __restrict__ cigs, const long long* __restrict__ cig_off, int* __restrict__ tb)
+{
+    const int gt = blockIdx.x * blockDim.x + threadIdx.x;
+    const int g = gt / LANES;
+    const int lane = threadIdx.x & (LANES - 1);
+    if (g >= G) return;
+#if LANES == 32
+    const unsigned gmask = 0xffffffffu;
+#else
+    const unsigned gmask = ((1u << LANES) - 1u) << ((threadIdx.x & 31) & ~(LANES - 1));
+#endif
+    const int p = order[g];
+    const long long q0 = qoff[p], t0 = toff[p];
+    const int m = (int)(qoff[p + 1] - q0), n = (int)(toff[p + 1] - t0);
+    const u8* q = qseq + q0;
+    const u8* t = tseq + t0;
+    int2* sb = sbnd + (long long)g * (GW + 1);
+    extern __shared__ unsigned smem_dir[];
+    const long long gwords = (long long)(BH / SR) * (GW + LANES - 1) * LANES;
+    const bool shared_dir = sdir == nullptr;
+    unsigned* sd = shared_dir ? smem_dir + (threadIdx.x / LANES) * gwords : sdir + (long long)g * gwords;
+    int2* rk = rck + rck_off[p];
+    int2* ckp = cck + cck_off[p];
+    unsigned* cig = cigs + cig_off[p];
+    int i = qend[p], j = tend[p], st = 0, nc = 0;
+    unsigned cur_op = 0, cur_len = 0;
+    Best dummy;
+    for (;;) {
+        int done = 0;
+        if (lane == 0) {
+#if MODE == 2
+            if (i == 0 || j == 0) done = 1;
+#else
+            if (i == 0) {
+#if MODE == 0
+                if (j > 0) PUSH_OP(2u, (unsigned)j);
+                j = 0;
+#endif
+                done = 1;
+            } else if (j == 0) { PUSH_OP(1u, (unsigned)i); i = 0; done = 1; }
+#endif
+        }
+        done = __shfl_sync(gmask, done, 0, LANES);
+        if (done) break;
+        const int r0 = (i - 1) / BH * BH, c0 = (j - 1) / GW * GW;
+        const Ck ck{rk, ckp, BH, GW, c0, j};
+        const int s0 = r0 / SR;
+        for (int s = s0; s * SR < i; ++s) {
+            const int2* bin = s == s0 ? rk + (long long)(r0 / BH - 1) * (n + 1) : sb - c0;
+            dp_strip<false, false, true>(q, m, t, n, s, lane, gmask, bin, sb - c0, 1LL, 0, 0, nullptr, nullptr,
+                                         dummy, sd + (long long)(s - s0) * (j - c0 + LANES - 1) * LANES, ck);
+        }
+        __syncwarp(gmask);
+        int stop = 0;
+        if (lane == 0) {
+            const int ncol = j - c0;                // width of the recomputed block (its word stride)
+            while (i > r0 && j > c0) {
+                const unsigned nib = shared_dir ? dir_at<true>(sd, ncol, i - r0, j - c0)
+                                                : dir_at<false>(sd, ncol, i - r0, j - c0);
+                if (st == 0) {
+                    const unsigned dd = nib & 3u;
+                    if (dd == 3u) { stop = 1; break; }
+                    if (dd == 0u) { PUSH_OP(0u, 1u); --i; --j; }
+                    else st = (int)dd;
+                } else if (st == 1) {
+                    PUSH_OP(2u, 1u); --j; st = (nib & 4u) ? 1 : 0;
+                } else {
+                    PUSH_OP(1u, 1u); --i; st = (nib & 8u) ? 2 : 0;
+                }
+            }
+        }
+        stop = __shfl_sync(gmask, stop, 0, LANES);
+        i = __shfl_sync(gmask, i, 0, LANES);
+        j = __shfl_sync(gmask, j, 0, LANES);
+        st = __shfl_sync(gmask, st, 0, LANES);
+        __syncwarp(gmask);
+        if (stop) break;
+    }
+    if (lane == 0) {
+        if (cur_len) cig[nc++] = (cur_len << 4) | cur_op;
+        for (int a = 0, b = nc - 1; a < b; ++a, --b) { const unsigned x = cig[a]; cig[a] = cig[b]; cig[b] = x; }
+        tb[3 * p] = i; tb[3 * p + 1] = j; tb[3 * p + 2] = nc;
+    }
+}
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // 16-bit packed score path (score only, no band): one group aligns TWO pairs of equal query length

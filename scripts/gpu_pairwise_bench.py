@@ -213,6 +213,78 @@ def sweep16(rng, name, k, m, n, configs, modes=("local",)):
     return best
 
 
+def sweep_grid(rng, name, k, m, n, grids, modes=("local",)):
+    """Traceback timings: gridded (BH, GW) sweep and the full direction matrix, checked on a sample."""
+    q, t = gen_pairs(rng, k, m, n)
+    idx = rng.choice(k, min(k, 500), replace=False)
+    qs, ts = subset(q, idx), subset(t, idx)
+    for mode in modes:
+        cpu = pw.align_pairs(qs, ts, mode=mode, traceback=True, device="cpu")
+        for grid in grids:
+            meth = "full" if grid == "full" else "grid"
+            kw = dict(tb_method=meth, grid=None if grid == "full" else grid)
+            try:
+                pw.align_pairs(qs, ts, mode=mode, traceback=True, device="gpu", **kw)
+                tim: dict = {}
+                t0 = time.perf_counter()
+                r = pw.align_pairs(q, t, mode=mode, traceback=True, device="gpu", timings=tim, **kw)
+                wall = time.perf_counter() - t0
+                sub = pw.PairwiseResult(r.score[idx], r.q_end[idx], r.t_end[idx], r.q_start[idx],
+                                        r.t_start[idx], *_sub_cigar(r, idx), "gpu")
+                ok = same(cpu, sub)
+                check(f"{name} {mode} tb {meth} grid={grid} sample == CPU", ok)
+                record(f"{name} {mode} tb-{meth} grid={grid}", k * m * n, k, tim["kernel_s"], wall, check=ok)
+                del r
+            except Exception as e:
+                FAILS.append(f"{name} {mode} grid={grid}: {e!r}")
+                log(tbmod.format_exc())
+
+
+def stage_lintb(rng, quick):
+    """Linear-space traceback: CPU grid == CPU full (20 kb), GPU chained == CPU (30 kb), 1 Mbp timings."""
+    import cupy as cp
+    log("== linear-space traceback")
+    f = ("score", "q_end", "t_end", "q_start", "t_start", "cigar", "cigar_off")
+    (qc, qo), (tc, to) = gen_pairs(rng, 1, 20000, 20000, sub=0.05)
+    t0 = time.perf_counter()
+    full = pw.align_pairs((qc, qo), (tc, to), mode="local", traceback=True, device="cpu", grid="full")
+    t1 = time.perf_counter()
+    grid = pw.align_pairs((qc, qo), (tc, to), mode="local", traceback=True, device="cpu", grid=(256, 256))
+    t2 = time.perf_counter()
+    check(f"CPU 20kb local: grid (256,256) == full matrix CIGAR ({t1 - t0:.1f}s / {t2 - t1:.1f}s, "
+          f"{grid.cigar.size} runs)", all(np.array_equal(getattr(full, x), getattr(grid, x)) for x in f))
+    for mode in ("local", "global", "semiglobal"):
+        (qc, qo), (tc, to) = gen_pairs(rng, 1, 30000, 31000, sub=0.08)
+        c = pw.align_pairs((qc, qo), (tc, to), mode=mode, traceback=True, device="cpu")
+        for g in (None, (512, 777)):
+            s, i, j, a, b, cg = pw._chain_one_tb(cp, cp.asarray(qc), 0, qc.size, cp.asarray(tc), 0, tc.size,
+                                                 pw.MODES[mode], 1, 4, 6, 1, -1, grid=g)
+            check(f"chain tb 30k x 31k {mode} grid={g} == CPU",
+                  (s, i, j, a, b) == (c.score[0], c.q_end[0], c.t_end[0], c.q_start[0], c.t_start[0])
+                  and np.array_equal(cg, c.cigar))
+    for L in ((200_000,) if quick else (200_000, 1_000_000)):
+        (qc, qo), (tc, to) = gen_pairs(rng, 1, L, L, sub=0.05)
+        if L >= 1_000_000:     # a few indels so that the path leaves the diagonal
+            tc = np.concatenate([tc[:300_000], tc[300_020:600_000], rng.integers(0, 4, 35).astype(np.uint8),
+                                 tc[600_000:]])
+            to = csr([tc.size])
+        for mode in ("local", "global"):
+            try:
+                tim: dict = {}
+                t0 = time.perf_counter()
+                r = pw.align_pairs((qc, qo), (tc, to), mode=mode, traceback=True, device="gpu", timings=tim)
+                wall = time.perf_counter() - t0
+                bad = pw.check_cigars(r, qc, qo, tc, to, pw.MODES[mode], 1, 4, 6, 1)
+                check(f"1 pair {L} {mode} tb: CIGAR re-scores to the score ({r.score[0]}, {r.cigar.size} runs)",
+                      int(bad[0]) == 0)
+                record(f"1 pair {L}x{tc.size} {mode} tb (linear space)", L * tc.size, 1, tim["kernel_s"], wall,
+                       forward_s=tim.get("huge_forward_s"), tb_s=tim.get("huge_tb_s"), grid=tim.get("huge_grid"),
+                       ck_GB=tim.get("huge_ck_bytes", 0) / 1e9, score=int(r.score[0]), runs=int(r.cigar.size))
+            except Exception as e:
+                FAILS.append(f"huge tb {L} {mode}: {e!r}")
+                log(tbmod.format_exc())
+
+
 def bench_fixed(rng, name, k, m, n, configs, tb_configs, modes=("local",), check_n=2000, width=32):
     q, t = gen_pairs(rng, k, m, n)
     cells = k * m * n
@@ -330,6 +402,9 @@ def main():
                     modes=("local", "global"))
             sweep16(rng, "1kb", 200_000, 1000, 1000, [(1, 32), (4, 16), (8, 16), (16, 16), (16, 24), (32, 8),
                                                      (32, 16)])
+        if "s16b" in st:
+            log("== 16-bit 150 bp rows-per-thread sweep")
+            sweep16(rng, "150bp", 2_000_000, 150, 150, [(1, 25), (1, 30), (1, 32)], modes=("local", "global"))
         if "b16" in st:
             log("== 16-bit timings (defaults)")
             bench_fixed(rng, "150bp", a.n150 or 10_000_000, 150, 150, [None], [], width="auto",
@@ -337,6 +412,17 @@ def main():
             bench_fixed(rng, "1kb", a.n1k or 1_000_000, 1000, 1000, [None], [], width="auto", check_n=300,
                         modes=("local", "global"))
             bench_fixed(rng, "10kb", a.n10k or 10_000, 10000, 10000, [None], [], width="auto", check_n=8)
+        if "sweeptb" in st:
+            log("== traceback grid sweep")
+            sweep_grid(rng, "150bp", 1_000_000, 150, 150, ["full", (64, 16), (64, 32), (64, 64), (64, 150),
+                                                          (128, 64)], modes=("local", "global"))
+            sweep_grid(rng, "1kb", 100_000, 1000, 1000, ["full", (512, 64), (512, 128), (512, 256), (512, 512)])
+        if "btb" in st:
+            log("== traceback timings (defaults)")
+            bench_fixed(rng, "150bp", a.n150 or 10_000_000, 150, 150, [], [None], modes=("local", "global"))
+            bench_fixed(rng, "1kb", a.n1k or 1_000_000, 1000, 1000, [], [None], check_n=300)
+        if "lintb" in st:
+            stage_lintb(rng, a.quick)
         if "b150" in st:
             log("== 150 bp pairs")
             bench_fixed(rng, "150bp", a.n150 or (1_000_000 if a.quick else 10_000_000), 150, 150,

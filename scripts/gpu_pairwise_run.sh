@@ -12,7 +12,7 @@ for d in aligner index kernels; do ln -sfn "$PWD/$d" /tmp/pkg/g3align/$d; done
 export PYTHONPATH=/tmp/pkg:/tmp/site PYTHONSAFEPATH=1 NUMBA_NUM_THREADS=$(nproc) PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version --format=csv | tee "$OUT/smi.txt"
 STAGES=${1:-check16,sweep16,b16}
-timeout 330 python3 scripts/gpu_pairwise_bench.py --stages "$STAGES" 2>&1 | tee "$OUT/bench_log.txt"
+timeout ${BENCH_TIMEOUT:-330} python3 scripts/gpu_pairwise_bench.py --stages "$STAGES" 2>&1 | tee "$OUT/bench_log.txt"
 if [ "${2:-sweep}" = sweep ]; then
     timeout 300 python3 scripts/pairwise_parasail_sweep.py --pairs ${SWEEP_PAIRS:-100000} --cpu-check 3000 \
         --out "$OUT" 2>&1 | tail -20 > "$OUT/sweep_log.txt"; cat "$OUT/sweep_log.txt"

@@ -314,3 +314,48 @@ def test_parasail_sweep_small(tmp_path):
     rc = sweep.main(["--pairs", "250", "--max-len", "160", "--tiny", "12", "--procs", "1", "--device", "cpu",
                      "--out", str(tmp_path)])
     assert rc == 0, (tmp_path / "parasail_sweep.md").read_text()
+
+
+# ---- gridded / linear-space traceback ------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cpu_grid_traceback_equals_full(mode):
+    """The gridded walk (checkpoint rows / columns + block recomputation) gives the full-matrix CIGARs."""
+    rng = np.random.default_rng(13)
+    qs, ts = rand_pairs(rng, 40, 0, 70)
+    qs.append("ACGT" * 300 + "TTTT" + "ACGA" * 200)                  # a longer pair, many blocks
+    ts.append("ACGT" * 280 + "GG" + "ACGA" * 230)
+    f = ("score", "q_end", "t_end", "q_start", "t_start", "cigar", "cigar_off")
+    for go, ge in GAPS[:2]:
+        full = align_pairs(qs, ts, mode=mode, gap_open=go, gap_extend=ge, traceback=True, device="cpu")
+        for grid in ((1, 1), (4, 3), (16, 64)):
+            g = align_pairs(qs, ts, mode=mode, gap_open=go, gap_extend=ge, traceback=True, device="cpu", grid=grid)
+            for x in f:
+                np.testing.assert_array_equal(getattr(full, x), getattr(g, x), err_msg=f"{x} {grid}")
+
+
+@pytest.mark.skipif(not gpu_available(), reason="no CUDA device / cupy")
+@pytest.mark.parametrize("mode", MODES)
+def test_gpu_grid_traceback_equals_cpu(mode):
+    import cupy as cp
+    from g3align.aligner import pairwise as pw
+    rng = np.random.default_rng(17)
+    qs, ts = rand_pairs(rng, 200, 0, 900)
+    f = ("score", "q_end", "t_end", "q_start", "t_start", "cigar", "cigar_off")
+    for go, ge in GAPS[:2]:
+        c = align_pairs(qs, ts, mode=mode, gap_open=go, gap_extend=ge, traceback=True, device="cpu")
+        for grid, cfg in ((None, None), ((64, 16), None), ((256, 100), (4, 8))):
+            g = align_pairs(qs, ts, mode=mode, gap_open=go, gap_extend=ge, traceback=True, device="gpu",
+                            grid=grid, config=cfg)
+            for x in f:
+                np.testing.assert_array_equal(getattr(c, x), getattr(g, x), err_msg=f"{x} {grid} {cfg}")
+    # the linear-space path of one long pair (chained forward + block walk), small grids
+    (q,), (t,) = rand_pairs(rng, 1, 2500, 3000, related=1.0)
+    c = align_pairs([q], [t], mode=mode, traceback=True, device="cpu")
+    qc, _ = encode_seqs([q])
+    tc, _ = encode_seqs([t])
+    for grid in ((256, 64), (512, 1000)):
+        s, i, j, qs_, ts_, cg = pw._chain_one_tb(cp, cp.asarray(qc), 0, qc.size, cp.asarray(tc), 0, tc.size,
+                                                pw.MODES[mode], 1, 4, 6, 1, -1, grid=grid)
+        assert (s, i, j, qs_, ts_) == (c.score[0], c.q_end[0], c.t_end[0], c.q_start[0], c.t_start[0])
+        np.testing.assert_array_equal(cg, c.cigar)
