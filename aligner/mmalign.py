@@ -15,7 +15,8 @@ Entry point (all per read, Numba ``@njit``; plain arrays and scalars only)::
         -> (R, n_regs, cigbuf, cig_used)
 
 * ``flag`` is mm_mapopt_t.flag (``MM_F_*`` bits; SR, EQX, NO_END_FLT, QSTRAND, NO_INV, FOR/REV_ONLY
-  are read here, SPLICE is not supported), ``k`` and ``idx_flag`` the index's k and flag (bit 1 = HPC);
+  are read here; SPLICE -- ksw_exts2, junctions, the two-strand rounds -- is not ported and
+  ``align_skeleton_opt`` refuses it), ``k`` and ``idx_flag`` the index's k and flag (bit 1 = HPC);
   the other scalars are the mm_mapopt_t fields of the same names (``sc_a``/``sc_b`` are ``a``/``b``;
   ``split_prefix`` is 1 when ``--split-prefix`` is set).  The three ``float`` options are rounded to
   float32 inside, as minimap2 stores them.
@@ -183,8 +184,10 @@ def _new_ez():
 def _getseq(ref_seq, ref_off, rid, st, en, out):
     """mm_idx_getseq: ref[rid][st:en] (en clipped to the contig) into out; -1 (nothing written) if
     st is past the end."""
+    if rid < 0 or rid >= ref_off.shape[0] - 1:
+        return -1
     ln = ref_off[rid + 1] - ref_off[rid]
-    if rid < 0 or rid >= ref_off.shape[0] - 1 or st >= ln:
+    if st >= ln:
         return -1
     if en > ln:
         en = ln
@@ -199,8 +202,10 @@ def _getseq2(ref_seq, ref_off, is_rev, rid, st, en, out):
     """mm_idx_getseq2: as _getseq, or reverse-complemented in reverse-strand coordinates."""
     if not is_rev:
         return _getseq(ref_seq, ref_off, rid, st, en, out)
+    if rid < 0 or rid >= ref_off.shape[0] - 1:
+        return -1
     ln = ref_off[rid + 1] - ref_off[rid]
-    if rid < 0 or rid >= ref_off.shape[0] - 1 or st >= ln:
+    if st >= ln:
         return -1
     if en > ln:
         en = ln
@@ -1345,6 +1350,8 @@ def align_skeleton(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, sc_ambi, zdrop, 
 def align_skeleton_opt(o, ref_seq, ref_off, qseq, R, n_regs, a, cigbuf, cig_used):
     """align_skeleton with the options taken from a MapOpt-like object (attributes named as
     mm_mapopt_t's fields, plus k and idx_flag of the index)."""
+    if o.flag & F_SPLICE:
+        raise NotImplementedError("spliced alignment (MM_F_SPLICE) is not ported")
     return align_skeleton(
         np.int64(o.flag), np.int64(o.k), np.int64(o.idx_flag), np.int64(o.a), np.int64(o.b), np.int64(o.q),
         np.int64(o.e), np.int64(o.q2), np.int64(o.e2), np.int64(o.sc_ambi), np.int64(o.zdrop),
