@@ -41,7 +41,9 @@ by length (inter-query thread per pair for short queries, a group of lanes per p
 ``INTRA_MIN_M``, many warps chained over one pair for queries of ``CHAIN_MIN_M`` bases or more).
 Score only: pairs whose DP values provably fit int16 (``fits16``: a bound from m, n and the
 scores, never assumed) run two per group in the 16-bit packed DPX kernel, the others in 32 bits.
-Traceback: gridded (forward pass stores rows every BH and columns every GW cells, the blocks near
+Traceback: short pairs (m <= 256, ``fits_tb16``) in the 16-bit kernel pw_tb16 (two pairs per warp,
+direction bits of the whole pair in shared memory, walked in the same kernel); the others
+gridded (forward pass stores rows every BH and columns every GW cells, the blocks near
 the path are recomputed), for one huge pair in linear space.  The CPU twin below is the plain
 Gotoh recurrence (numba, one pair per thread), the fallback and the oracle; its traceback keeps a
 full direction matrix, or for large pairs the same gridded walk (identical CIGARs).
@@ -669,6 +671,79 @@ def pair_up(plist: np.ndarray, m: np.ndarray) -> np.ndarray:
     return np.stack([plist[a], b], 1).reshape(-1).astype(np.int32)
 
 
+TB16_MAX_M = 256                  # pw_tb16: query fits one strip of 32 lanes x R <= 8 rows
+TB16_SMEM = 32 << 10              # pw_tb16: direction bytes of one warp (n * 32 * R) at most this; H100,
+                                  # local tb GCUPS tb16 / grid: 150 bp 422 / 347, 200 bp 345 / 408, 250 bp 281 / 483
+TB16_LIM = 15000                  # pw_tb16: |every DP value| below this (differences fit int16)
+
+
+def tb16_rows(m) -> np.ndarray:
+    """Rows per lane R of pw_tb16 for queries of length m (one strip of 32 * R >= m rows)."""
+    return np.maximum(-(-np.asarray(m, np.int64) // 32), 1)
+
+
+def fits_tb16(m, n, match, mismatch, go, ge) -> np.ndarray:
+    """Per pair: True when pw_tb16 (16-bit traceback in shared memory) may take it: m <= 256, the
+    direction bytes n * 32 * R fit TB16_SMEM, and every DP value, of this pair and of the padded
+    cells up to any partner's n (partners are bounded by the same TB16_SMEM), stays inside
+    (-TB16_LIM, TB16_LIM): the all-gap lower bound 4*go + (32*R + nmax + 2)*ge + mismatch + 2 and the
+    upper bound match * min(m, n) (same argument as ``fits16``, tighter range)."""
+    m = np.asarray(m, np.int64)
+    n = np.asarray(n, np.int64)
+    r = tb16_rows(m)
+    sr = 32 * r
+    nmax = TB16_SMEM // sr
+    ok = (m <= TB16_MAX_M) & (n * sr <= TB16_SMEM)
+    lo = 4 * go + (sr + nmax + 2) * ge + mismatch + 2
+    ok &= (lo < TB16_LIM) & (match * np.minimum(m, n) < TB16_LIM)
+    if match > 127 or mismatch > 127:
+        ok[:] = False
+    return ok
+
+
+def _tb16_batch(cp, get_module, plist, m, n, mode, match, mismatch, go, ge, mem_budget, qd, qoff_d, td, toff_d,
+                score_d, qend_d, tend_d, tb_d, cap_off, cig_host, ev0, ev1, npairs):
+    """Traceback of short pairs with pw_tb16 (two pairs per warp, directions in shared memory).
+    plist: pairs that pass ``fits_tb16``.  Returns kernel seconds."""
+    ktime = 0.0
+    rr = tb16_rows(m[plist])
+    cig_off_h = np.zeros(npairs, np.int64)
+    for r in np.unique(rr):
+        pl = plist[rr == r]
+        pl = pl[np.lexsort((n[pl], m[pl]))]
+        order2 = pair_up(pl, m)
+        G = order2.size // 2
+        a_ = order2[0::2]
+        b_ = order2[1::2]
+        cost = (m[a_] + n[a_]) * 4 + np.where(b_ >= 0, m[a_] + n[np.maximum(b_, 0)], 0) * 4
+        csum = np.cumsum(cost)
+        k = get_module("pairwise", _defines(mode, match, mismatch, go, ge, -1, True, 32, int(r))).get_function(
+            "pw_tb16")
+        a = 0
+        while a < G:
+            b = max(int(np.searchsorted(csum, (csum[a - 1] if a else 0) + mem_budget, side="right")), a + 1)
+            o2 = order2[2 * a:2 * b]
+            chunk = o2[o2 >= 0]
+            co = np.zeros(chunk.size + 1, np.int64)
+            np.cumsum(m[chunk] + n[chunk], out=co[1:])
+            cig_off_h[chunk] = co[:-1]
+            cigd = cp.empty(max(int(co[-1]), 1), cp.uint32)
+            smem = int(n[chunk].max()) * 32 * int(r)
+            if smem > 48 << 10:
+                k.max_dynamic_shared_size_bytes = max(smem, k.max_dynamic_shared_size_bytes)
+            ev0.record()
+            k((b - a,), (32,), (qd, qoff_d, td, toff_d, cp.asarray(o2), np.int32(b - a), score_d, qend_d, tend_d,
+                                cigd, cp.asarray(cig_off_h), tb_d), shared_mem=smem)
+            ev1.record()
+            ev1.synchronize()
+            ktime += cp.cuda.get_elapsed_time(ev0, ev1) / 1e3
+            tbh = tb_d.get().reshape(-1, 3)
+            _compact(cigd.get(), co[:-1].copy(), tbh[chunk, 2].astype(np.int64), cap_off[chunk].copy(), cig_host)
+            del cigd
+            a = b
+    return ktime
+
+
 def _defines(mode, match, mismatch, go, ge, band, tb, lanes, r):
     return dict(LANES=lanes, R=r, MODE=mode, MATCH=match, MISMATCH=mismatch, GO=go, GE=ge,
                 TRACE=int(bool(tb)), BAND=band)
@@ -881,7 +956,10 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
     Score-only, unbanded pairs whose DP values provably fit int16 (``fits16``) run in the 16-bit
     packed DPX kernel unless ``width=32``; ``width=16`` only forbids nothing extra (pairs that do
     not fit still run 32-bit).  ``config`` / ``config16`` force (LANES, R) of the 32 / 16-bit kernel.
-    Traceback: ``tb_method="grid"`` (default) stores grid checkpoints in the forward pass (rows every
+    Traceback: unbanded pairs with m <= 256 that pass ``fits_tb16`` run in ``pw_tb16`` (16-bit, two
+    pairs per warp, the direction bits of the whole pair in shared memory, walked in the same
+    kernel) unless ``width=32``, ``config`` or ``grid`` is given.  The others:
+    ``tb_method="grid"`` (default) stores grid checkpoints in the forward pass (rows every
     BH, columns every GW cells; ``grid=(BH, GW)``, BH rounded up to a multiple of the strip height)
     and recomputes the blocks near the path; ``"full"`` keeps the whole 4-bit direction matrix.
     Queries of CHAIN_MIN_M bases or more use the chained kernel, with traceback in linear space.
@@ -949,6 +1027,12 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
                 sets16.setdefault(cfg16, []).append(part[sel])
         use16 = batch[ok]
         batch = batch[~ok]
+    usetb16 = np.zeros(0, np.int64)
+    if tb and band < 0 and width != 32 and tb_method == "grid" and grid is None and config is None and batch.size:
+        ok = fits_tb16(m[batch], n[batch], match, mismatch, go, ge)
+        usetb16 = batch[ok]
+        batch = batch[~ok]
+        use16 = usetb16
     if timings is not None:
         timings["pairs16"] = timings.get("pairs16", 0) + int(use16.size)
         timings["pairs32"] = timings.get("pairs32", 0) + int(batch.size + huge.size)
@@ -966,7 +1050,17 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
     dummy_i64 = cp.zeros(1, cp.int64)
     dummy_i32 = cp.zeros(1, cp.int32)
 
-    if use16.size:
+    if usetb16.size:
+        ktime += _tb16_batch(cp, get_module, usetb16, m, n, mode, match, mismatch, go, ge, mem_budget, qd, qoff_d, td,
+                             toff_d, score_d, qend_d, tend_d, tb_d, cap_off, cig_host, ev0, ev1, npairs)
+        tbh = tb_d.get().reshape(-1, 3)
+        out[usetb16, 0] = score_d.get()[usetb16]
+        out[usetb16, 1] = qend_d.get()[usetb16]
+        out[usetb16, 2] = tend_d.get()[usetb16]
+        out[usetb16, 3] = tbh[usetb16, 0]
+        out[usetb16, 4] = tbh[usetb16, 1]
+        out[usetb16, 5] = tbh[usetb16, 2]
+    elif use16.size:
         for (lanes, r), parts in sets16.items():
             plist = np.concatenate(parts)
             if plist.size == 0:

@@ -799,6 +799,203 @@ pw_batch16(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// 16-bit traceback of short pairs in shared memory (pw_tb16): one warp (LANES = 32, R rows per
+// lane, one strip: m <= 32*R) aligns TWO pairs of equal query length, packed in the halfwords as
+// in pw_batch16, and keeps the direction bits of both whole matrices in shared memory, never in
+// global memory: one byte per packed cell (pair A in the low, pair B in the high nibble) at
+// sdir[(j-1)*SR + i-1], n*SR bytes per warp (150 x 150: 24 KB).  Nibble bits, from the predicate
+// outputs of the DPX max (__vibmax_s16x2, one instruction for value and both pairs' predicates):
+//   bit0 M  (Hdiag + s >= max(E, F))       bit1 D over I (E >= F)
+//   bit2 E extends (E(i,j-1) - GE > H(i,j-1) - GO - GE)   bit3 F extends (same, F)
+// i.e. exactly the tie-breaking rule of the header.  The local-mode stop (H == 0) needs no bit:
+// the walk tracks the exact H / E / F value of every cell on the path from the best score
+// downwards (M: H(i-1,j-1) = H - s; gap extension: + GE; gap open: + GO + GE) and stops where
+// H == 0 in state H.  After the forward pass lane 0 walks pair A and lane 1 pair B at the same
+// time; CIGARs, starts and ends are those of `walk` / the CPU twin.
+#if TRACE && LANES == 32
+__device__ __forceinline__ unsigned bsel(bool p, unsigned v) { return p ? v : 0u; }
+
+template <bool HASN>
+__device__ __forceinline__ void rows16tb(const unsigned (&pa)[R], const unsigned (&pb)[R], unsigned (&Hl)[R],
+                                         unsigned (&Hg)[R], unsigned (&E)[R], unsigned sel, unsigned tnm,
+                                         unsigned& h_d, unsigned& f, unsigned& hug, unsigned& cmax, u8* dcol)
+{
+    const unsigned nge = pk1(-GE), ngoe = pk1(-GOE);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        unsigned sc = prmt_sx(pa[r], pb[r], sel);
+        if (HASN) sc |= tnm;
+        bool oeh, oel, ofh, ofl, dh, dl, mh, ml;
+        const unsigned e = __viaddmax_s16x2(E[r], nge, Hg[r]);
+        (void)__vibmax_s16x2(Hg[r], e, &oeh, &oel);          // Hg >= e: opened (not extended)
+        f = __viaddmax_s16x2(f, nge, hug);
+        (void)__vibmax_s16x2(hug, f, &ofh, &ofl);
+        const unsigned t = __vibmax_s16x2(e, f, &dh, &dl);    // E >= F: D
+        const unsigned hd = __vadd2(h_d, sc);
+        unsigned h = __vibmax_s16x2(hd, t, &mh, &ml);         // Hdiag + s >= max(E, F): M
+#if MODE == 2
+        h = __vmaxs2(h, 0u);
+        cmax = __vmaxs2(cmax, h);
+#endif
+        dcol[r] = (u8)(bsel(ml, 1u) | bsel(dl, 2u) | bsel(!oel, 4u) | bsel(!ofl, 8u) |
+                       bsel(mh, 16u) | bsel(dh, 32u) | bsel(!oeh, 64u) | bsel(!ofh, 128u));
+        h_d = Hl[r];
+        Hl[r] = h;
+        hug = __vadd2(h, ngoe);
+        Hg[r] = hug;
+        E[r] = e;
+    }
+}
+
+__device__ __forceinline__ int subst(int a, int b) {      // s(a, b), codes 0..4
+    return (a > 3 || b > 3) ? -1 : (a == b ? MATCH : -MISMATCH);
+}
+
+// Walk of one pair (shift 0: pair A, 4: pair B) from (i, j) with H(i, j) = v; CIGAR in forward order.
+__device__ int walk16(const u8* sd, int sh, const u8* __restrict__ q, const u8* __restrict__ t,
+                      int i, int j, int v, unsigned* cig, int* qs, int* ts) {
+    int nc = 0; unsigned cur_op = 0, cur_len = 0; int state = 0;   // 0 H, 1 E (D), 2 F (I)
+    (void)v;
+    for (;;) {
+#if MODE == 2
+        if (i == 0 || j == 0) break;
+        if (state == 0 && v == 0) break;
+#else
+        if (i == 0) {
+#if MODE == 0
+            if (j > 0) PUSH_OP(2u, (unsigned)j);
+            j = 0;
+#endif
+            break;
+        }
+        if (j == 0) { PUSH_OP(1u, (unsigned)i); i = 0; break; }
+#endif
+        const unsigned nib = ((unsigned)sd[(j - 1) * SR + i - 1] >> sh) & 15u;
+        if (state == 0) {
+            if (nib & 1u) {
+                PUSH_OP(0u, 1u);
+#if MODE == 2
+                v -= subst((int)q[i - 1], (int)t[j - 1]);
+#endif
+                --i; --j;
+            } else state = (nib & 2u) ? 1 : 2;
+        } else if (state == 1) {
+            PUSH_OP(2u, 1u); --j;
+            if (nib & 4u) { v += GE; } else { v += GOE; state = 0; }
+        } else {
+            PUSH_OP(1u, 1u); --i;
+            if (nib & 8u) { v += GE; } else { v += GOE; state = 0; }
+        }
+    }
+    if (cur_len) cig[nc++] = (cur_len << 4) | cur_op;
+    for (int a = 0, b = nc - 1; a < b; ++a, --b) { const unsigned x = cig[a]; cig[a] = cig[b]; cig[b] = x; }
+    *qs = i; *ts = j;
+    return nc;
+}
+#endif
+
+// Pairs two by two as in pw_batch16 (order2), one warp per group, blockDim.x = 32, dynamic shared
+// memory >= max n * SR bytes; requires m <= SR.  Outputs as pw_batch with TRACE.
+extern "C" __global__ void __launch_bounds__(32)
+pw_tb16(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
+        const u8* __restrict__ tseq, const long long* __restrict__ toff,
+        const int* __restrict__ order2, int G,
+        int* __restrict__ score, int* __restrict__ qend, int* __restrict__ tend,
+        unsigned* __restrict__ cigs, const long long* __restrict__ cig_off, int* __restrict__ tbo)
+{
+#if TRACE && LANES == 32
+    extern __shared__ u8 sdir[];
+    const int g = blockIdx.x;
+    const int lane = threadIdx.x & 31;
+    if (g >= G) return;
+    const unsigned gmask = 0xffffffffu;
+    const int pA = order2[2 * g], pB0 = order2[2 * g + 1];
+    const int pB = pB0 < 0 ? pA : pB0;
+    const int m = (int)(qoff[pA + 1] - qoff[pA]);
+    const int na = (int)(toff[pA + 1] - toff[pA]), nb = (int)(toff[pB + 1] - toff[pB]);
+    const u8* qa = qseq + qoff[pA];
+    const u8* qb = qseq + qoff[pB];
+    const u8* ta = tseq + toff[pA];
+    const u8* tb = tseq + toff[pB];
+    const int n = max(na, nb);
+    Best ba, bb;
+    best_init(ba, m, na);
+    best_init(bb, m, nb);
+    const int row0 = lane * R;
+    unsigned pa[R], pb[R], Hl[R], Hg[R], E[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const int idx = row0 + r;
+        pa[r] = prof_word(idx < m ? (int)qa[idx] : 4);
+        pb[r] = prof_word(idx < m ? (int)qb[idx] : 4);
+        Hl[r] = pk1(colinit(idx + 1));
+        Hg[r] = __vadd2(Hl[r], pk1(-GOE));
+        E[r] = pk1(NEG16);
+    }
+    const int rm = m - 1 - row0;
+    const bool owns_m = rm >= 0 && rm < R;
+    (void)owns_m;
+    unsigned hdiag = pk1(colinit(row0));
+    unsigned up_h = 0, up_f = pk1(NEG16), bh = 0, bf = pk1(NEG16);
+    const int nsteps = n + 31;
+    for (int tt = 0; tt < nsteps; ++tt) {
+        const int j = tt - lane + 1;
+        const bool active = j >= 1 && j <= n;
+        if (lane == 0 && active) { up_h = pk1(rowinit(j)); up_f = pk1(NEG16); }
+        if (active) {
+            const int a = j <= na ? (int)ta[j - 1] : 4;
+            const int b = j <= nb ? (int)tb[j - 1] : 4;
+            const bool an = a > 3, bn = b > 3;
+            const unsigned sel = (unsigned)(an ? 0 : a) * 0x11u + (unsigned)(bn ? 0 : b) * 0x1100u + 0xC480u;
+            const unsigned tnm = (an ? 0xffffu : 0u) | (bn ? 0xffff0000u : 0u);
+            unsigned h_d = hdiag;
+            hdiag = up_h;
+            unsigned f = up_f;
+            unsigned hug = __vadd2(up_h, pk1(-GOE));
+            unsigned cmax = 0;
+            u8* dcol = sdir + (j - 1) * SR + row0;
+            if (tnm == 0u) rows16tb<false>(pa, pb, Hl, Hg, E, sel, tnm, h_d, f, hug, cmax, dcol);
+            else rows16tb<true>(pa, pb, Hl, Hg, E, sel, tnm, h_d, f, hug, cmax, dcol);
+            bh = Hl[R - 1]; bf = f;
+#if MODE == 2
+            const int ca = lo16(cmax), cb = hi16(cmax);
+            if (ca > ba.s || (ca == ba.s && j < ba.j)) { ba.s = ca; ba.i = row_of(Hl, ca, false, row0); ba.j = j; }
+            if (cb > bb.s || (cb == bb.s && j < bb.j)) { bb.s = cb; bb.i = row_of(Hl, cb, true, row0); bb.j = j; }
+#else
+            if (owns_m) {
+                unsigned hm = 0;
+#pragma unroll
+                for (int r = 0; r < R; ++r) if (r == rm) hm = Hl[r];
+#if MODE == 1
+                if (j <= na && lo16(hm) > ba.s) { ba.s = lo16(hm); ba.i = m; ba.j = j; }
+                if (j <= nb && hi16(hm) > bb.s) { bb.s = hi16(hm); bb.i = m; bb.j = j; }
+#else
+                if (j == na) { ba.s = lo16(hm); ba.i = m; ba.j = na; }
+                if (j == nb) { bb.s = hi16(hm); bb.i = m; bb.j = nb; }
+#endif
+            }
+#endif
+        }
+        const unsigned nh = __shfl_up_sync(gmask, bh, 1);
+        const unsigned nf = __shfl_up_sync(gmask, bf, 1);
+        if (lane > 0) { up_h = nh; up_f = nf; }
+    }
+    group_reduce(ba, gmask);
+    group_reduce(bb, gmask);
+    __syncwarp(gmask);                           // direction bytes of all lanes visible
+    if (lane < 2 && (lane == 0 || pB0 >= 0)) {
+        const Best bs = lane == 0 ? ba : bb;
+        const int p = lane == 0 ? pA : pB0;
+        score[p] = bs.s; qend[p] = bs.i; tend[p] = bs.j;
+        int qs, ts;
+        const int nc = walk16(sdir, 4 * lane, lane == 0 ? qa : qb, lane == 0 ? ta : tb, bs.i, bs.j, bs.s,
+                              cigs + cig_off[p], &qs, &ts);
+        tbo[3 * p] = qs; tbo[3 * p + 1] = ts; tbo[3 * p + 2] = nc;
+    }
+#endif
+}
+
 // One pair, W = gridDim.x * blockDim.x / 32 warps, LANES must be 32.  ring: W * (n+1) int2,
 // progress: nstrips ints (zeroed), cand: 3*W ints (best score, i, j of each warp).
 extern "C" __global__ void __launch_bounds__(128)

@@ -295,14 +295,14 @@ def bench_fixed(rng, name, k, m, n, configs, tb_configs, modes=("local",), check
         for tb, cfgs in ((False, configs), (True, tb_configs)):
             for cfg in cfgs:
                 try:
-                    w = width if not tb else 32
+                    w = width
                     run_gpu(qs, ts, mode, tb, cfg, width=w)               # compile + warm up
                     r, ks, wall = run_gpu(q, t, mode, tb, cfg, width=w)
                     sub = pw.PairwiseResult(r.score[idx], r.q_end[idx], r.t_end[idx], r.q_start[idx],
                                             r.t_start[idx], *_sub_cigar(r, idx), "gpu")
                     ok = same(cpu[tb], sub)
                     check(f"{name} {mode} tb={tb} cfg={cfg} sample of {idx.size} == CPU", ok)
-                    kind = "tb" if tb else ("score16" if w != 32 else "score32")
+                    kind = ("tb16" if w != 32 else "tb") if tb else ("score16" if w != 32 else "score32")
                     record(f"{name} {mode} {kind} cfg={cfg}", cells, k, ks, wall,
                            check=ok)
                     del r
@@ -421,6 +421,12 @@ def main():
             log("== traceback timings (defaults)")
             bench_fixed(rng, "150bp", a.n150 or 10_000_000, 150, 150, [], [None], modes=("local", "global"))
             bench_fixed(rng, "1kb", a.n1k or 1_000_000, 1000, 1000, [], [None], check_n=300)
+        if "btb16" in st:
+            log("== traceback timings, 16-bit shared-memory path for short pairs (defaults, width auto)")
+            bench_fixed(rng, "150bp", a.n150 or 10_000_000, 150, 150, [], [None], width="auto",
+                        modes=("local", "global", "semiglobal"))
+            bench_fixed(rng, "250bp", 4_000_000, 250, 250, [], [None], width="auto", check_n=1000)
+            bench_fixed(rng, "1kb", a.n1k or 1_000_000, 1000, 1000, [], [None], width="auto", check_n=300)
         if "lintb" in st:
             stage_lintb(rng, a.quick)
         if "b150" in st:

@@ -224,7 +224,8 @@ def test_gpu_equals_cpu(mode):
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 @pytest.mark.parametrize("flags", [[], ["-DLANES=1", "-DR=16", "-DMODE=0"],
-                                   ["-DLANES=8", "-DMODE=1", "-DTRACE=1", "-DBAND=5"]])
+                                   ["-DLANES=8", "-DMODE=1", "-DTRACE=1", "-DBAND=5"],
+                                   ["-DLANES=32", "-DR=5", "-DMODE=2", "-DTRACE=1"]])
 def test_nvcc_compiles(tmp_path, flags):
     out = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-Xptxas", "-v", *flags,
                           str(ROOT / "kernels" / "pairwise.cu"), "-o", str(tmp_path / "x.cubin")],
@@ -359,3 +360,41 @@ def test_gpu_grid_traceback_equals_cpu(mode):
                                                 pw.MODES[mode], 1, 4, 6, 1, -1, grid=grid)
         assert (s, i, j, qs_, ts_) == (c.score[0], c.q_end[0], c.t_end[0], c.q_start[0], c.t_start[0])
         np.testing.assert_array_equal(cg, c.cigar)
+
+
+# ---- 16-bit traceback of short pairs in shared memory (pw_tb16) ---------------------------------
+
+def test_fits_tb16():
+    from g3align.aligner.pairwise import fits_tb16, tb16_rows
+    m = np.array([1, 32, 33, 150, 256, 257, 150, 150, 256])
+    n = np.array([1, 40, 10, 150, 128, 100, 204, 205, 129])
+    assert tb16_rows(m).tolist() == [1, 1, 2, 5, 8, 9, 5, 5, 8]
+    assert fits_tb16(m, n, 1, 4, 6, 1).tolist() == [True, True, True, True, True, False, True, False, False]
+    assert not fits_tb16(m[:1], n[:1], 200, 4, 6, 1).any()          # byte profile
+    assert not fits_tb16(m[3:4], n[3:4], 1, 4, 30, 50).any()        # gap bound beyond TB16_LIM
+    assert not fits_tb16(m[3:4], n[3:4], 101, 4, 6, 1).any()        # 101 * 150 > TB16_LIM
+
+
+@pytest.mark.skipif(not gpu_available(), reason="no CUDA device / cupy")
+@pytest.mark.parametrize("mode", MODES)
+def test_gpu_tb16_equals_cpu(mode):
+    rng = np.random.default_rng(23)
+    qs, ts = rand_pairs(rng, 300, 1, 300)
+    qs += ["ACGT" * 30, "A" * 150, "ACGTN" * 20, "T"]
+    ts += ["ACGT" * 30, "A" * 140, "CCGTN" * 21, "TTTTTTTT"]
+    f = ("score", "q_end", "t_end", "q_start", "t_start", "cigar", "cigar_off")
+    from g3align.aligner.pairwise import fits_tb16
+    m = np.array([len(x) for x in qs])
+    n = np.array([len(x) for x in ts])
+    for go, ge, mt, mm in ((6, 1, 1, 4), (0, 2, 1, 4), (5, 2, 2, 3), (11, 1, 3, 7)):
+        want = int((fits_tb16(m, n, mt, mm, go, ge) & (m > 0) & (n > 0)).sum())
+        assert want > 50
+        c = align_pairs(qs, ts, mode=mode, match=mt, mismatch=mm, gap_open=go, gap_extend=ge, traceback=True,
+                        device="cpu")
+        for width in ("auto", 32):
+            tim = {}
+            g = align_pairs(qs, ts, mode=mode, match=mt, mismatch=mm, gap_open=go, gap_extend=ge, traceback=True,
+                            device="gpu", width=width, timings=tim)
+            assert tim["pairs16"] == (want if width == "auto" else 0)
+            for x in f:
+                np.testing.assert_array_equal(getattr(c, x), getattr(g, x), err_msg=f"{x} {go}/{ge} {width}")
