@@ -30,6 +30,8 @@
 //             co-resident (the launcher sizes the grid from the occupancy calculator).
 //             Score only; each warp writes its best cell, the host reduces.
 //   pw_batch16  16-bit packed score path (two pairs per group, Hopper DPX; see its section).
+//   pw_tb16   16-bit traceback of short pairs (two per warp, m <= 32*R): direction bits of the whole
+//             pairs in shared memory, walked in the same kernel (see its section).
 //   pw_batch_ck / pw_chain_ck  pw_batch / pw_chain (TRACE=0) that also store grid checkpoints:
 //             H, F of every BH-th row and H, E of every GW-th column.
 //   pw_tb     (TRACE=1) gridded traceback: per pair, recompute each BH x GW block the path enters
