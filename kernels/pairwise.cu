@@ -611,9 +611,9 @@ pw_tb(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
 // 16-bit packed score path (score only, no band): one group aligns TWO pairs of equal query length
 // m at once, pair A in the low and pair B in the high halfword of every 32-bit value (H, E, F,
 // boundary words, shuffles).  Per 2 cells: PRMT (substitution scores of both pairs from per-row
-// byte profiles, selected by the two target bases), 3 Hopper DPX ops (VIADDMNMX for E and F, and
-// VIADDMNMX[.RELU] for H = max(Hdiag + s, max(E, F)[, 0])), VIMNMX for max(E, F), VIADD for
-// H - GO - GE, VIMNMX for the column max (local).  Target columns past a pair's own length are
+// byte profiles, selected by the two target bases), 3 Hopper DPX ops (VIADDMNMX for E and F, kept
+// biased by GO + GE, and VIADDMNMX[.RELU] for H = max(Hdiag + s, max(E, F)[, 0])), VIMNMX for
+// max(E, F), VIADD for Hdiag + s, VIMNMX for the column max (local); column loop unrolled by two.  Target columns past a pair's own length are
 // N-padded: such cells never beat a real cell (every value there derives from a real cell with a
 // strict decrease), so only the end-cell extraction (global / semiglobal) masks by the pair's n.
 // The launcher sends a pair here only when a bound computed from m, n and the scores shows that
@@ -635,29 +635,34 @@ __device__ __forceinline__ unsigned prof_word(int c) {
     return c > 3 ? w : ((w & ~(0xffu << (8 * c))) | ((unsigned)(MATCH & 0xff) << (8 * c)));
 }
 
+// One column of R packed rows.  E and F are kept biased by GO + GE (X = E + GOE, Y = F + GOE), so
+// that both updates are one VIADDMNMX against the unbiased H (X' = max(X - GE, H_left), Y' =
+// max(Y - GE, H_up)) and no H - GO - GE row has to be stored; H = max(Hdiag + s, max(X, Y) - GOE
+// [, 0]).  Values are exactly those of the unbiased recurrences.  Hin (column j-1) and Hout
+// (column j) are different arrays: the column loop is unrolled by two and swaps them, so the
+// diagonal / left values never have to be moved between registers.
 template <bool HASN>
-__device__ __forceinline__ void rows16(const unsigned (&pa)[R], const unsigned (&pb)[R], unsigned (&Hl)[R],
-                                       unsigned (&Hg)[R], unsigned (&E)[R], unsigned sel, unsigned tnm,
-                                       unsigned& h_d, unsigned& f, unsigned& hug, unsigned& cmax)
+__device__ __forceinline__ void rows16(const unsigned (&pa)[R], const unsigned (&pb)[R], const unsigned (&Hin)[R],
+                                       unsigned (&Hout)[R], unsigned (&X)[R], unsigned sel, unsigned tnm,
+                                       unsigned h_d, unsigned& y, unsigned h_up, unsigned& cmax)
 {
     const unsigned nge = pk1(-GE), ngoe = pk1(-GOE);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         unsigned sc = prmt_sx(pa[r], pb[r], sel);
         if (HASN) sc |= tnm;                     // -1 in the halves whose target base is N
-        const unsigned e = __viaddmax_s16x2(E[r], nge, Hg[r]);
-        f = __viaddmax_s16x2(f, nge, hug);
+        X[r] = __viaddmax_s16x2(X[r], nge, Hin[r]);
+        y = __viaddmax_s16x2(y, nge, h_up);
+        const unsigned hds = __vadd2(h_d, sc);
 #if MODE == 2
-        const unsigned h = __viaddmax_s16x2_relu(h_d, sc, __vmaxs2(e, f));
+        const unsigned h = __viaddmax_s16x2_relu(__vmaxs2(X[r], y), ngoe, hds);
         cmax = __vmaxs2(cmax, h);
 #else
-        const unsigned h = __viaddmax_s16x2(h_d, sc, __vmaxs2(e, f));
+        const unsigned h = __viaddmax_s16x2(__vmaxs2(X[r], y), ngoe, hds);
 #endif
-        h_d = Hl[r];
-        Hl[r] = h;
-        hug = __vadd2(h, ngoe);
-        Hg[r] = hug;
-        E[r] = e;
+        h_d = Hin[r];
+        Hout[r] = h;
+        h_up = h;
     }
 }
 
@@ -668,6 +673,86 @@ __device__ __forceinline__ int row_of(const unsigned (&Hl)[R], int v, bool hi, i
     return bi;
 }
 
+// One column step of dp_strip16 (column j = tt - lane + 1), reading H of column j-1 from Hin and
+// writing column j to Hout.
+struct St16 {
+    unsigned hdiag, up_h, up_f, bh, bf, cur_h, cur_f, nx_h, nx_f;
+};
+
+__device__ __forceinline__ void step16(
+    const u8* __restrict__ ta, int na, const u8* __restrict__ tb, int nb, int n, int s, int lane,
+    unsigned gmask, const uint2* bin, uint2* bout, long long bjs, long long slot, bool last_strip, bool owns_m,
+    int rm, int m, int row0, int tt, const unsigned (&pa)[R], const unsigned (&pb)[R], const unsigned (&Hin)[R],
+    unsigned (&Hout)[R], unsigned (&X)[R], St16& q, Best& ba, Best& bb)
+{
+    const int j = tt - lane + 1;
+    const bool active = j >= 1 && j <= n;
+    if (s > 0) {
+        const int k = tt % LANES;
+        if (k == 0) {
+            q.cur_h = q.nx_h; q.cur_f = q.nx_f;
+            const int jn = tt + LANES + 1 + lane;
+            if (jn <= n) {
+                const uint2 v = __ldcg(&bin[(long long)jn * bjs + slot]);
+                q.nx_h = v.x; q.nx_f = v.y;
+            }
+        }
+#if LANES > 1
+        const unsigned vh = __shfl_sync(gmask, q.cur_h, k, LANES);
+        const unsigned vf = __shfl_sync(gmask, q.cur_f, k, LANES);
+#else
+        const unsigned vh = q.cur_h, vf = q.cur_f;
+#endif
+        if (lane == 0 && active) { q.up_h = vh; q.up_f = vf; }
+    } else if (lane == 0 && active) {
+        q.up_h = pk1(rowinit(j)); q.up_f = pk1(NEG16);
+    }
+    if (active) {
+        const int a = j <= na ? (int)ta[j - 1] : 4;
+        const int b = j <= nb ? (int)tb[j - 1] : 4;
+        const bool an = a > 3, bn = b > 3;
+        const unsigned sel = (unsigned)(an ? 0 : a) * 0x11u + (unsigned)(bn ? 0 : b) * 0x1100u + 0xC480u;
+        const unsigned tnm = (an ? 0xffffu : 0u) | (bn ? 0xffff0000u : 0u);
+        const unsigned h_d = q.hdiag;
+        q.hdiag = q.up_h;
+        unsigned y = q.up_f;
+        unsigned cmax = 0;
+        if (tnm == 0u) rows16<false>(pa, pb, Hin, Hout, X, sel, tnm, h_d, y, q.up_h, cmax);
+        else rows16<true>(pa, pb, Hin, Hout, X, sel, tnm, h_d, y, q.up_h, cmax);
+        q.bh = Hout[R - 1]; q.bf = y;
+        if (lane == LANES - 1 && !last_strip) bout[(long long)j * bjs + slot] = make_uint2(q.bh, q.bf);
+#if MODE == 2
+        const int ca = lo16(cmax), cb = hi16(cmax);
+        if (ca > ba.s || (ca == ba.s && j < ba.j)) { ba.s = ca; ba.i = row_of(Hout, ca, false, row0); ba.j = j; }
+        if (cb > bb.s || (cb == bb.s && j < bb.j)) { bb.s = cb; bb.i = row_of(Hout, cb, true, row0); bb.j = j; }
+#else
+        if (owns_m) {
+            unsigned hm = 0;
+#pragma unroll
+            for (int r = 0; r < R; ++r) if (r == rm) hm = Hout[r];
+#if MODE == 1
+            if (j <= na && lo16(hm) > ba.s) { ba.s = lo16(hm); ba.i = m; ba.j = j; }
+            if (j <= nb && hi16(hm) > bb.s) { bb.s = hi16(hm); bb.i = m; bb.j = j; }
+#else
+            if (j == na) { ba.s = lo16(hm); ba.i = m; ba.j = na; }
+            if (j == nb) { bb.s = hi16(hm); bb.i = m; bb.j = nb; }
+#endif
+        }
+#endif
+    }
+#if LANES > 1
+    else {
+#pragma unroll
+        for (int r = 0; r < R; ++r) Hout[r] = Hin[r];    // idle step: carry the column over
+    }
+#endif
+#if LANES > 1
+    const unsigned nh = __shfl_up_sync(gmask, q.bh, 1, LANES);
+    const unsigned nf = __shfl_up_sync(gmask, q.bf, 1, LANES);
+    if (lane > 0) { q.up_h = nh; q.up_f = nf; }
+#endif
+}
+
 __device__ __forceinline__ void dp_strip16(
     const u8* __restrict__ qa, const u8* __restrict__ qb, int m, const u8* __restrict__ ta, int na,
     const u8* __restrict__ tb, int nb, int s, int lane, unsigned gmask,
@@ -676,90 +761,36 @@ __device__ __forceinline__ void dp_strip16(
     const int n = max(na, nb);
     const int row0 = s * SR + lane * R;
     const bool last_strip = (s + 1) * SR >= m;
-    unsigned pa[R], pb[R], Hl[R], Hg[R], E[R];
+    unsigned pa[R], pb[R], HA[R], HB[R], X[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         const int idx = row0 + r;
         pa[r] = prof_word(idx < m ? (int)qa[idx] : 4);
         pb[r] = prof_word(idx < m ? (int)qb[idx] : 4);
-        Hl[r] = pk1(colinit(idx + 1));
-        Hg[r] = __vadd2(Hl[r], pk1(-GOE));
-        E[r] = pk1(NEG16);
+        HA[r] = pk1(colinit(idx + 1));
+        X[r] = pk1(NEG16);
     }
     const int rm = m - 1 - row0;
     const bool owns_m = last_strip && rm >= 0 && rm < R;
-    (void)owns_m;
-    unsigned hdiag = pk1(colinit(row0));
-    unsigned up_h = 0, up_f = pk1(NEG16), bh = 0, bf = pk1(NEG16);
-    unsigned cur_h = 0, cur_f = 0, nx_h = 0, nx_f = 0;
+    St16 q;
+    q.hdiag = pk1(colinit(row0));
+    q.up_h = 0; q.up_f = pk1(NEG16); q.bh = 0; q.bf = pk1(NEG16);
+    q.cur_h = 0; q.cur_f = 0; q.nx_h = 0; q.nx_f = 0;
     if (s > 0 && 1 + lane <= n) {
         const uint2 v = __ldcg(&bin[(long long)(1 + lane) * bjs + slot]);
-        nx_h = v.x; nx_f = v.y;
+        q.nx_h = v.x; q.nx_f = v.y;
     }
     const int nsteps = n + LANES - 1;
-    for (int tt = 0; tt < nsteps; ++tt) {
-        const int j = tt - lane + 1;
-        const bool active = j >= 1 && j <= n;
-        if (s > 0) {
-            const int k = tt % LANES;
-            if (k == 0) {
-                cur_h = nx_h; cur_f = nx_f;
-                const int jn = tt + LANES + 1 + lane;
-                if (jn <= n) {
-                    const uint2 v = __ldcg(&bin[(long long)jn * bjs + slot]);
-                    nx_h = v.x; nx_f = v.y;
-                }
-            }
-#if LANES > 1
-            const unsigned vh = __shfl_sync(gmask, cur_h, k, LANES);
-            const unsigned vf = __shfl_sync(gmask, cur_f, k, LANES);
-#else
-            const unsigned vh = cur_h, vf = cur_f;
-#endif
-            if (lane == 0 && active) { up_h = vh; up_f = vf; }
-        } else if (lane == 0 && active) {
-            up_h = pk1(rowinit(j)); up_f = pk1(NEG16);
-        }
-        if (active) {
-            const int a = j <= na ? (int)ta[j - 1] : 4;
-            const int b = j <= nb ? (int)tb[j - 1] : 4;
-            const bool an = a > 3, bn = b > 3;
-            const unsigned sel = (unsigned)(an ? 0 : a) * 0x11u + (unsigned)(bn ? 0 : b) * 0x1100u + 0xC480u;
-            const unsigned tnm = (an ? 0xffffu : 0u) | (bn ? 0xffff0000u : 0u);
-            unsigned h_d = hdiag;
-            hdiag = up_h;
-            unsigned f = up_f;
-            unsigned hug = __vadd2(up_h, pk1(-GOE));
-            unsigned cmax = 0;
-            if (tnm == 0u) rows16<false>(pa, pb, Hl, Hg, E, sel, tnm, h_d, f, hug, cmax);
-            else rows16<true>(pa, pb, Hl, Hg, E, sel, tnm, h_d, f, hug, cmax);
-            bh = Hl[R - 1]; bf = f;
-            if (lane == LANES - 1 && !last_strip) bout[(long long)j * bjs + slot] = make_uint2(bh, bf);
-#if MODE == 2
-            const int ca = lo16(cmax), cb = hi16(cmax);
-            if (ca > ba.s || (ca == ba.s && j < ba.j)) { ba.s = ca; ba.i = row_of(Hl, ca, false, row0); ba.j = j; }
-            if (cb > bb.s || (cb == bb.s && j < bb.j)) { bb.s = cb; bb.i = row_of(Hl, cb, true, row0); bb.j = j; }
-#else
-            if (owns_m) {
-                unsigned hm = 0;
-#pragma unroll
-                for (int r = 0; r < R; ++r) if (r == rm) hm = Hl[r];
-#if MODE == 1
-                if (j <= na && lo16(hm) > ba.s) { ba.s = lo16(hm); ba.i = m; ba.j = j; }
-                if (j <= nb && hi16(hm) > bb.s) { bb.s = hi16(hm); bb.i = m; bb.j = j; }
-#else
-                if (j == na) { ba.s = lo16(hm); ba.i = m; ba.j = na; }
-                if (j == nb) { bb.s = hi16(hm); bb.i = m; bb.j = nb; }
-#endif
-            }
-#endif
-        }
-#if LANES > 1
-        const unsigned nh = __shfl_up_sync(gmask, bh, 1, LANES);
-        const unsigned nf = __shfl_up_sync(gmask, bf, 1, LANES);
-        if (lane > 0) { up_h = nh; up_f = nf; }
-#endif
+    int tt = 0;
+    for (; tt + 1 < nsteps; tt += 2) {
+        step16(ta, na, tb, nb, n, s, lane, gmask, bin, bout, bjs, slot, last_strip, owns_m, rm, m, row0, tt,
+               pa, pb, HA, HB, X, q, ba, bb);
+        step16(ta, na, tb, nb, n, s, lane, gmask, bin, bout, bjs, slot, last_strip, owns_m, rm, m, row0, tt + 1,
+               pa, pb, HB, HA, X, q, ba, bb);
     }
+    if (tt < nsteps)
+        step16(ta, na, tb, nb, n, s, lane, gmask, bin, bout, bjs, slot, last_strip, owns_m, rm, m, row0, tt,
+               pa, pb, HA, HB, X, q, ba, bb);
 }
 
 // Pairs two by two: pairs order2[2g] (A) and order2[2g+1] (B, or -1: none) share group g and have
@@ -806,18 +837,16 @@ pw_batch16(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
 // lane, one strip: m <= 32*R) aligns TWO pairs of equal query length, packed in the halfwords as
 // in pw_batch16, and keeps the direction bits of both whole matrices in shared memory, never in
 // global memory: one byte per packed cell (pair A in the low, pair B in the high nibble) at
-// sdir[(j-1)*SR + i-1], n*SR bytes per warp (150 x 150: 24 KB).  Nibble bits, from the predicate
-// outputs of the DPX max (__vibmax_s16x2, one instruction for value and both pairs' predicates):
-//   bit0 M  (Hdiag + s >= max(E, F))       bit1 D over I (E >= F)
+// sdir[(j-1)*SR + i-1], n*SR bytes per warp (150 x 150: 24 KB).  Nibble bits:
+//   bit0 not M (Hdiag + s < max(E, F))     bit1 I over D (E < F)
 //   bit2 E extends (E(i,j-1) - GE > H(i,j-1) - GO - GE)   bit3 F extends (same, F)
+// built from the sign bits of four 16-bit differences (PRMT sign replication, LOP3, IDP.4A fold),
 // i.e. exactly the tie-breaking rule of the header.  The local-mode stop (H == 0) needs no bit:
 // the walk tracks the exact H / E / F value of every cell on the path from the best score
 // downwards (M: H(i-1,j-1) = H - s; gap extension: + GE; gap open: + GO + GE) and stops where
 // H == 0 in state H.  After the forward pass lane 0 walks pair A and lane 1 pair B at the same
 // time; CIGARs, starts and ends are those of `walk` / the CPU twin.
 #if TRACE && LANES == 32
-__device__ __forceinline__ unsigned bsel(bool p, unsigned v) { return p ? v : 0u; }
-
 template <bool HASN>
 __device__ __forceinline__ void rows16tb(const unsigned (&pa)[R], const unsigned (&pb)[R], unsigned (&Hl)[R],
                                          unsigned (&Hg)[R], unsigned (&E)[R], unsigned sel, unsigned tnm,
@@ -828,20 +857,23 @@ __device__ __forceinline__ void rows16tb(const unsigned (&pa)[R], const unsigned
     for (int r = 0; r < R; ++r) {
         unsigned sc = prmt_sx(pa[r], pb[r], sel);
         if (HASN) sc |= tnm;
-        bool oeh, oel, ofh, ofl, dh, dl, mh, ml;
         const unsigned e = __viaddmax_s16x2(E[r], nge, Hg[r]);
-        (void)__vibmax_s16x2(Hg[r], e, &oeh, &oel);          // Hg >= e: opened (not extended)
         f = __viaddmax_s16x2(f, nge, hug);
-        (void)__vibmax_s16x2(hug, f, &ofh, &ofl);
-        const unsigned t = __vibmax_s16x2(e, f, &dh, &dl);    // E >= F: D
+        const unsigned t = __vmaxs2(e, f);
         const unsigned hd = __vadd2(h_d, sc);
-        unsigned h = __vibmax_s16x2(hd, t, &mh, &ml);         // Hdiag + s >= max(E, F): M
+        unsigned h = __vmaxs2(hd, t);
+        // direction bits from sign bits (all differences fit int16: |values| < TB16_LIM): negative
+        // halves of hd - t (not M), e - f (I over D), Hg - e (E extends), hug - f (F extends);
+        // PRMT replicates the sign of each half into a byte, LOP3 keeps one bit per byte, and the
+        // byte sum (IDP.4A) folds the four bytes into the direction byte (pair A low, B high nibble).
+        const unsigned p1 = prmt_sx(__vsub2(hd, t), __vsub2(e, f), 0xFBD9u);
+        const unsigned p2 = prmt_sx(__vsub2(Hg[r], e), __vsub2(hug, f), 0xFBD9u);
+        const unsigned x = (p1 & 0x20100201u) | (p2 & 0x80400804u);
+        dcol[r] = (u8)__dp4a(x, 0x01010101u, 0u);
 #if MODE == 2
         h = __vmaxs2(h, 0u);
         cmax = __vmaxs2(cmax, h);
 #endif
-        dcol[r] = (u8)(bsel(ml, 1u) | bsel(dl, 2u) | bsel(!oel, 4u) | bsel(!ofl, 8u) |
-                       bsel(mh, 16u) | bsel(dh, 32u) | bsel(!oeh, 64u) | bsel(!ofh, 128u));
         h_d = Hl[r];
         Hl[r] = h;
         hug = __vadd2(h, ngoe);
@@ -875,13 +907,13 @@ __device__ int walk16(const u8* sd, int sh, const u8* __restrict__ q, const u8* 
 #endif
         const unsigned nib = ((unsigned)sd[(j - 1) * SR + i - 1] >> sh) & 15u;
         if (state == 0) {
-            if (nib & 1u) {
+            if (!(nib & 1u)) {
                 PUSH_OP(0u, 1u);
 #if MODE == 2
                 v -= subst((int)q[i - 1], (int)t[j - 1]);
 #endif
                 --i; --j;
-            } else state = (nib & 2u) ? 1 : 2;
+            } else state = (nib & 2u) ? 2 : 1;
         } else if (state == 1) {
             PUSH_OP(2u, 1u); --j;
             if (nib & 4u) { v += GE; } else { v += GOE; state = 0; }
