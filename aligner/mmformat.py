@@ -211,6 +211,43 @@ def _ref_and_query(R, i, qcodes, ref_seq, ref_off):
 
 
 @nb.njit(cache=True)
+def _put_cigar(buf, n, R, i, cig):
+    o = R[i, CIG_OFF]
+    for k in range(R[i, N_CIGAR]):
+        buf, n = put_int(buf, n, cig[o + k] >> 4)
+        buf, n = put_char(buf, n, CIGAR_STR[cig[o + k] & 0xF])
+    return buf, n
+
+
+@nb.njit(cache=True)
+def _put_identical(buf, n, q, st, run, no_iden):
+    """A cs run of identical bases: ':LEN' (short form) or '=BASES' (long form)."""
+    if no_iden:
+        buf, n = put_char(buf, n, 58)
+        return put_int(buf, n, run)
+    buf, n = put_char(buf, n, 61)
+    for u in range(st, st + run):
+        buf, n = put_char(buf, n, ACGTN[q[u]])
+    return buf, n
+
+
+@nb.njit(cache=True)
+def _put_rl(buf, n, rep_len):
+    if rep_len >= 0:
+        buf, n = put_bytes(buf, n, L_RL)
+        buf, n = put_int(buf, n, rep_len)
+    return buf, n
+
+
+@nb.njit(cache=True)
+def _put_comment_eol(buf, n, flag, comment):
+    if (flag & _F_COPY_COMMENT) and comment.shape[0] > 0:
+        buf, n = put_char(buf, n, 9)
+        buf, n = put_bytes(buf, n, comment)
+    return put_char(buf, n, 10)
+
+
+@nb.njit(cache=True)
 def _write_cs_or_md(buf, n, R, i, cig, qcodes, ref_seq, ref_off, no_iden, is_md):
     t, q = _ref_and_query(R, i, qcodes, ref_seq, ref_off)
     buf, n = put_bytes(buf, n, L_MD if is_md else L_CS)
@@ -236,13 +273,7 @@ def _write_cs_or_md(buf, n, R, i, cig, qcodes, ref_seq, ref_off, no_iden, is_md)
                 for j in range(ln):
                     if q[qo + j] != t[to + j]:
                         if run > 0:
-                            if no_iden:
-                                buf, n = put_char(buf, n, 58)
-                                buf, n = put_int(buf, n, run)
-                            else:
-                                buf, n = put_char(buf, n, 61)
-                                for u in range(start, start + run):
-                                    buf, n = put_char(buf, n, ACGTN[q[qo + u]])
+                            buf, n = _put_identical(buf, n, q, qo + start, run, no_iden)
                             run = 0
                         buf, n = put_char(buf, n, 42)
                         buf, n = put_char(buf, n, ACGTN_LC[t[to + j]])
@@ -252,13 +283,7 @@ def _write_cs_or_md(buf, n, R, i, cig, qcodes, ref_seq, ref_off, no_iden, is_md)
                             start = j
                         run += 1
                 if run > 0:
-                    if no_iden:
-                        buf, n = put_char(buf, n, 58)
-                        buf, n = put_int(buf, n, run)
-                    else:
-                        buf, n = put_char(buf, n, 61)
-                        for u in range(start, start + run):
-                            buf, n = put_char(buf, n, ACGTN[q[qo + u]])
+                    buf, n = _put_identical(buf, n, q, qo + start, run, no_iden)
             qo += ln
             to += ln
         elif op == 1:                                         # I
@@ -290,6 +315,14 @@ def _write_cs_or_md(buf, n, R, i, cig, qcodes, ref_seq, ref_off, no_iden, is_md)
             to += ln
     if is_md and l_md > 0:
         buf, n = put_int(buf, n, l_md)
+    return buf, n
+
+
+@nb.njit(cache=True)
+def _put_cs_md(buf, n, flag, R, i, cig, qcodes, ref_seq, ref_off):
+    if R[i, HAS_P] and (flag & (_F_OUT_CS | _F_OUT_MD)):
+        buf, n = _write_cs_or_md(buf, n, R, i, cig, qcodes, ref_seq, ref_off, (flag & _F_OUT_CS_LONG) == 0,
+                                 (flag & _F_OUT_MD) != 0)
     return buf, n
 
 
@@ -332,23 +365,12 @@ def _write_paf(buf, n, flag, name, qlen, R, i, cig, qcodes, ref_seq, ref_off, ct
     buf, n = put_char(buf, n, 9)
     buf, n = put_int(buf, n, R[i, MAPQ])
     buf, n = _write_tags(buf, n, R, i, cig)
-    if rep_len >= 0:
-        buf, n = put_bytes(buf, n, L_RL)
-        buf, n = put_int(buf, n, rep_len)
+    buf, n = _put_rl(buf, n, rep_len)
     if R[i, HAS_P] and (flag & _F_OUT_CG):
         buf, n = put_bytes(buf, n, L_CG)
-        o = R[i, CIG_OFF]
-        for k in range(R[i, N_CIGAR]):
-            buf, n = put_int(buf, n, cig[o + k] >> 4)
-            buf, n = put_char(buf, n, CIGAR_STR[cig[o + k] & 0xF])
-    if R[i, HAS_P] and (flag & (_F_OUT_CS | _F_OUT_MD)):
-        buf, n = _write_cs_or_md(buf, n, R, i, cig, qcodes, ref_seq, ref_off, (flag & _F_OUT_CS_LONG) == 0,
-                                 (flag & _F_OUT_MD) != 0)
-    if (flag & _F_COPY_COMMENT) and comment.shape[0] > 0:
-        buf, n = put_char(buf, n, 9)
-        buf, n = put_bytes(buf, n, comment)
-    buf, n = put_char(buf, n, 10)
-    return buf, n
+        buf, n = _put_cigar(buf, n, R, i, cig)
+    buf, n = _put_cs_md(buf, n, flag, R, i, cig, qcodes, ref_seq, ref_off)
+    return _put_comment_eol(buf, n, flag, comment)
 
 
 @nb.njit(cache=True)
@@ -391,10 +413,7 @@ def _write_sam(buf, n, flag, name, seq, qual, R, nreg, i, cig, qcodes, ref_seq, 
             if c0:
                 buf, n = put_int(buf, n, c0)
                 buf, n = put_char(buf, n, cc)
-            o = R[i, CIG_OFF]
-            for k in range(R[i, N_CIGAR]):
-                buf, n = put_int(buf, n, cig[o + k] >> 4)
-                buf, n = put_char(buf, n, CIGAR_STR[cig[o + k] & 0xF])
+            buf, n = _put_cigar(buf, n, R, i, cig)
             if c1:
                 buf, n = put_int(buf, n, c1)
                 buf, n = put_char(buf, n, cc)
@@ -471,17 +490,9 @@ def _write_sam(buf, n, flag, name, seq, qual, R, nreg, i, cig, qcodes, ref_seq, 
                     buf, n = put_char(buf, n, 44)
                     buf, n = put_int(buf, n, R[j, BLEN] - R[j, MLEN] + R[j, N_AMBI])
                     buf, n = put_char(buf, n, 59)
-        if R[i, HAS_P] and (flag & (_F_OUT_CS | _F_OUT_MD)):
-            buf, n = _write_cs_or_md(buf, n, R, i, cig, qcodes, ref_seq, ref_off, (flag & _F_OUT_CS_LONG) == 0,
-                                     (flag & _F_OUT_MD) != 0)
-    if rep_len >= 0:
-        buf, n = put_bytes(buf, n, L_RL)
-        buf, n = put_int(buf, n, rep_len)
-    if (flag & _F_COPY_COMMENT) and comment.shape[0] > 0:
-        buf, n = put_char(buf, n, 9)
-        buf, n = put_bytes(buf, n, comment)
-    buf, n = put_char(buf, n, 10)
-    return buf, n
+        buf, n = _put_cs_md(buf, n, flag, R, i, cig, qcodes, ref_seq, ref_off)
+    buf, n = _put_rl(buf, n, rep_len)
+    return _put_comment_eol(buf, n, flag, comment)
 
 
 @nb.njit(cache=True)
@@ -510,8 +521,6 @@ def write_read(buf, n, flag, name, seq, qual, qcodes, R, nreg, cig, rep_len, ref
         buf, n = put_char(buf, n, 9)
         buf, n = put_int(buf, n, seq.shape[0])
         buf, n = put_bytes(buf, n, L_UNMAPPED_PAF)
-        if rep_len >= 0:
-            buf, n = put_bytes(buf, n, L_RL)
-            buf, n = put_int(buf, n, rep_len)
+        buf, n = _put_rl(buf, n, rep_len)
         buf, n = put_char(buf, n, 10)
     return buf, n
