@@ -41,8 +41,10 @@ by length (inter-query thread per pair for short queries, a group of lanes per p
 ``INTRA_MIN_M``, many warps chained over one pair for queries of ``CHAIN_MIN_M`` bases or more).
 Score only: pairs whose DP values provably fit int16 (``fits16``: a bound from m, n and the
 scores, never assumed) run two per group in the 16-bit packed DPX kernel, the others in 32 bits.
-Traceback: short pairs (m <= 256, ``fits_tb16``) in the 16-bit kernel pw_tb16 (two pairs per warp,
-direction bits of the whole pair in shared memory, walked in the same kernel); the others
+Traceback: short pairs (m <= 256, ``fits_tb16``: direction bytes <= TB16_SMEM = 48 KB per warp, i.e.
+up to about 200 x 200) in the 16-bit kernel pw_tb16 (two pairs per warp, direction bits of the whole
+pair in shared memory, walked in the same kernel; H100 10M x 150 bp local / global / semiglobal
+575 / 774 / 736 GCUPS, docs/BENCHMARKS.md session 5); the others
 gridded (forward pass stores rows every BH and columns every GW cells, the blocks near
 the path are recomputed), for one huge pair in linear space.  The CPU twin below is the plain
 Gotoh recurrence (numba, one pair per thread), the fallback and the oracle; its traceback keeps a
@@ -672,8 +674,9 @@ def pair_up(plist: np.ndarray, m: np.ndarray) -> np.ndarray:
 
 
 TB16_MAX_M = 256                  # pw_tb16: query fits one strip of 32 lanes x R <= 8 rows
-TB16_SMEM = 32 << 10              # pw_tb16: direction bytes of one warp (n * 32 * R) at most this; H100,
-                                  # local tb GCUPS tb16 / grid: 150 bp 422 / 347, 200 bp 345 / 408, 250 bp 281 / 483
+TB16_SMEM = 48 << 10              # pw_tb16: direction bytes of one warp (n * 32 * R) at most this; H100 (session 5),
+                                  # tb GCUPS local / global, pw_tb16 vs gridded: 150 bp 575 / 774 vs 347 / 449,
+                                  # 200 bp (44.8 KB) 442 / 578 vs 408 / 548, 250 bp (64 KB) 423 / 530 vs 484 / 614
 TB16_LIM = 15000                  # pw_tb16: |every DP value| below this (differences fit int16)
 
 
@@ -728,7 +731,7 @@ def _tb16_batch(cp, get_module, plist, m, n, mode, match, mismatch, go, ge, mem_
             np.cumsum(m[chunk] + n[chunk], out=co[1:])
             cig_off_h[chunk] = co[:-1]
             cigd = cp.empty(max(int(co[-1]), 1), cp.uint32)
-            smem = int(n[chunk].max()) * 32 * int(r)
+            smem = int(n[chunk].max()) * (32 * int(r) + 4)     # direction bytes + one word per column
             if smem > 48 << 10:
                 k.max_dynamic_shared_size_bytes = max(smem, k.max_dynamic_shared_size_bytes)
             ev0.record()

@@ -837,64 +837,129 @@ pw_batch16(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
 // lane, one strip: m <= 32*R) aligns TWO pairs of equal query length, packed in the halfwords as
 // in pw_batch16, and keeps the direction bits of both whole matrices in shared memory, never in
 // global memory: one byte per packed cell (pair A in the low, pair B in the high nibble) at
-// sdir[(j-1)*SR + i-1], n*SR bytes per warp (150 x 150: 24 KB).  Nibble bits:
+// sdir[(j-1)*SR + i-1], n*SR bytes per warp (150 x 150: 24 KB), followed by one word per target
+// column (PRMT selector of the two target bases in the low half, base codes of A / B in bytes 2 / 3),
+// built once by the whole warp so that the column loop reads no global memory.  Nibble bits:
 //   bit0 not M (Hdiag + s < max(E, F))     bit1 I over D (E < F)
 //   bit2 E extends (E(i,j-1) - GE > H(i,j-1) - GO - GE)   bit3 F extends (same, F)
-// built from the sign bits of four 16-bit differences (PRMT sign replication, LOP3, IDP.4A fold),
-// i.e. exactly the tie-breaking rule of the header.  The local-mode stop (H == 0) needs no bit:
-// the walk tracks the exact H / E / F value of every cell on the path from the best score
+// i.e. exactly the tie-breaking rule of the header.  As in pw_batch16, E and F are kept biased by
+// GO + GE (X = E + GOE, Y = F + GOE: X' = max(X - GE, H_left), one VIADDMNMX) and the column loop is
+// unrolled by two over two H arrays (column j-1 / column j, swapped), so nothing is copied; H =
+// max(Y' - GOE, U) with U = max(X' - GOE, Hdiag + s) computed off the row-to-row dependency chain.
+// The bits are the signs of Hdiag + s - H, X' - Y', H_left - X', H_up - Y' (all fit int16:
+// |values| < TB16_LIM), replicated into 0x00 / 0xFF bytes by two PRMT and folded by two signed
+// IDP.4A with weights -1, -2, -4, ... (bit k of the byte).  The local-mode stop (H == 0) needs no
+// bit: the walk tracks the exact H / E / F value of every cell on the path from the best score
 // downwards (M: H(i-1,j-1) = H - s; gap extension: + GE; gap open: + GO + GE) and stops where
 // H == 0 in state H.  After the forward pass lane 0 walks pair A and lane 1 pair B at the same
 // time; CIGARs, starts and ends are those of `walk` / the CPU twin.
 #if TRACE && LANES == 32
 template <bool HASN>
-__device__ __forceinline__ void rows16tb(const unsigned (&pa)[R], const unsigned (&pb)[R], unsigned (&Hl)[R],
-                                         unsigned (&Hg)[R], unsigned (&E)[R], unsigned sel, unsigned tnm,
-                                         unsigned& h_d, unsigned& f, unsigned& hug, unsigned& cmax, u8* dcol)
+__device__ __forceinline__ void rows16tb(const unsigned (&pa)[R], const unsigned (&pb)[R], const unsigned (&Hin)[R],
+                                         unsigned (&Hout)[R], unsigned (&X)[R], unsigned sel, unsigned tnm,
+                                         unsigned h_d, unsigned& y, unsigned h_up, unsigned& cmax, u8* dcol)
 {
     const unsigned nge = pk1(-GE), ngoe = pk1(-GOE);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         unsigned sc = prmt_sx(pa[r], pb[r], sel);
-        if (HASN) sc |= tnm;
-        const unsigned e = __viaddmax_s16x2(E[r], nge, Hg[r]);
-        f = __viaddmax_s16x2(f, nge, hug);
-        const unsigned t = __vmaxs2(e, f);
+        if (HASN) sc |= tnm;                     // -1 in the halves whose target base is N
+        const unsigned hl = Hin[r];
+        const unsigned x = __viaddmax_s16x2(X[r], nge, hl);
         const unsigned hd = __vadd2(h_d, sc);
-        unsigned h = __vmaxs2(hd, t);
-        // direction bits from sign bits (all differences fit int16: |values| < TB16_LIM): negative
-        // halves of hd - t (not M), e - f (I over D), Hg - e (E extends), hug - f (F extends);
-        // PRMT replicates the sign of each half into a byte, LOP3 keeps one bit per byte, and the
-        // byte sum (IDP.4A) folds the four bytes into the direction byte (pair A low, B high nibble).
-        const unsigned p1 = prmt_sx(__vsub2(hd, t), __vsub2(e, f), 0xFBD9u);
-        const unsigned p2 = prmt_sx(__vsub2(Hg[r], e), __vsub2(hug, f), 0xFBD9u);
-        const unsigned x = (p1 & 0x20100201u) | (p2 & 0x80400804u);
-        dcol[r] = (u8)__dp4a(x, 0x01010101u, 0u);
+        const unsigned u = __viaddmax_s16x2(x, ngoe, hd);
+        const unsigned yy = __viaddmax_s16x2(y, nge, h_up);
 #if MODE == 2
-        h = __vmaxs2(h, 0u);
+        const unsigned h = __viaddmax_s16x2_relu(yy, ngoe, u);
         cmax = __vmaxs2(cmax, h);
+#else
+        const unsigned h = __viaddmax_s16x2(yy, ngoe, u);
 #endif
-        h_d = Hl[r];
-        Hl[r] = h;
-        hug = __vadd2(h, ngoe);
-        Hg[r] = hug;
-        E[r] = e;
+        const unsigned p1 = prmt_sx(__vsub2(hd, h), __vsub2(x, yy), 0xFBD9u);
+        const unsigned p2 = prmt_sx(__vsub2(hl, x), __vsub2(h_up, yy), 0xFBD9u);
+        dcol[r] = (u8)__dp4a((int)p1, (int)0xE0F0FEFFu, __dp4a((int)p2, (int)0x80C0F8FCu, 0));
+        X[r] = x;
+        y = yy;
+        h_d = hl;
+        Hout[r] = h;
+        h_up = h;
     }
+}
+
+// One column step of pw_tb16 (column j = tt - lane + 1): H of column j-1 in Hin, column j to Hout.
+struct StTb {
+    unsigned hdiag, up_h, up_f, bh, bf, info;
+};
+
+__device__ __forceinline__ void step_tb16(
+    int tt, int lane, int n, int na, int nb, int m, int row0, int rm, bool owns_m, const unsigned* sinfo,
+    u8* sdir, const unsigned (&pa)[R], const unsigned (&pb)[R], const unsigned (&Hin)[R], unsigned (&Hout)[R],
+    unsigned (&X)[R], StTb& q, Best& ba, Best& bb)
+{
+    const int j = tt - lane + 1;
+    const bool active = j >= 1 && j <= n;
+    const unsigned info = q.info;
+    q.info = sinfo[min(max(j, 0), n - 1)];       // column j + 1, for the next step
+    (void)owns_m; (void)rm; (void)m; (void)na; (void)nb;
+    if (lane == 0 && active) { q.up_h = pk1(rowinit(j)); q.up_f = pk1(NEG16); }
+    if (active) {
+        const unsigned h_d = q.hdiag;
+        q.hdiag = q.up_h;
+        unsigned y = q.up_f;
+        unsigned cmax = 0;
+        u8* dcol = sdir + (j - 1) * SR + row0;
+        if (!(info & 0x04040000u)) {
+            rows16tb<false>(pa, pb, Hin, Hout, X, info, 0u, h_d, y, q.up_h, cmax, dcol);
+        } else {
+            const unsigned tnm = ((info & 0x00040000u) ? 0xffffu : 0u) | ((info & 0x04000000u) ? 0xffff0000u : 0u);
+            rows16tb<true>(pa, pb, Hin, Hout, X, info, tnm, h_d, y, q.up_h, cmax, dcol);
+        }
+        q.bh = Hout[R - 1]; q.bf = y;
+#if MODE == 2
+        const int ca = lo16(cmax), cb = hi16(cmax);      // j grows: a tie never has a smaller j
+        if (ca > ba.s) { ba.s = ca; ba.i = row_of(Hout, ca, false, row0); ba.j = j; }
+        if (cb > bb.s) { bb.s = cb; bb.i = row_of(Hout, cb, true, row0); bb.j = j; }
+#else
+        if (owns_m) {
+            unsigned hm = 0;
+#pragma unroll
+            for (int r = 0; r < R; ++r) if (r == rm) hm = Hout[r];
+#if MODE == 1
+            if (j <= na && lo16(hm) > ba.s) { ba.s = lo16(hm); ba.i = m; ba.j = j; }
+            if (j <= nb && hi16(hm) > bb.s) { bb.s = hi16(hm); bb.i = m; bb.j = j; }
+#else
+            if (j == na) { ba.s = lo16(hm); ba.i = m; ba.j = na; }
+            if (j == nb) { bb.s = hi16(hm); bb.i = m; bb.j = nb; }
+#endif
+        }
+#endif
+    }
+    const unsigned nh = __shfl_up_sync(0xffffffffu, q.bh, 1);
+    const unsigned nf = __shfl_up_sync(0xffffffffu, q.bf, 1);
+    if (lane > 0) { q.up_h = nh; q.up_f = nf; }
 }
 
 __device__ __forceinline__ int subst(int a, int b) {      // s(a, b), codes 0..4
     return (a > 3 || b > 3) ? -1 : (a == b ? MATCH : -MISMATCH);
 }
 
+// Nibble of cell (i, j) (shift sh); any address clamped into the buffer (callers ignore the value
+// of cells outside the matrix).
+__device__ __forceinline__ unsigned nib16(const u8* sd, int sh, int i, int j) {
+    return ((unsigned)sd[max((j - 1) * SR + i - 1, 0)] >> sh) & 15u;
+}
+
 // Walk of one pair (shift 0: pair A, 4: pair B) from (i, j) with H(i, j) = v; CIGAR in forward order.
+// Same moves as `walk`; the nibble of a cell is read once (a gap opened in state H goes on with the
+// same nibble), and the diagonal neighbour's nibble is always loaded one step ahead.
 __device__ int walk16(const u8* sd, int sh, const u8* __restrict__ q, const u8* __restrict__ t,
                       int i, int j, int v, unsigned* cig, int* qs, int* ts) {
     int nc = 0; unsigned cur_op = 0, cur_len = 0; int state = 0;   // 0 H, 1 E (D), 2 F (I)
     (void)v;
+    unsigned nib = nib16(sd, sh, i, j), pre = nib16(sd, sh, i - 1, j - 1);
     for (;;) {
 #if MODE == 2
         if (i == 0 || j == 0) break;
-        if (state == 0 && v == 0) break;
 #else
         if (i == 0) {
 #if MODE == 0
@@ -905,22 +970,31 @@ __device__ int walk16(const u8* sd, int sh, const u8* __restrict__ q, const u8* 
         }
         if (j == 0) { PUSH_OP(1u, (unsigned)i); i = 0; break; }
 #endif
-        const unsigned nib = ((unsigned)sd[(j - 1) * SR + i - 1] >> sh) & 15u;
         if (state == 0) {
+#if MODE == 2
+            if (v == 0) break;
+#endif
             if (!(nib & 1u)) {
                 PUSH_OP(0u, 1u);
 #if MODE == 2
                 v -= subst((int)q[i - 1], (int)t[j - 1]);
 #endif
                 --i; --j;
-            } else state = (nib & 2u) ? 2 : 1;
-        } else if (state == 1) {
+                nib = pre;
+                pre = nib16(sd, sh, i - 1, j - 1);
+                continue;
+            }
+            state = (nib & 2u) ? 2 : 1;          // same cell, same nibble
+        }
+        if (state == 1) {
             PUSH_OP(2u, 1u); --j;
             if (nib & 4u) { v += GE; } else { v += GOE; state = 0; }
         } else {
             PUSH_OP(1u, 1u); --i;
             if (nib & 8u) { v += GE; } else { v += GOE; state = 0; }
         }
+        nib = nib16(sd, sh, i, j);
+        pre = nib16(sd, sh, i - 1, j - 1);
     }
     if (cur_len) cig[nc++] = (cur_len << 4) | cur_op;
     for (int a = 0, b = nc - 1; a < b; ++a, --b) { const unsigned x = cig[a]; cig[a] = cig[b]; cig[b] = x; }
@@ -930,7 +1004,7 @@ __device__ int walk16(const u8* sd, int sh, const u8* __restrict__ q, const u8* 
 #endif
 
 // Pairs two by two as in pw_batch16 (order2), one warp per group, blockDim.x = 32, dynamic shared
-// memory >= max n * SR bytes; requires m <= SR.  Outputs as pw_batch with TRACE.
+// memory >= max n * (SR + 4) bytes; requires m <= SR.  Outputs as pw_batch with TRACE.
 extern "C" __global__ void __launch_bounds__(32)
 pw_tb16(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
         const u8* __restrict__ tseq, const long long* __restrict__ toff,
@@ -953,68 +1027,43 @@ pw_tb16(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
     const u8* ta = tseq + toff[pA];
     const u8* tb = tseq + toff[pB];
     const int n = max(na, nb);
+    unsigned* sinfo = (unsigned*)(sdir + n * SR);            // n * SR is a multiple of 32
+#pragma unroll 4
+    for (int jj = lane; jj < n; jj += 32) {
+        const unsigned a = jj < na ? (unsigned)ta[jj] : 4u;
+        const unsigned b = jj < nb ? (unsigned)tb[jj] : 4u;
+        const unsigned sa = a > 3 ? 0u : a, sb = b > 3 ? 0u : b;
+        sinfo[jj] = sa * 0x11u + sb * 0x1100u + 0xC480u + (a << 16) + (b << 24);
+    }
     Best ba, bb;
     best_init(ba, m, na);
     best_init(bb, m, nb);
     const int row0 = lane * R;
-    unsigned pa[R], pb[R], Hl[R], Hg[R], E[R];
+    unsigned pa[R], pb[R], HA[R], HB[R], X[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         const int idx = row0 + r;
         pa[r] = prof_word(idx < m ? (int)qa[idx] : 4);
         pb[r] = prof_word(idx < m ? (int)qb[idx] : 4);
-        Hl[r] = pk1(colinit(idx + 1));
-        Hg[r] = __vadd2(Hl[r], pk1(-GOE));
-        E[r] = pk1(NEG16);
+        HA[r] = pk1(colinit(idx + 1));
+        HB[r] = HA[r];                           // both: a lane's first column may read either
+        X[r] = pk1(NEG16);
     }
     const int rm = m - 1 - row0;
     const bool owns_m = rm >= 0 && rm < R;
-    (void)owns_m;
-    unsigned hdiag = pk1(colinit(row0));
-    unsigned up_h = 0, up_f = pk1(NEG16), bh = 0, bf = pk1(NEG16);
+    __syncwarp(gmask);                           // sinfo visible
+    StTb q;
+    q.hdiag = pk1(colinit(row0));
+    q.up_h = 0; q.up_f = pk1(NEG16); q.bh = 0; q.bf = pk1(NEG16);
+    q.info = sinfo[min(max(-lane, 0), n - 1)];   // column 1 - lane
     const int nsteps = n + 31;
-    for (int tt = 0; tt < nsteps; ++tt) {
-        const int j = tt - lane + 1;
-        const bool active = j >= 1 && j <= n;
-        if (lane == 0 && active) { up_h = pk1(rowinit(j)); up_f = pk1(NEG16); }
-        if (active) {
-            const int a = j <= na ? (int)ta[j - 1] : 4;
-            const int b = j <= nb ? (int)tb[j - 1] : 4;
-            const bool an = a > 3, bn = b > 3;
-            const unsigned sel = (unsigned)(an ? 0 : a) * 0x11u + (unsigned)(bn ? 0 : b) * 0x1100u + 0xC480u;
-            const unsigned tnm = (an ? 0xffffu : 0u) | (bn ? 0xffff0000u : 0u);
-            unsigned h_d = hdiag;
-            hdiag = up_h;
-            unsigned f = up_f;
-            unsigned hug = __vadd2(up_h, pk1(-GOE));
-            unsigned cmax = 0;
-            u8* dcol = sdir + (j - 1) * SR + row0;
-            if (tnm == 0u) rows16tb<false>(pa, pb, Hl, Hg, E, sel, tnm, h_d, f, hug, cmax, dcol);
-            else rows16tb<true>(pa, pb, Hl, Hg, E, sel, tnm, h_d, f, hug, cmax, dcol);
-            bh = Hl[R - 1]; bf = f;
-#if MODE == 2
-            const int ca = lo16(cmax), cb = hi16(cmax);
-            if (ca > ba.s || (ca == ba.s && j < ba.j)) { ba.s = ca; ba.i = row_of(Hl, ca, false, row0); ba.j = j; }
-            if (cb > bb.s || (cb == bb.s && j < bb.j)) { bb.s = cb; bb.i = row_of(Hl, cb, true, row0); bb.j = j; }
-#else
-            if (owns_m) {
-                unsigned hm = 0;
-#pragma unroll
-                for (int r = 0; r < R; ++r) if (r == rm) hm = Hl[r];
-#if MODE == 1
-                if (j <= na && lo16(hm) > ba.s) { ba.s = lo16(hm); ba.i = m; ba.j = j; }
-                if (j <= nb && hi16(hm) > bb.s) { bb.s = hi16(hm); bb.i = m; bb.j = j; }
-#else
-                if (j == na) { ba.s = lo16(hm); ba.i = m; ba.j = na; }
-                if (j == nb) { bb.s = hi16(hm); bb.i = m; bb.j = nb; }
-#endif
-            }
-#endif
-        }
-        const unsigned nh = __shfl_up_sync(gmask, bh, 1);
-        const unsigned nf = __shfl_up_sync(gmask, bf, 1);
-        if (lane > 0) { up_h = nh; up_f = nf; }
+    int tt = 0;
+    for (; tt + 1 < nsteps; tt += 2) {
+        step_tb16(tt, lane, n, na, nb, m, row0, rm, owns_m, sinfo, sdir, pa, pb, HA, HB, X, q, ba, bb);
+        step_tb16(tt + 1, lane, n, na, nb, m, row0, rm, owns_m, sinfo, sdir, pa, pb, HB, HA, X, q, ba, bb);
     }
+    if (tt < nsteps)
+        step_tb16(tt, lane, n, na, nb, m, row0, rm, owns_m, sinfo, sdir, pa, pb, HA, HB, X, q, ba, bb);
     group_reduce(ba, gmask);
     group_reduce(bb, gmask);
     __syncwarp(gmask);                           // direction bytes of all lanes visible

@@ -187,6 +187,42 @@ def stage_check16(rng, quick):
                   and int(g.score[0]) == mt * 1200)
 
 
+def stage_checktb16(rng):
+    """pw_tb16 == CPU twin (scores, ends, starts, CIGARs): lengths 1..256 with N bases, all modes x 4
+    scorings, at the default TB16_SMEM and with the cap raised to 64 KB (R up to 8, n up to 256)."""
+    log("== pw_tb16: GPU == CPU checks (traceback)")
+    lens = [1, 2, 7, 31, 32, 130, 150, 159, 160, 225, 250, 256]       # R = 1, 5, 8 (few NVRTC builds)
+    q, t = gen_mixed(rng, 400, lens)
+    old = pw.TB16_SMEM
+    for cap in (old, 64 << 10):
+        pw.TB16_SMEM = cap
+        try:
+            for mode in ("global", "semiglobal", "local"):
+                for go, ge, mt, mm in ((6, 1, 1, 4), (0, 2, 1, 4), (5, 2, 2, 3), (11, 1, 3, 7)):
+                    c = pw.align_pairs(q, t, mode=mode, match=mt, mismatch=mm, gap_open=go, gap_extend=ge,
+                                       traceback=True, device="cpu")
+                    tim: dict = {}
+                    g, _, _ = run_gpu(q, t, mode, True, None, go, ge, None, "auto", None, tim, mt, mm)
+                    check(f"tb16 cap={cap >> 10}K {mode} {mt}/{mm}/{go}/{ge} (16-bit pairs {tim.get('pairs16')})",
+                          same(c, g) and tim.get("pairs16", 0) > 0)
+        finally:
+            pw.TB16_SMEM = old
+
+
+def stage_tbcap(rng):
+    """pw_tb16 (cap raised to 64 KB) against the gridded path at 200 and 250 bp: where to put TB16_SMEM."""
+    log("== pw_tb16 vs gridded traceback above the TB16_SMEM cap")
+    old = pw.TB16_SMEM
+    for L in (200, 250):
+        bench_fixed(rng, f"{L}bp", 2_000_000, L, L, [], [None], width=32, check_n=500, modes=("local", "global"))
+        pw.TB16_SMEM = 64 << 10
+        try:
+            bench_fixed(rng, f"{L}bp cap64K", 2_000_000, L, L, [], [None], width="auto", check_n=500,
+                        modes=("local", "global"))
+        finally:
+            pw.TB16_SMEM = old
+
+
 def sweep16(rng, name, k, m, n, configs, modes=("local",)):
     """Score-only 16-bit config sweep (GCUPS of every config, checked on a sample)."""
     q, t = gen_pairs(rng, k, m, n)
@@ -427,6 +463,14 @@ def main():
                         modes=("local", "global", "semiglobal"))
             bench_fixed(rng, "250bp", 4_000_000, 250, 250, [], [None], width="auto", check_n=1000)
             bench_fixed(rng, "1kb", a.n1k or 1_000_000, 1000, 1000, [], [None], width="auto", check_n=300)
+        if "checktb16" in st:
+            stage_checktb16(rng)
+        if "btb16s" in st:
+            log("== traceback timings, pw_tb16, 150 bp only (defaults, width auto)")
+            bench_fixed(rng, "150bp", a.n150 or 10_000_000, 150, 150, [], [None], width="auto",
+                        modes=("local", "global", "semiglobal"))
+        if "tbcap" in st:
+            stage_tbcap(rng)
         if "lintb" in st:
             stage_lintb(rng, a.quick)
         if "b150" in st:

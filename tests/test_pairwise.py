@@ -367,7 +367,7 @@ def test_gpu_grid_traceback_equals_cpu(mode):
 def test_fits_tb16():
     from g3align.aligner.pairwise import fits_tb16, tb16_rows
     m = np.array([1, 32, 33, 150, 256, 257, 150, 150, 256])
-    n = np.array([1, 40, 10, 150, 128, 100, 204, 205, 129])
+    n = np.array([1, 40, 10, 150, 192, 100, 307, 308, 193])       # TB16_SMEM = 48 KB
     assert tb16_rows(m).tolist() == [1, 1, 2, 5, 8, 9, 5, 5, 8]
     assert fits_tb16(m, n, 1, 4, 6, 1).tolist() == [True, True, True, True, True, False, True, False, False]
     assert not fits_tb16(m[:1], n[:1], 200, 4, 6, 1).any()          # byte profile
