@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+import time
 
 import click
 import numpy as np
@@ -175,11 +176,11 @@ def _run_map(args):
             opt.k, opt.w, opt.bucket_bits = idx.k, idx.w, idx.b
             opt.idx_flag = MO.I_HPC if idx.is_hpc else 0
         else:
-            t0 = __import__("time").time()
+            t0 = time.time()
             ref = mmidx.read_mm_ref(ref_path)
             idx = mmidx.build_mm_index(ref, opt.k, opt.w, opt.is_hpc, opt.bucket_bits)
             log(f"[M::mm_idx_gen] indexed {ref.n_seq} sequences ({int(ref.lengths.sum())} bp) in "
-                f"{__import__('time').time() - t0:.3f} s", opt.verbose)
+                f"{time.time() - t0:.3f} s", opt.verbose)
             if opt.dump:
                 mmidx.save_mm_index(opt.dump, idx)
     except (OSError, ValueError) as e:

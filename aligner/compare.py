@@ -94,7 +94,7 @@ def _bam_lines(path: str) -> Iterator[str]:
 
 def _paf_record(f: list[str], first_primary: bool) -> list[str]:
     """A PAF line as a SAM-like record (see the module docstring)."""
-    tags = [t for t in f[12:]]
+    tags = f[12:]
     tt = {t[:2]: t[5:] for t in tags}
     if f[4] == "*":
         return [f[0], "4", "*", "0", "0", "*", "*", "0", "0", "*", "*"] + tags

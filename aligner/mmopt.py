@@ -322,6 +322,39 @@ def _yes_no(v, what) -> bool:
     raise MapOptError(f"option --{what} only accepts 'yes' or 'no'")
 
 
+def _str(v, what):
+    return v
+
+
+# options that only set flag bits
+_FLAG_SETS = {
+    "c": F_OUT_CG | F_CIGAR, "a": F_OUT_SAM | F_CIGAR, "D": F_NO_DIAG, "P": F_ALL_CHAINS,
+    "X": F_ALL_CHAINS | F_NO_DIAG | F_NO_DUAL | F_NO_LJOIN, "Q": F_NO_QUAL, "Y": F_SOFTCLIP, "L": F_LONG_CIGAR,
+    "y": F_COPY_COMMENT, "2": F_2_IO_THREADS, "no-long-join": F_NO_LJOIN, "sr": F_SR, "no-pairing": F_INDEPEND_SEG,
+    "for-only": F_FOR_ONLY, "rev-only": F_REV_ONLY, "MD": F_OUT_MD, "eqx": F_EQX, "paf-no-hit": F_PAF_NO_HIT,
+    "no-end-flt": F_NO_END_FLT, "hard-mask-level": F_HARD_MLEVEL, "sam-hit-only": F_SAM_HIT_ONLY,
+    "no-hash-name": F_NO_HASH_NAME,
+}
+# options that set one field: key -> (MapOpt attribute, value parser)
+_SETTERS = {
+    "w": ("w", _int), "k": ("k", _int), "t": ("n_threads", _int), "d": ("dump", _str), "v": ("verbose", _int),
+    "g": ("max_gap", parse_num), "F": ("max_frag_len", parse_num), "p": ("pri_ratio", _float),
+    "M": ("mask_level", _float), "T": ("sdust_thres", _int), "n": ("min_cnt", _int), "m": ("min_chain_score", _int),
+    "A": ("a", _int), "B": ("b", _int), "s": ("min_dp_max", _int), "K": ("mini_batch_size", parse_num),
+    "e": ("occ_dist", parse_num), "R": ("rg", _str), "bucket-bits": ("bucket_bits", _int), "seed": ("seed", _int),
+    "max-chain-skip": ("max_chain_skip", _int), "max-chain-iter": ("max_chain_iter", _int),
+    "min-dp-len": ("min_ksw_len", _int), "end-bonus": ("end_bonus", _int), "end-seed-pen": ("anchor_ext_shift", _int),
+    "max-clip-ratio": ("max_clip_ratio", _float), "min-occ-floor": ("min_mid_occ", _int), "score-N": ("sc_ambi", _int),
+    "cap-sw-mem": ("max_sw_mat", parse_num), "max-qlen": ("max_qlen", parse_num),
+    "chain-gap-scale": ("chain_gap_scale", _float), "chain-skip-scale": ("chain_skip_scale", _float),
+    "alt-drop": ("alt_drop", _float), "mask-len": ("mask_len", parse_num), "cap-kalloc": ("cap_kalloc", parse_num),
+    "q-occ-frac": ("q_occ_frac", _float),
+}
+# yes/no options: key -> (flag bit, whether "yes" sets it)
+_YES_NO = {"frag": (F_FRAG_MODE, True), "secondary": (F_NO_PRINT_2ND, False), "heap-sort": (F_HEAP_SORT, True),
+           "dual": (F_NO_DUAL, False)}
+
+
 def parse_map_args(argv: list[str]) -> tuple[MapOpt, list[str], dict]:
     """Parse `g3align map` arguments.  Returns (options, positional args, extras).
 
@@ -339,153 +372,38 @@ def parse_map_args(argv: list[str]) -> tuple[MapOpt, list[str], dict]:
             continue
         if key in UNSUPPORTED:
             raise MapOptError(f"{UNSUPPORTED[key]} is not supported by g3align map")
-        if key == "x" or key == "ignore":
+        what = f"-{key}" if len(key) == 1 else f"--{key}"
+        if key in ("x", "ignore"):
             continue
-        f = o.flag
-        if key == "w":
-            o.w = _int(val, "-w")
-        elif key == "k":
-            o.k = _int(val, "-k")
+        if key in _FLAG_SETS:
+            o.flag |= _FLAG_SETS[key]
+        elif key in _SETTERS:
+            attr, conv = _SETTERS[key]
+            setattr(o, attr, conv(val, what))
+        elif key in _YES_NO:
+            bit, yes_sets = _YES_NO[key]
+            if _yes_no(val, key) == yes_sets:
+                o.flag |= bit
+            else:
+                o.flag &= ~bit
         elif key == "H":
             o.idx_flag |= I_HPC
-        elif key == "t":
-            o.n_threads = _int(val, "-t")
-        elif key == "d":
-            o.dump = val
-        elif key == "v":
-            o.verbose = _int(val, "-v")
-        elif key == "g":
-            o.max_gap = parse_num(val, "-g")
-        elif key == "F":
-            o.max_frag_len = parse_num(val, "-F")
         elif key == "N":
-            old_best_n, o.best_n = o.best_n, _int(val, "-N")
-        elif key == "p":
-            o.pri_ratio = _float(val, "-p")
-        elif key == "M":
-            o.mask_level = _float(val, "-M")
-        elif key == "c":
-            o.flag |= F_OUT_CG | F_CIGAR
-        elif key == "D":
-            o.flag |= F_NO_DIAG
-        elif key == "P":
-            o.flag |= F_ALL_CHAINS
-        elif key == "X":
-            o.flag |= F_ALL_CHAINS | F_NO_DIAG | F_NO_DUAL | F_NO_LJOIN
-        elif key == "a":
-            o.flag |= F_OUT_SAM | F_CIGAR
-        elif key == "Q":
-            o.flag |= F_NO_QUAL
-        elif key == "Y":
-            o.flag |= F_SOFTCLIP
-        elif key == "L":
-            o.flag |= F_LONG_CIGAR
-        elif key == "y":
-            o.flag |= F_COPY_COMMENT
-        elif key == "T":
-            o.sdust_thres = _int(val, "-T")
-        elif key == "n":
-            o.min_cnt = _int(val, "-n")
-        elif key == "m":
-            o.min_chain_score = _int(val, "-m")
-        elif key == "A":
-            o.a = _int(val, "-A")
-        elif key == "B":
-            o.b = _int(val, "-B")
-        elif key == "s":
-            o.min_dp_max = _int(val, "-s")
-        elif key == "K":
-            o.mini_batch_size = parse_num(val, "-K")
-        elif key == "e":
-            o.occ_dist = parse_num(val, "-e")
-        elif key == "R":
-            o.rg = val
-        elif key == "h":
-            extra["help"] = True
-        elif key == "V":
-            extra["version"] = True
-        elif key == "2":
-            o.flag |= F_2_IO_THREADS
+            old_best_n, o.best_n = o.best_n, _int(val, what)
+        elif key in ("h", "V"):
+            extra["help" if key == "h" else "version"] = True
         elif key == "o":
             o.out = None if val == "-" else val
-        elif key == "bucket-bits":
-            o.bucket_bits = _int(val, "--bucket-bits")
-        elif key == "seed":
-            o.seed = _int(val, "--seed")
-        elif key == "max-chain-skip":
-            o.max_chain_skip = _int(val, "--max-chain-skip")
-        elif key == "max-chain-iter":
-            o.max_chain_iter = _int(val, "--max-chain-iter")
-        elif key == "min-dp-len":
-            o.min_ksw_len = _int(val, "--min-dp-len")
-        elif key == "no-long-join":
-            o.flag |= F_NO_LJOIN
-        elif key == "sr":
-            o.flag |= F_SR
-        elif key == "end-bonus":
-            o.end_bonus = _int(val, "--end-bonus")
-        elif key == "no-pairing":
-            o.flag |= F_INDEPEND_SEG
-        elif key == "end-seed-pen":
-            o.anchor_ext_shift = _int(val, "--end-seed-pen")
-        elif key == "for-only":
-            o.flag |= F_FOR_ONLY
-        elif key == "rev-only":
-            o.flag |= F_REV_ONLY
-        elif key == "max-clip-ratio":
-            o.max_clip_ratio = _float(val, "--max-clip-ratio")
-        elif key == "min-occ-floor":
-            o.min_mid_occ = _int(val, "--min-occ-floor")
-        elif key == "MD":
-            o.flag |= F_OUT_MD
-        elif key == "score-N":
-            o.sc_ambi = _int(val, "--score-N")
-        elif key == "eqx":
-            o.flag |= F_EQX
-        elif key == "paf-no-hit":
-            o.flag |= F_PAF_NO_HIT
-        elif key == "no-end-flt":
-            o.flag |= F_NO_END_FLT
-        elif key == "hard-mask-level":
-            o.flag |= F_HARD_MLEVEL
-        elif key == "cap-sw-mem":
-            o.max_sw_mat = parse_num(val, "--cap-sw-mem")
-        elif key == "max-qlen":
-            o.max_qlen = parse_num(val, "--max-qlen")
-        elif key == "sam-hit-only":
-            o.flag |= F_SAM_HIT_ONLY
-        elif key == "chain-gap-scale":
-            o.chain_gap_scale = _float(val, "--chain-gap-scale")
-        elif key == "chain-skip-scale":
-            o.chain_skip_scale = _float(val, "--chain-skip-scale")
-        elif key == "alt-drop":
-            o.alt_drop = _float(val, "--alt-drop")
-        elif key == "mask-len":
-            o.mask_len = parse_num(val, "--mask-len")
-        elif key == "cap-kalloc":
-            o.cap_kalloc = parse_num(val, "--cap-kalloc")
-        elif key == "q-occ-frac":
-            o.q_occ_frac = _float(val, "--q-occ-frac")
-        elif key == "no-hash-name":
-            o.flag |= F_NO_HASH_NAME
-        elif key == "frag":
-            f = (f | F_FRAG_MODE) if _yes_no(val, "frag") else (f & ~F_FRAG_MODE)
-        elif key == "secondary":
-            f = (f & ~F_NO_PRINT_2ND) if _yes_no(val, "secondary") else (f | F_NO_PRINT_2ND)
-        elif key == "heap-sort":
-            f = (f | F_HEAP_SORT) if _yes_no(val, "heap-sort") else (f & ~F_HEAP_SORT)
-        elif key == "dual":
-            f = (f & ~F_NO_DUAL) if _yes_no(val, "dual") else (f | F_NO_DUAL)
         elif key == "rmq":
-            f = (f | F_RMQ) if val is None or _yes_no(val, "rmq") else (f & ~F_RMQ)
+            o.flag = (o.flag | F_RMQ) if val is None or _yes_no(val, "rmq") else (o.flag & ~F_RMQ)
         elif key == "cs":
-            f |= F_OUT_CS | F_CIGAR
+            o.flag |= F_OUT_CS | F_CIGAR
             if val is None or val == "short":
-                f &= ~F_OUT_CS_LONG
+                o.flag &= ~F_OUT_CS_LONG
             elif val == "long":
-                f |= F_OUT_CS_LONG
+                o.flag |= F_OUT_CS_LONG
             elif val == "none":
-                f &= ~F_OUT_CS
+                o.flag &= ~F_OUT_CS
             else:
                 raise MapOptError("--cs only takes 'short', 'long' or 'none'")
         elif key == "r":
@@ -527,8 +445,6 @@ def parse_map_args(argv: list[str]) -> tuple[MapOpt, list[str], dict]:
             o.device = val
         else:  # pragma: no cover - every LONG/SHORT key is handled above
             raise MapOptError(f"option '{key}' is not handled")
-        if key in ("frag", "secondary", "heap-sort", "dual", "rmq", "cs"):
-            o.flag = f
     check_opt(o)
     if o.best_n == 0:
         o.best_n, o.flag = old_best_n, o.flag | F_NO_PRINT_2ND

@@ -91,15 +91,7 @@ def map_one(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, r
                                          iv[I_MAX_MAX_OCC], iv[I_OCC_DIST], fv[F_Q_OCC_FRAC], flag, b, bkt_off,
                                          keys, key_off, pos, ref_len, diag_rid, dual_skip)
     max_gap = iv[I_MAX_GAP]
-    max_gap_qry = (qlen if qlen > max_gap else max_gap) if is_sr else max_gap
-    if iv[I_MAX_GAP_REF] > 0:
-        max_gap_ref = iv[I_MAX_GAP_REF]
-    elif iv[I_MAX_FRAG_LEN] > 0:
-        max_gap_ref = iv[I_MAX_FRAG_LEN] - qlen
-        if max_gap_ref < max_gap:
-            max_gap_ref = max_gap
-    else:
-        max_gap_ref = max_gap
+    max_gap_qry, max_gap_ref = LC.chain_gaps(is_sr, qlen, max_gap, iv[I_MAX_GAP_REF], iv[I_MAX_FRAG_LEN])
     pen_gap, pen_skip = LC.chain_pens(fv[F_CHAIN_GAP_SCALE], fv[F_CHAIN_SKIP_SCALE], iv[I_K])
     if is_rmq:
         a, u = LC.lchain_rmq(max_gap, iv[I_RMQ_INNER_DIST], iv[I_BW], iv[I_MAX_CHAIN_SKIP], iv[I_RMQ_SIZE_CAP],
@@ -120,11 +112,9 @@ def map_one(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, r
     is_qstrand = (flag & MO.F_QSTRAND) != 0
     R = LC.gen_regs(hsh, qlen, u, a, is_qstrand)
     n = R.shape[0]
-    # chain_post
-    if (flag & MO.F_ALL_CHAINS) == 0:
-        MH.set_parent(fv[F_MASK_LEVEL], iv[I_MASK_LEN], R, n, iv[I_A] * 2 + iv[I_B],
-                      (flag & MO.F_HARD_MLEVEL) != 0, fv[F_ALT_DROP])
-        n = MH.select_sub(fv[F_PRI_RATIO], iv[I_K] * 2, iv[I_BEST_N], 1, np.int64(max_gap * 0.8), R, n)
+    n = MH.chain_post((flag & MO.F_ALL_CHAINS) != 0, fv[F_MASK_LEVEL], iv[I_MASK_LEN], iv[I_A] * 2 + iv[I_B],
+                      (flag & MO.F_HARD_MLEVEL) != 0, fv[F_ALT_DROP], fv[F_PRI_RATIO], iv[I_K], iv[I_BEST_N], max_gap,
+                      1, seg_off[1:], max_gap_ref, R, n)
     if not is_sr and not is_qstrand:
         MH.est_err(qlen, R, n, a, mini_pos, ref_len)
         n = MH.filter_strand_retained(R, n)
