@@ -38,15 +38,17 @@ result; the kernels still sweep every cell.
 
 Algorithms: GPU kernels in kernels/pairwise.cu (see its header for the thread mappings), chosen
 by length (inter-query thread per pair for short queries, a group of lanes per pair above
-``INTRA_MIN_M``, many warps chained over one pair for queries of ``CHAIN_MIN_M`` bases or more).
+``INTRA_MIN_M``; score only, long pairs from ``LONG_MIN_M`` bases when too few to fill the GPU and
+every pair from ``CHAIN_MIN_M`` bases: chained strips of all of them over all SMs, pw_chain_batch).
 Score only: pairs whose DP values provably fit int16 (``fits16``: a bound from m, n and the
 scores, never assumed) run two per group in the 16-bit packed DPX kernel, the others in 32 bits.
 Traceback: short pairs (m <= 256, ``fits_tb16``: direction bytes <= TB16_SMEM = 48 KB per warp, i.e.
 up to about 200 x 200) in the 16-bit kernel pw_tb16 (two pairs per warp, direction bits of the whole
 pair in shared memory, walked in the same kernel; H100 10M x 150 bp local / global / semiglobal
 575 / 774 / 736 GCUPS, docs/BENCHMARKS.md session 5); the others
-gridded (forward pass stores rows every BH and columns every GW cells, the blocks near
-the path are recomputed), for one huge pair in linear space.  The CPU twin below is the plain
+gridded (forward pass stores rows every BH and columns every GW cells, in the 16-bit kernel where
+it fits and m < 4 kb; the blocks near the path are recomputed), for one huge pair or a few
+(``TB_CHAIN_MAX``) long ones in linear space, one pair after the other over all SMs.  The CPU twin below is the plain
 Gotoh recurrence (numba, one pair per thread), the fallback and the oracle; its traceback keeps a
 full direction matrix, or for large pairs the same gridded walk (identical CIGARs).
 """
@@ -705,9 +707,10 @@ def fits_tb16(m, n, match, mismatch, go, ge) -> np.ndarray:
 
 
 def _tb16_batch(cp, get_module, plist, m, n, mode, match, mismatch, go, ge, mem_budget, qd, qoff_d, td, toff_d,
-                score_d, qend_d, tend_d, tb_d, cap_off, cig_host, ev0, ev1, npairs):
+                score_d, qend_d, tend_d, tb_d, cap_off, cig_host, ev0, ev1, npairs, prof=None):
     """Traceback of short pairs with pw_tb16 (two pairs per warp, directions in shared memory).
-    plist: pairs that pass ``fits_tb16``.  Returns kernel seconds."""
+    plist: pairs that pass ``fits_tb16``.  Returns kernel seconds.  prof: a list that receives, per
+    launch, the (groups, 3) int64 cycles of the forward pass / the walk / the SM id (TBPROF build)."""
     ktime = 0.0
     rr = tb16_rows(m[plist])
     cig_off_h = np.zeros(npairs, np.int64)
@@ -720,8 +723,10 @@ def _tb16_batch(cp, get_module, plist, m, n, mode, match, mismatch, go, ge, mem_
         b_ = order2[1::2]
         cost = (m[a_] + n[a_]) * 4 + np.where(b_ >= 0, m[a_] + n[np.maximum(b_, 0)], 0) * 4
         csum = np.cumsum(cost)
-        k = get_module("pairwise", _defines(mode, match, mismatch, go, ge, -1, True, 32, int(r))).get_function(
-            "pw_tb16")
+        defs = _defines(mode, match, mismatch, go, ge, -1, True, 32, int(r))
+        if prof is not None:
+            defs["TBPROF"] = 1
+        k = get_module("pairwise", defs).get_function("pw_tb16")
         a = 0
         while a < G:
             b = max(int(np.searchsorted(csum, (csum[a - 1] if a else 0) + mem_budget, side="right")), a + 1)
@@ -734,12 +739,15 @@ def _tb16_batch(cp, get_module, plist, m, n, mode, match, mismatch, go, ge, mem_
             smem = int(n[chunk].max()) * (32 * int(r) + 4)     # direction bytes + one word per column
             if smem > 48 << 10:
                 k.max_dynamic_shared_size_bytes = max(smem, k.max_dynamic_shared_size_bytes)
+            profd = cp.zeros(3 * (b - a), cp.int64) if prof is not None else cp.zeros(1, cp.int64)
             ev0.record()
             k((b - a,), (32,), (qd, qoff_d, td, toff_d, cp.asarray(o2), np.int32(b - a), score_d, qend_d, tend_d,
-                                cigd, cp.asarray(cig_off_h), tb_d), shared_mem=smem)
+                                cigd, cp.asarray(cig_off_h), tb_d, profd), shared_mem=smem)
             ev1.record()
             ev1.synchronize()
             ktime += cp.cuda.get_elapsed_time(ev0, ev1) / 1e3
+            if prof is not None:
+                prof.append(profd.get().reshape(-1, 3))
             tbh = tb_d.get().reshape(-1, 3)
             _compact(cigd.get(), co[:-1].copy(), tbh[chunk, 2].astype(np.int64), cap_off[chunk].copy(), cig_host)
             del cigd
@@ -782,6 +790,131 @@ def _chain_one(cp, qd, q0, m, td, t0, n, mode, match, mismatch, go, ge, band, r=
     c = cand.get().reshape(-1, 3)
     c = c[np.lexsort((c[:, 1], c[:, 2], -c[:, 0].astype(np.int64)))]
     return int(c[0, 0]), int(c[0, 1]), int(c[0, 2])
+
+
+# Regime 2 (score only): long pairs as (pair, strip) work items of pw_chain_batch over the whole GPU.
+# The batch kernels give a long pair one lane group (16 lanes of the 32-bit kernel, 8 of the 16-bit
+# one): a few hundred long pairs leave most of the GPU idle for the whole kernel.  Measured on the
+# H200 box (docs/BENCHMARKS.md, `gpu_pairwise_bench.py --stages blong`, local, R = 8): pw_chain_batch
+# runs at about 400 GCUPS whatever the pair count; the 32-bit batch kernel on 20 kb pairs reaches
+# 323 GCUPS at 2 warps per SM and 644 at 4, the 16-bit one on 10 kb pairs 134 at 0.5 and 521 at 2;
+# R = 16 lifts pw_chain_batch to 614 (64 x 50 kb), hence the default r = 16 and the switch points
+# below (chain while the batch kernels would fill fewer warps per SM than these).
+LONG_MIN_M = 8192                 # queries at least this long may take pw_chain_batch
+LONG_FILL32 = 4.0                 # ... when the 32-bit batch kernel would run them in fewer warps than this per SM
+LONG_FILL16 = 2.0                 # ... the same for pairs that fit the 16-bit kernel
+TB_CHAIN_MAX = 16                 # traceback: up to this many pairs of LONG_MIN_M or more go one at a time through
+                                  # the chained linear-space path (8 x 30 kb: 0.32 s vs 0.73 s gridded batch,
+                                  # 48 x 30 kb: 1.89 s vs 0.75 s)
+CHAIN_GROUP_DIV = 64              # pw_chain_batch interleaves groups of W // CHAIN_GROUP_DIV pairs
+
+
+def chain_items(ns, group: int) -> np.ndarray:
+    """Work items of pw_chain_batch for pairs a = 0..P-1 of ns[a] strips -> int32 (K, 4) rows
+    (a, strip, prev item, next item), prev / next = the items of strips s-1 / s+1 of pair a (-1: none).
+
+    Pairs are sorted by strip count (descending) and cut into groups of ``group``; a group's items
+    are listed strip by strip (strip 0 of each pair, then strip 1, ...), so that ``group`` pairs
+    fill the warp pipeline at once instead of one pair's strips behind each other (group 1 is
+    pair-major order).  Level s of a group is a prefix of its pairs (descending strip counts), so
+    next - k <= group for every item k: the kernel needs group <= W (ring reuse, see pw_chain_batch)."""
+    ns = np.asarray(ns, np.int64)
+    K = int(ns.sum())
+    rank = np.empty(ns.size, np.int64)
+    rank[np.argsort(-ns, kind="stable")] = np.arange(ns.size)
+    first = np.zeros(ns.size + 1, np.int64)
+    np.cumsum(ns, out=first[1:])
+    a = np.repeat(np.arange(ns.size), ns)        # pair-major enumeration e: pair a, strip s
+    s = np.arange(K) - first[a]
+    r = rank[a]
+    pos = np.empty(K, np.int64)                  # item index of element e
+    pos[np.lexsort((r, s, r // max(int(group), 1)))] = np.arange(K)
+    items = np.empty((K, 4), np.int32)
+    items[pos, 0] = a
+    items[pos, 1] = s
+    e = np.arange(K)
+    items[pos, 2] = np.where(s > 0, pos[np.maximum(e - 1, 0)], -1)
+    items[pos, 3] = np.where(s + 1 < ns[a], pos[np.minimum(e + 1, K - 1)], -1)
+    return items
+
+
+def chain_batch_pairs(m, n, work, nsm: int, match, mismatch, go, ge, band, width="auto", chain=None) -> np.ndarray:
+    """Score only: the pairs of ``work`` (sorted indices) that go to pw_chain_batch.
+
+    Queries of CHAIN_MIN_M bases or more always do (all of them in one launch instead of pw_chain one
+    after the other); queries of LONG_MIN_M or more when the lane groups the batch kernels would give
+    them (16 lanes per pair in 32 bits, 8 in the 16-bit kernel where ``fits16``) fill less than the
+    GPU at LONG_FILL32 / LONG_FILL16 warps per SM.  chain=True: every query of LONG_MIN_M or more;
+    chain=False: none (the previous routes: batch kernels, pw_chain one pair at a time)."""
+    work = np.asarray(work, np.int64)
+    if chain is False:
+        return work[:0]
+    mw = np.asarray(m)[work]
+    huge = work[mw >= CHAIN_MIN_M]
+    long_ = work[(mw >= LONG_MIN_M) & (mw < CHAIN_MIN_M)]
+    if chain is None and long_.size:
+        f16 = np.zeros(long_.size, bool)
+        if band < 0 and width != 32:
+            cfg16 = choose_config16(LONG_MIN_M)
+            f16 = fits16(np.asarray(m)[long_], np.asarray(n)[long_], cfg16, match, mismatch, go, ge)
+        w32 = (~f16).sum() * choose_config(INTRA_MIN_M, False)[0] / 32
+        w16 = f16.sum() * choose_config16(LONG_MIN_M)[0] / 2 / 32
+        if w32 / LONG_FILL32 + w16 / LONG_FILL16 >= nsm:
+            long_ = long_[:0]
+    return np.union1d(huge, long_)
+
+
+def _chain_batch(cp, qd, qoff, td, toff, plist, mode, match, mismatch, go, ge, band, r=16, max_warps=None,
+                 warps_per_sm=12, group=None, ring_bytes=12 << 30, timings=None):
+    """Many long pairs (plist: indices into the host CSR offsets qoff / toff, m, n > 0) over W chained,
+    co-resident warps (pw_chain_batch, score only) -> int32 arrays score, q_end, t_end in plist order.
+
+    W = warps_per_sm per SM (as _chain_one), at most the occupancy limit, the item count, max_warps
+    and ring_bytes of boundary rows (W * (max n + 1) int2); group: pairs interleaved strip by strip
+    (chain_items; default W // CHAIN_GROUP_DIV, 1 = pair-major).  timings: receives the kernel
+    seconds (chain_batch_s, added up) and the launch shape (chain_batch_W / _group / _items)."""
+    from g3align.kernels.loader import get_module
+    plist = np.asarray(plist, np.int64)
+    m = (qoff[plist + 1] - qoff[plist]).astype(np.int64)
+    n = (toff[plist + 1] - toff[plist]).astype(np.int64)
+    mod = get_module("pairwise", _defines(mode, match, mismatch, go, ge, band, False, 32, r))
+    f = mod.get_function("pw_chain_batch")
+    nsm = cp.cuda.Device().attributes["MultiProcessorCount"]
+    try:
+        bps = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(f.ptr, 128, 0)
+    except Exception:
+        bps = 1
+    ns = -(-m // (32 * r))
+    K = int(ns.sum())
+    slot = int(n.max()) + 1
+    W = min(bps * nsm * 4, warps_per_sm * nsm, K, max(1, ring_bytes // (8 * slot)))
+    if max_warps:
+        W = min(W, max_warps)
+    wpb = min(W, 4)                              # blocks of 4 warps (one smaller block for W < 4)
+    W -= W % wpb
+    nblocks = W // wpb                           # all co-resident: W <= the occupancy limit
+    g = max(1, W // CHAIN_GROUP_DIV) if group is None else min(max(int(group), 1), W)
+    items = chain_items(ns, g)
+    pinfo = np.stack([qoff[plist], toff[plist], m, n], 1).astype(np.int64)
+    ring = cp.empty(W * slot * 2, cp.int32)
+    prog = cp.zeros(K, cp.int32)
+    cand = cp.empty(3 * K, cp.int32)
+    args = (qd, td, cp.asarray(pinfo.reshape(-1)), cp.asarray(items.reshape(-1)), np.int32(K), ring,
+            np.int64(slot), prog, cand)
+    ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
+    ev0.record()
+    f((nblocks,), (32 * wpb,), args)
+    ev1.record()
+    ev1.synchronize()
+    if timings is not None:
+        timings["chain_batch_s"] = timings.get("chain_batch_s", 0.0) + cp.cuda.get_elapsed_time(ev0, ev1) / 1e3
+        timings.update(chain_batch_W=W, chain_batch_group=g, chain_batch_items=K)
+    del ring, args
+    c = cand.get().reshape(-1, 3).astype(np.int64)
+    a = items[:, 0]
+    o = np.lexsort((c[:, 1], c[:, 2], -c[:, 0], a))          # per pair: score desc, j asc, i asc
+    best = o[np.r_[True, a[o][1:] != a[o][:-1]]]             # first item of each pair (every pair has one)
+    return (c[best, 0].astype(np.int32), c[best, 1].astype(np.int32), c[best, 2].astype(np.int32))
 
 
 def _run16(cp, kern, order2, G, n, qd, qoff_d, td, toff_d, score_d, qend_d, tend_d, mem_budget, ev0, ev1):
@@ -882,9 +1015,12 @@ TB_SMEM_MAX = 100 << 10            # pw_tb: block direction words in shared memo
 
 
 def _grid_batch(cp, get_module, plist, fcfg, tcfg, grid, m, n, mode, match, mismatch, go, ge, band, mem_budget,
-                qd, qoff_d, td, toff_d, score_d, qend_d, tend_d, tb_d, cap_off, cig_host, ev0, ev1, npairs):
+                qd, qoff_d, td, toff_d, score_d, qend_d, tend_d, tb_d, cap_off, cig_host, ev0, ev1, npairs,
+                timings=None, f16=False):
     """Gridded traceback of many pairs: pw_batch_ck (forward config fcfg, score only + checkpoints),
-    then pw_tb (config tcfg) recomputing the blocks along each path.  Returns kernel seconds."""
+    then pw_tb (config tcfg) recomputing the blocks along each path.  f16: every pair passes ``fits16``
+    for fcfg and the forward pass is pw_batch16_ck (two pairs of equal m per group, same checkpoints).
+    Returns kernel seconds; adds the forward / traceback split to timings["grid_fwd_s"] / ["grid_tb_s"]."""
     sr_f, sr_t = fcfg[0] * fcfg[1], tcfg[0] * tcfg[1]
     # default block width (H100 sweep, docs/BENCHMARKS.md): 64 columns for short pairs, 256 from INTRA_MIN_M
     bh0, gw = grid if grid is not None else (0, 64 if int(m[plist[0]]) < INTRA_MIN_M else 256)
@@ -892,7 +1028,7 @@ def _grid_batch(cp, get_module, plist, fcfg, tcfg, grid, m, n, mode, match, mism
     bh = max(bh, -(-int(bh0) // bh) * bh)
     fmod = get_module("pairwise", _defines(mode, match, mismatch, go, ge, band, False, *fcfg))
     tmod = get_module("pairwise", _defines(mode, match, mismatch, go, ge, band, True, *tcfg))
-    fk = fmod.get_function("pw_batch_ck")
+    fk = fmod.get_function("pw_batch16_ck" if f16 else "pw_batch_ck")
     tk = tmod.get_function("pw_tb")
     mm, nn = m[plist], n[plist]
     nrck = np.maximum(-(-mm // bh) - 1, 0) * (nn + 1)
@@ -922,11 +1058,19 @@ def _grid_batch(cp, get_module, plist, fcfg, tcfg, grid, m, n, mode, match, mism
         cck = cp.empty(max(int(co[-1]), 1) * 2, cp.int32)
         rck_off = cp.asarray(rck_off_h)
         cck_off = cp.asarray(cck_off_h)
-        bnd = cp.empty((int(nn[a:b].max()) + 1) * G * 2, cp.int32)
         order = cp.asarray(chunk.astype(np.int32))
+        if f16:
+            forder = pair_up(chunk, m)
+            FG = forder.size // 2
+            forder = cp.asarray(forder)
+        else:
+            forder, FG = order, G
+        bnd = cp.empty((int(nn[a:b].max()) + 1) * FG * 2, cp.int32)
         ev0.record()
-        fk((-(-G * fcfg[0] // 128),), (128,), (qd, qoff_d, td, toff_d, order, np.int32(G), bnd, score_d, qend_d,
-                                              tend_d, rck, rck_off, cck, cck_off, np.int32(bh), np.int32(gw)))
+        fk((-(-FG * fcfg[0] // 128),), (128,), (qd, qoff_d, td, toff_d, forder, np.int32(FG), bnd, score_d, qend_d,
+                                               tend_d, rck, rck_off, cck, cck_off, np.int32(bh), np.int32(gw)))
+        evm = cp.cuda.Event()
+        evm.record()
         del bnd
         sbnd = cp.empty(G * (gw + 1) * 2, cp.int32)
         gwords = (bh // sr_t) * (gw + tcfg[0] - 1) * tcfg[0]
@@ -944,6 +1088,9 @@ def _grid_batch(cp, get_module, plist, fcfg, tcfg, grid, m, n, mode, match, mism
         ev1.record()
         ev1.synchronize()
         ktime += cp.cuda.get_elapsed_time(ev0, ev1) / 1e3
+        if timings is not None:
+            timings["grid_fwd_s"] = timings.get("grid_fwd_s", 0.0) + cp.cuda.get_elapsed_time(ev0, evm) / 1e3
+            timings["grid_tb_s"] = timings.get("grid_tb_s", 0.0) + cp.cuda.get_elapsed_time(evm, ev1) / 1e3
         tbh = tb_d.get().reshape(-1, 3)
         _compact(cigd.get(), go_[:-1].copy(), tbh[chunk, 2].astype(np.int64), cap_off[chunk].copy(), cig_host)
         del rck, cck, sbnd, sdir, cigd
@@ -953,7 +1100,7 @@ def _grid_batch(cp, get_module, plist, fcfg, tcfg, grid, m, n, mode, match, mism
 
 def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, config=None,
               mem_budget: int = 6 << 30, timings: dict | None = None, width="auto",
-              config16=None, tb_method="grid", grid=None) -> PairwiseResult:
+              config16=None, tb_method="grid", grid=None, tb16_prof=None, chain_batch=None) -> PairwiseResult:
     """GPU path; pairs with an empty side go through the CPU twin's closed forms.
 
     Score-only, unbanded pairs whose DP values provably fit int16 (``fits16``) run in the 16-bit
@@ -966,6 +1113,9 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
     BH, columns every GW cells; ``grid=(BH, GW)``, BH rounded up to a multiple of the strip height)
     and recomputes the blocks near the path; ``"full"`` keeps the whole 4-bit direction matrix.
     Queries of CHAIN_MIN_M bases or more use the chained kernel, with traceback in linear space.
+    Score only (no ``config``): those and, where the batch kernels would underfill the GPU, queries of
+    LONG_MIN_M or more go to pw_chain_batch (``chain_batch_pairs``; ``chain_batch=True`` / ``False``
+    forces all of them / none, the latter being the previous routes).
     """
     import cupy as cp
     from g3align.kernels.loader import get_module
@@ -995,6 +1145,25 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
     ktime = 0.0
 
     huge = work[m[work] >= CHAIN_MIN_M] if config is None else work[:0]
+    if tb and config is None:
+        long_tb = work[m[work] >= LONG_MIN_M]
+        if long_tb.size <= TB_CHAIN_MAX:
+            huge = long_tb
+    cbatch = work[:0]
+    if not tb and config is None:
+        nsm = cp.cuda.Device().attributes["MultiProcessorCount"]
+        cbatch = chain_batch_pairs(m, n, work, nsm, match, mismatch, go, ge, band, width, chain_batch)
+        huge = np.setdiff1d(huge, cbatch, assume_unique=True)
+    if cbatch.size:
+        timc: dict = {}
+        out[cbatch, 0], out[cbatch, 1], out[cbatch, 2] = _chain_batch(
+            cp, qd, qoff, td, toff, cbatch, mode, match, mismatch, go, ge, band, timings=timc)
+        ktime += timc["chain_batch_s"]
+        out[cbatch, 3] = 0 if mode == 0 else (0 if mode == 1 else -1)
+        out[cbatch, 4] = 0 if mode == 0 else -1
+        if timings is not None:
+            timings["pairs_chain_batch"] = timings.get("pairs_chain_batch", 0) + int(cbatch.size)
+            timings.update((k_, v_) for k_, v_ in timc.items() if not k_.endswith("_s"))
     for p in huge:
         if tb:
             tim1: dict = {}
@@ -1015,7 +1184,7 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
         ktime += cp.cuda.get_elapsed_time(ev0, ev1) / 1e3
         out[p, :3] = (s, i, j)
         out[p, 3:5] = (0, 0) if mode == 0 else ((0, -1) if mode == 1 else (-1, -1))
-    batch = np.setdiff1d(work, huge, assume_unique=True)
+    batch = np.setdiff1d(work, np.union1d(huge, cbatch), assume_unique=True)
     use16 = np.zeros(0, np.int64)
     sets16: dict = {}
     if not tb and band < 0 and width != 32 and batch.size:
@@ -1038,7 +1207,7 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
         use16 = usetb16
     if timings is not None:
         timings["pairs16"] = timings.get("pairs16", 0) + int(use16.size)
-        timings["pairs32"] = timings.get("pairs32", 0) + int(batch.size + huge.size)
+        timings["pairs32"] = timings.get("pairs32", 0) + int(batch.size + huge.size + cbatch.size)
 
     qoff_d = cp.asarray(qoff)
     toff_d = cp.asarray(toff)
@@ -1055,7 +1224,8 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
 
     if usetb16.size:
         ktime += _tb16_batch(cp, get_module, usetb16, m, n, mode, match, mismatch, go, ge, mem_budget, qd, qoff_d, td,
-                             toff_d, score_d, qend_d, tend_d, tb_d, cap_off, cig_host, ev0, ev1, npairs)
+                             toff_d, score_d, qend_d, tend_d, tb_d, cap_off, cig_host, ev0, ev1, npairs,
+                             prof=tb16_prof)
         tbh = tb_d.get().reshape(-1, 3)
         out[usetb16, 0] = score_d.get()[usetb16]
         out[usetb16, 1] = qend_d.get()[usetb16]
@@ -1093,9 +1263,23 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
         plist = plist[np.lexsort((n[plist], m[plist]))]
         if tb and tb_method == "grid":
             fcfg = choose_config(int(m[plist[0]]), False) if config is None else (lanes, r)
-            ktime += _grid_batch(cp, get_module, plist, fcfg, (lanes, r), grid, m, n, mode, match, mismatch, go, ge,
-                                 band, mem_budget, qd, qoff_d, td, toff_d, score_d, qend_d, tend_d, tb_d, cap_off,
-                                 cig_host, ev0, ev1, npairs)
+            parts = [(plist, fcfg, False)]
+            if config is None and band < 0 and width != 32 and int(m[plist[-1]]) < 4096:
+                # the forward pass in 16 bits where it provably fits (fits16), with the strip height of
+                # the 32-bit config (1 x 32 rows below INTRA_MIN_M, else 16 x 16), so the grid is unchanged;
+                # pw_tb recomputes the blocks in 32 bits either way.  Not from 4 kb: there the checkpoints
+                # cap a chunk at about 1000 pairs, i.e. 500 groups of 16 lanes, too few warps to fill the
+                # GPU (10k x 10 kb: 2.5 s forward vs 1.1 s for the 32-bit kernel with 32 lanes per pair)
+                cfg16 = (1, 32) if int(m[plist[0]]) < INTRA_MIN_M else (16, 16)
+                ok = fits16(m[plist], n[plist], cfg16, match, mismatch, go, ge)
+                parts = [(plist[~ok], fcfg, False), (plist[ok], cfg16, True)]
+                if timings is not None:
+                    timings["pairs16_grid"] = timings.get("pairs16_grid", 0) + int(ok.sum())
+            for pl, fc, f16 in parts:
+                if pl.size:
+                    ktime += _grid_batch(cp, get_module, pl, fc, (lanes, r), grid, m, n, mode, match, mismatch, go,
+                                         ge, band, mem_budget, qd, qoff_d, td, toff_d, score_d, qend_d, tend_d, tb_d,
+                                         cap_off, cig_host, ev0, ev1, npairs, timings=timings, f16=f16)
             continue
         mod = get_module("pairwise", _defines(mode, match, mismatch, go, ge, band, tb, lanes, r))
         kern = mod.get_function("pw_batch")

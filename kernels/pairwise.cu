@@ -29,7 +29,10 @@
 //             reading the boundary row of strip s-1 from a ring of W buffers.  All W warps must be
 //             co-resident (the launcher sizes the grid from the occupancy calculator).
 //             Score only; each warp writes its best cell, the host reduces.
+//   pw_chain_batch  pw_chain for a batch of long pairs (regime 2, score only): (pair, strip) work
+//             items over W persistent warps, several pairs interleaved strip by strip (see its section).
 //   pw_batch16  16-bit packed score path (two pairs per group, Hopper DPX; see its section).
+//   pw_batch16_ck  pw_batch16 that also stores the grid checkpoints, unpacked to pw_batch_ck's layout.
 //   pw_tb16   16-bit traceback of short pairs (two per warp, m <= 32*R): direction bits of the whole
 //             pairs in shared memory, walked in the same kernel (see its section).
 //   pw_batch_ck / pw_chain_ck  pw_batch / pw_chain (TRACE=0) that also store grid checkpoints:
@@ -78,6 +81,9 @@
 #endif
 #ifndef CHUNK           // pw_chain: publish progress every CHUNK columns
 #define CHUNK 64
+#endif
+#ifndef TBPROF          // pw_tb16: record clock64 cycles of the forward pass and of the walk per group
+#define TBPROF 0
 #endif
 
 #define SR (LANES * R)
@@ -677,13 +683,23 @@ __device__ __forceinline__ int row_of(const unsigned (&Hl)[R], int v, bool hi, i
 // writing column j to Hout.
 struct St16 {
     unsigned hdiag, up_h, up_f, bh, bf, cur_h, cur_f, nx_h, nx_f;
+    int cnext;                                   // CK: next grid column of this lane
 };
 
+// Grid checkpoints of the 16-bit forward pass (pw_batch16_ck), unpacked into the 32-bit layout of
+// `Ck` per pair (A: low halves, B: high halves; B pointers null when the group has no pair B):
+// rowA / rowB: this strip's bottom row when it is a grid row (else null), H and F = Y - GOE;
+// colA / colB: the pair's cck, H and E = X - GOE of every GW-th column (j < n of that pair).
+struct Ck16 {
+    int2* rowA; int2* rowB; int2* colA; int2* colB; int GW;
+};
+
+template <bool CK>
 __device__ __forceinline__ void step16(
     const u8* __restrict__ ta, int na, const u8* __restrict__ tb, int nb, int n, int s, int lane,
     unsigned gmask, const uint2* bin, uint2* bout, long long bjs, long long slot, bool last_strip, bool owns_m,
     int rm, int m, int row0, int tt, const unsigned (&pa)[R], const unsigned (&pb)[R], const unsigned (&Hin)[R],
-    unsigned (&Hout)[R], unsigned (&X)[R], St16& q, Best& ba, Best& bb)
+    unsigned (&Hout)[R], unsigned (&X)[R], St16& q, Best& ba, Best& bb, const Ck16& ck)
 {
     const int j = tt - lane + 1;
     const bool active = j >= 1 && j <= n;
@@ -721,6 +737,25 @@ __device__ __forceinline__ void step16(
         else rows16<true>(pa, pb, Hin, Hout, X, sel, tnm, h_d, y, q.up_h, cmax);
         q.bh = Hout[R - 1]; q.bf = y;
         if (lane == LANES - 1 && !last_strip) bout[(long long)j * bjs + slot] = make_uint2(q.bh, q.bf);
+        if (CK) {
+            if (lane == LANES - 1 && ck.rowA) {
+                if (j <= na) ck.rowA[j] = make_int2(lo16(q.bh), lo16(q.bf) - GOE);
+                if (ck.rowB && j <= nb) ck.rowB[j] = make_int2(hi16(q.bh), hi16(q.bf) - GOE);
+            }
+            if (j == q.cnext) {
+                if (j < na) {
+                    int2* cc = ck.colA + (long long)(j / ck.GW - 1) * m;
+#pragma unroll
+                    for (int r = 0; r < R; ++r) if (row0 + r < m) cc[row0 + r] = make_int2(lo16(Hout[r]), lo16(X[r]) - GOE);
+                }
+                if (ck.colB && j < nb) {
+                    int2* cc = ck.colB + (long long)(j / ck.GW - 1) * m;
+#pragma unroll
+                    for (int r = 0; r < R; ++r) if (row0 + r < m) cc[row0 + r] = make_int2(hi16(Hout[r]), hi16(X[r]) - GOE);
+                }
+                q.cnext += ck.GW;
+            }
+        }
 #if MODE == 2
         const int ca = lo16(cmax), cb = hi16(cmax);
         if (ca > ba.s || (ca == ba.s && j < ba.j)) { ba.s = ca; ba.i = row_of(Hout, ca, false, row0); ba.j = j; }
@@ -753,10 +788,12 @@ __device__ __forceinline__ void step16(
 #endif
 }
 
+template <bool CK = false>
 __device__ __forceinline__ void dp_strip16(
     const u8* __restrict__ qa, const u8* __restrict__ qb, int m, const u8* __restrict__ ta, int na,
     const u8* __restrict__ tb, int nb, int s, int lane, unsigned gmask,
-    const uint2* bin, uint2* bout, long long bjs, long long slot, Best& ba, Best& bb)
+    const uint2* bin, uint2* bout, long long bjs, long long slot, Best& ba, Best& bb,
+    const Ck16& ck = Ck16{nullptr, nullptr, nullptr, nullptr, 1})
 {
     const int n = max(na, nb);
     const int row0 = s * SR + lane * R;
@@ -776,6 +813,7 @@ __device__ __forceinline__ void dp_strip16(
     q.hdiag = pk1(colinit(row0));
     q.up_h = 0; q.up_f = pk1(NEG16); q.bh = 0; q.bf = pk1(NEG16);
     q.cur_h = 0; q.cur_f = 0; q.nx_h = 0; q.nx_f = 0;
+    q.cnext = CK ? ck.GW : 0x7fffffff;
     if (s > 0 && 1 + lane <= n) {
         const uint2 v = __ldcg(&bin[(long long)(1 + lane) * bjs + slot]);
         q.nx_h = v.x; q.nx_f = v.y;
@@ -783,14 +821,14 @@ __device__ __forceinline__ void dp_strip16(
     const int nsteps = n + LANES - 1;
     int tt = 0;
     for (; tt + 1 < nsteps; tt += 2) {
-        step16(ta, na, tb, nb, n, s, lane, gmask, bin, bout, bjs, slot, last_strip, owns_m, rm, m, row0, tt,
-               pa, pb, HA, HB, X, q, ba, bb);
-        step16(ta, na, tb, nb, n, s, lane, gmask, bin, bout, bjs, slot, last_strip, owns_m, rm, m, row0, tt + 1,
-               pa, pb, HB, HA, X, q, ba, bb);
+        step16<CK>(ta, na, tb, nb, n, s, lane, gmask, bin, bout, bjs, slot, last_strip, owns_m, rm, m, row0, tt,
+                   pa, pb, HA, HB, X, q, ba, bb, ck);
+        step16<CK>(ta, na, tb, nb, n, s, lane, gmask, bin, bout, bjs, slot, last_strip, owns_m, rm, m, row0, tt + 1,
+                   pa, pb, HB, HA, X, q, ba, bb, ck);
     }
     if (tt < nsteps)
-        step16(ta, na, tb, nb, n, s, lane, gmask, bin, bout, bjs, slot, last_strip, owns_m, rm, m, row0, tt,
-               pa, pb, HA, HB, X, q, ba, bb);
+        step16<CK>(ta, na, tb, nb, n, s, lane, gmask, bin, bout, bjs, slot, last_strip, owns_m, rm, m, row0, tt,
+                   pa, pb, HA, HB, X, q, ba, bb, ck);
 }
 
 // Pairs two by two: pairs order2[2g] (A) and order2[2g+1] (B, or -1: none) share group g and have
@@ -824,6 +862,54 @@ pw_batch16(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
     const int nstrips = (m + SR - 1) / SR;
     for (int s = 0; s < nstrips; ++s)
         dp_strip16(qa, qb, m, ta, na, tb, nb, s, lane, gmask, bnd, bnd, (long long)G, g, ba, bb);
+    group_reduce(ba, gmask);
+    group_reduce(bb, gmask);
+    if (lane == 0) {
+        score[pa] = ba.s; qend[pa] = ba.i; tend[pa] = ba.j;
+        if (pb0 >= 0) { score[pb0] = bb.s; qend[pb0] = bb.i; tend[pb0] = bb.j; }
+    }
+}
+
+// Forward pass of the gridded traceback in 16 bits: pw_batch16 plus the grid checkpoints of both
+// pairs of a group, unpacked to the 32-bit layout of pw_batch_ck (rck + rck_off[p]: (ceil(m/BH) - 1)
+// rows of n+1 int2; cck + cck_off[p]: (ceil(n/GW) - 1) columns of m int2), so that pw_tb (32-bit)
+// recomputes the blocks unchanged.  Values are exact (fits16 holds for every pair sent here), so the
+// checkpoints equal pw_batch_ck's wherever pw_tb reads them.  BH: a multiple of SR.
+extern "C" __global__ void __launch_bounds__(128)
+pw_batch16_ck(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
+              const u8* __restrict__ tseq, const long long* __restrict__ toff,
+              const int* __restrict__ order2, int G, uint2* bnd,
+              int* __restrict__ score, int* __restrict__ qend, int* __restrict__ tend,
+              int2* rck, const long long* __restrict__ rck_off, int2* cck, const long long* __restrict__ cck_off,
+              int BH, int GW)
+{
+    const int gt = blockIdx.x * blockDim.x + threadIdx.x;
+    const int g = gt / LANES;
+    const int lane = threadIdx.x & (LANES - 1);
+    if (g >= G) return;
+#if LANES == 32
+    const unsigned gmask = 0xffffffffu;
+#else
+    const unsigned gmask = ((1u << LANES) - 1u) << ((threadIdx.x & 31) & ~(LANES - 1));
+#endif
+    const int pa = order2[2 * g], pb0 = order2[2 * g + 1];
+    const int pb = pb0 < 0 ? pa : pb0;
+    const int m = (int)(qoff[pa + 1] - qoff[pa]);
+    const int na = (int)(toff[pa + 1] - toff[pa]), nb = (int)(toff[pb + 1] - toff[pb]);
+    Best ba, bb;
+    best_init(ba, m, na);
+    best_init(bb, m, nb);
+    const int nstrips = (m + SR - 1) / SR;
+    for (int s = 0; s < nstrips; ++s) {
+        Ck16 ck{nullptr, nullptr, cck + cck_off[pa], pb0 >= 0 ? cck + cck_off[pb0] : nullptr, GW};
+        if (s + 1 < nstrips && ((s + 1) * SR) % BH == 0) {
+            const long long k = (s + 1) * SR / BH - 1;
+            ck.rowA = rck + rck_off[pa] + k * (na + 1);
+            ck.rowB = pb0 >= 0 ? rck + rck_off[pb0] + k * (nb + 1) : nullptr;
+        }
+        dp_strip16<true>(qseq + qoff[pa], qseq + qoff[pb], m, tseq + toff[pa], na, tseq + toff[pb], nb, s, lane,
+                         gmask, bnd, bnd, (long long)G, g, ba, bb, ck);
+    }
     group_reduce(ba, gmask);
     group_reduce(bb, gmask);
     if (lane == 0) {
@@ -1010,10 +1096,16 @@ pw_tb16(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
         const u8* __restrict__ tseq, const long long* __restrict__ toff,
         const int* __restrict__ order2, int G,
         int* __restrict__ score, int* __restrict__ qend, int* __restrict__ tend,
-        unsigned* __restrict__ cigs, const long long* __restrict__ cig_off, int* __restrict__ tbo)
+        unsigned* __restrict__ cigs, const long long* __restrict__ cig_off, int* __restrict__ tbo,
+        long long* __restrict__ prof)
 {
 #if TRACE && LANES == 32
     extern __shared__ u8 sdir[];
+#if TBPROF
+    const long long c_start = clock64();
+#else
+    (void)prof;
+#endif
     const int g = blockIdx.x;
     const int lane = threadIdx.x & 31;
     if (g >= G) return;
@@ -1067,6 +1159,9 @@ pw_tb16(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
     group_reduce(ba, gmask);
     group_reduce(bb, gmask);
     __syncwarp(gmask);                           // direction bytes of all lanes visible
+#if TBPROF
+    const long long c_fwd = clock64();
+#endif
     if (lane < 2 && (lane == 0 || pB0 >= 0)) {
         const Best bs = lane == 0 ? ba : bb;
         const int p = lane == 0 ? pA : pB0;
@@ -1076,6 +1171,14 @@ pw_tb16(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
                               cigs + cig_off[p], &qs, &ts);
         tbo[3 * p] = qs; tbo[3 * p + 1] = ts; tbo[3 * p + 2] = nc;
     }
+#if TBPROF
+    __syncwarp(gmask);
+    if (lane == 0) {                             // cycles of the forward pass and of the walk
+        unsigned smid;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+        prof[3 * g] = c_fwd - c_start; prof[3 * g + 1] = clock64() - c_fwd; prof[3 * g + 2] = smid;
+    }
+#endif
 #endif
 }
 
@@ -1101,5 +1204,71 @@ pw_chain(const u8* __restrict__ q, int m, const u8* __restrict__ t, int n,
     }
     group_reduce(best, 0xffffffffu);
     if (lane == 0) { cand[3 * w] = best.s; cand[3 * w + 1] = best.i; cand[3 * w + 2] = best.j; }
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Long pairs over the whole GPU (regime 2, score only, LANES = 32): pw_chain for a batch of pairs.
+// Work items are (pair, strip); W persistent warps, warp w runs items w, w+W, w+2W, ... in
+// increasing order, each one dp_strip<true> as in pw_chain.  items[k] = (pair a, strip s, prev,
+// next): prev = the item of strip s-1 of pair a (< k; -1 for s = 0), next = the item of strip s+1
+// (-1 for the last strip), built by the launcher (aligner/pairwise.py: chain_items).  The launcher
+// interleaves a group of pairs strip by strip (all pairs' strip 0, then strip 1, ...) so that
+// several pairs fill the pipeline at once; pair-major order (prev = k-1) is the group size 1.
+// Item k writes its bottom row to ring slot k % W (`slot` int2 per slot: max n + 1 of the launch)
+// and publishes it through progress[k] (one int per item, zeroed) as pw_chain does; when the item
+// has finished (every lane's reads of the slot above included) lane 0 sets progress[k] = CB_DONE.
+// Ring reuse: slot k % W holds the row of the warp's last item k' < k that wrote one (last strips
+// write none), for its reader r = next[k'] (r <= k' + group <= k: the launcher keeps group <= W).
+// If r belongs to pair a, k depends on r through its chain of predecessors (a strip publishes column
+// j only after its predecessor published j, and after it has read column j of the row above), so no
+// write of k overtakes a read of r, as in pw_chain.  Otherwise k waits for progress[r] == CB_DONE
+// before its strip starts (r == k: the strip reads and writes the same slot, reads ahead of writes,
+// as pw_batch).
+// Deadlock freedom: every wait of item k is on an item of smaller index (prev, r != k, and the
+// warp's own earlier items), and all W warps are co-resident (the launcher sizes the grid with the
+// occupancy calculator).  So the smallest unfinished item runs (its warp has finished its earlier,
+// smaller items), everything it waits for is smaller and thus finished, and it finishes; by
+// induction every item does.
+// cand[3k..3k+2]: best (score, i, j) of item k's strip, from best_init of its pair; the host reduces
+// per pair with the tie order score desc, j asc, i asc (as for pw_chain).
+//   pinfo: per pair (q offset, t offset, m, n); items: K int4 rows; ring: W * slot int2.
+#define CB_DONE 0x7fffffff
+
+extern "C" __global__ void __launch_bounds__(128)
+pw_chain_batch(const u8* __restrict__ qseq, const u8* __restrict__ tseq, const long long* __restrict__ pinfo,
+               const int4* __restrict__ items, int K, int2* ring, long long slot, int* progress,
+               int* __restrict__ cand)
+{
+#if LANES == 32 && TRACE == 0
+    const int W = gridDim.x * (blockDim.x >> 5);
+    const int w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    volatile int* vprog = progress;
+    int r = -1;                                  // reader of the row in this warp's slot (-1: none)
+    for (int k = w; k < K; k += W) {
+        const int4 it = items[k];
+        const long long q0 = pinfo[4 * it.x], t0 = pinfo[4 * it.x + 1];
+        const int m = (int)pinfo[4 * it.x + 2], n = (int)pinfo[4 * it.x + 3];
+        if ((it.y + 1) * SR < m) {               // this strip writes slot k % W
+            if (r >= 0 && r != k && items[r].x != it.x) {
+                if (lane == 0) { while (vprog[r] != CB_DONE) { } __threadfence(); }
+                __syncwarp();
+            }
+            r = it.w;
+        }
+        Best best;
+        best_init(best, m, n);
+        dp_strip<true>(qseq + q0, m, tseq + t0, n, it.y, lane, 0xffffffffu, ring, ring, 1LL,
+                       it.z >= 0 ? (long long)(it.z % W) * slot : 0, (long long)(k % W) * slot,
+                       it.z >= 0 ? (const volatile int*)&progress[it.z] : nullptr, vprog + k, best, nullptr);
+        group_reduce(best, 0xffffffffu);
+        __syncwarp();
+        if (lane == 0) {
+            cand[3 * k] = best.s; cand[3 * k + 1] = best.i; cand[3 * k + 2] = best.j;
+            __threadfence();
+            vprog[k] = CB_DONE;
+        }
+    }
 #endif
 }

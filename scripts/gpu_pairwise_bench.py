@@ -22,6 +22,7 @@ from g3align.aligner import pairwise as pw
 
 ROWS: list[dict] = []
 FAILS: list[str] = []
+TIM: dict = {}                    # timings of the last run_gpu call
 
 
 def log(*a):
@@ -96,10 +97,12 @@ def subset(qt, idx):
 def run_gpu(q, t, mode, tb=False, config=None, go=6, ge=1, band=None, width=32, config16=None, tim=None,
             match=1, mismatch=4):
     tim = {} if tim is None else tim
+    TIM.clear()
     t0 = time.perf_counter()
     r = pw.align_pairs(q, t, mode=mode, match=match, mismatch=mismatch, gap_open=go, gap_extend=ge,
                        traceback=tb, band=band, device="gpu", config=config, timings=tim, width=width,
                        config16=config16)
+    TIM.update(tim)
     return r, tim.get("kernel_s", float("nan")), time.perf_counter() - t0
 
 
@@ -187,6 +190,34 @@ def stage_check16(rng, quick):
                   and int(g.score[0]) == mt * 1200)
 
 
+def stage_checkgrid16(rng):
+    """Gridded traceback with the 16-bit forward pass (pw_batch16_ck) == CPU twin: lengths 257..2100
+    (above pw_tb16), N runs, homopolymers, indels, all modes x 4 scorings, default and small grids;
+    pairs beyond int16 (match 30, 1200 bp identical) must keep the 32-bit forward and stay exact."""
+    log("== gridded traceback, 16-bit forward: GPU == CPU checks")
+    lens = [257, 300, 319, 320, 321, 383, 384, 385, 500, 511, 512, 513, 777, 1000, 1500, 2100]
+    q, t = gen_mixed(rng, 300, lens)
+    for mode in ("global", "semiglobal", "local"):
+        for go, ge, mt, mm in ((6, 1, 1, 4), (0, 2, 1, 4), (5, 2, 2, 3), (11, 1, 3, 7)):
+            c = pw.align_pairs(q, t, mode=mode, match=mt, mismatch=mm, gap_open=go, gap_extend=ge,
+                               traceback=True, device="cpu")
+            for grid in (None, (64, 16)):
+                tim: dict = {}
+                g = pw.align_pairs(q, t, mode=mode, match=mt, mismatch=mm, gap_open=go, gap_extend=ge,
+                                   traceback=True, device="gpu", timings=tim, grid=grid)
+                check(f"grid16 {mode} {mt}/{mm}/{go}/{ge} grid={grid} (16-bit fwd pairs {tim.get('pairs16_grid')})",
+                      same(c, g) and tim.get("pairs16_grid", 0) > 0)
+    qq = ["ACGT" * 300] * 5 + ["ACGTTGCA" * 40] * 4
+    for mt in (30, 25):
+        for mode in ("global", "semiglobal", "local"):
+            tim = {}
+            g = pw.align_pairs(qq, qq, mode=mode, match=mt, mismatch=4, traceback=True, device="gpu", timings=tim)
+            c = pw.align_pairs(qq, qq, mode=mode, match=mt, mismatch=4, traceback=True, device="cpu")
+            exp16 = 4 if mt == 30 else 9
+            check(f"grid16 overflow switch {mode} match={mt}: 16-bit fwd pairs {tim.get('pairs16_grid')} "
+                  f"(want {exp16})", same(c, g) and tim.get("pairs16_grid") == exp16)
+
+
 def stage_checktb16(rng):
     """pw_tb16 == CPU twin (scores, ends, starts, CIGARs): lengths 1..256 with N bases, all modes x 4
     scorings, at the default TB16_SMEM and with the cap raised to 64 KB (R up to 8, n up to 256)."""
@@ -221,6 +252,43 @@ def stage_tbcap(rng):
                         modes=("local", "global"))
         finally:
             pw.TB16_SMEM = old
+
+
+def stage_proftb16(rng):
+    """Where pw_tb16's time goes: clock64 cycles of the forward pass and of the walk per pair group
+    (TBPROF build), resident warps per SM, and kernel GCUPS of the same run."""
+    import cupy as cp
+    from g3align.kernels.loader import get_module
+    log("== pw_tb16 profile: forward vs walk cycles per group")
+    old = pw.TB16_SMEM
+    pw.TB16_SMEM = 64 << 10
+    try:
+        for L, k in ((150, 1_000_000), (200, 500_000), (250, 400_000)):
+            q, t = gen_pairs(rng, k, L, L)
+            for mode in ("local", "global"):
+                prof: list = []
+                tim: dict = {}
+                pw.align_pairs(subset(q, range(1000)), subset(t, range(1000)), mode=mode, traceback=True,
+                               device="gpu", timings={}, tb16_prof=[])
+                t0 = time.perf_counter()
+                pw.align_pairs(q, t, mode=mode, traceback=True, device="gpu", timings=tim, tb16_prof=prof)
+                wall = time.perf_counter() - t0
+                pr = np.concatenate(prof)
+                r = int(pw.tb16_rows(L))
+                f = get_module("pairwise", dict(pw._defines(pw.MODES[mode], 1, 4, 6, 1, -1, True, 32, r),
+                                                TBPROF=1)).get_function("pw_tb16")
+                smem = L * (32 * r + 4)
+                try:
+                    occ = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(f.kernel.ptr, 32, smem)
+                except Exception as e:
+                    occ = repr(e)
+                fw, wk = pr[:, 0].mean(), pr[:, 1].mean()
+                record(f"prof tb16 {L}bp {mode}", k * L * L, k, tim.get("kernel_s", float("nan")), wall,
+                       fwd_cycles=round(float(fw)), walk_cycles=round(float(wk)),
+                       walk_frac=round(float(wk / (fw + wk)), 3), warps_per_sm=occ, smem=smem,
+                       fwd_cyc_per_step=round(float(fw / (L + 31)), 1))
+    finally:
+        pw.TB16_SMEM = old
 
 
 def sweep16(rng, name, k, m, n, configs, modes=("local",)):
@@ -269,10 +337,46 @@ def sweep_grid(rng, name, k, m, n, grids, modes=("local",)):
                                         r.t_start[idx], *_sub_cigar(r, idx), "gpu")
                 ok = same(cpu, sub)
                 check(f"{name} {mode} tb {meth} grid={grid} sample == CPU", ok)
-                record(f"{name} {mode} tb-{meth} grid={grid}", k * m * n, k, tim["kernel_s"], wall, check=ok)
+                record(f"{name} {mode} tb-{meth} grid={grid}", k * m * n, k, tim["kernel_s"], wall, check=ok,
+                       **{k_: round(v_, 4) for k_, v_ in tim.items() if k_.startswith("grid_")})
                 del r
             except Exception as e:
                 FAILS.append(f"{name} {mode} grid={grid}: {e!r}")
+                log(tbmod.format_exc())
+
+
+def stage_final(rng):
+    """The issue's workloads with the defaults (width auto: 16-bit paths where they provably fit),
+    score only and with traceback, every run checked on a sample against the CPU twin; one 1 Mbp pair
+    score only (regime 3 through pw_chain_batch) and with traceback in linear space."""
+    log("== headline workloads (defaults)")
+    all3 = ("local", "global", "semiglobal")
+    bench_fixed(rng, "150bp", 10_000_000, 150, 150, [None], [None], modes=all3, width="auto")
+    bench_fixed(rng, "1kb", 1_000_000, 1000, 1000, [None], [None], modes=all3, check_n=300, width="auto")
+    bench_fixed(rng, "10kb", 10_000, 10000, 10000, [None], [None], modes=("local", "global"), check_n=4,
+                width="auto")
+    L = 1_000_000
+    (qc, qo), (tc, to) = gen_pairs(rng, 1, L, L, sub=0.05)
+    tc = np.concatenate([tc[:300_000], tc[300_020:600_000], rng.integers(0, 4, 35).astype(np.uint8), tc[600_000:]])
+    to = csr([tc.size])
+    for mode in ("local", "global"):
+        for tb in (False, True):
+            try:
+                tim: dict = {}
+                t0 = time.perf_counter()
+                r = pw.align_pairs((qc, qo), (tc, to), mode=mode, traceback=tb, device="gpu", timings=tim)
+                wall = time.perf_counter() - t0
+                extra = {}
+                if tb:
+                    bad = pw.check_cigars(r, qc, qo, tc, to, pw.MODES[mode], 1, 4, 6, 1)
+                    check(f"1 pair {L} {mode} tb: CIGAR re-scores to the score ({r.score[0]})", int(bad[0]) == 0)
+                    extra = dict(forward_s=tim.get("huge_forward_s"), tb_s=tim.get("huge_tb_s"),
+                                 grid=tim.get("huge_grid"), ck_GB=tim.get("huge_ck_bytes", 0) / 1e9)
+                record(f"1 pair {L}x{tc.size} {mode} {'tb (linear space)' if tb else 'score'}", L * tc.size, 1,
+                       tim["kernel_s"], wall, score=int(r.score[0]), q_end=int(r.q_end[0]), t_end=int(r.t_end[0]),
+                       **extra)
+            except Exception as e:
+                FAILS.append(f"final 1 Mbp {mode} tb={tb}: {e!r}")
                 log(tbmod.format_exc())
 
 
@@ -339,8 +443,8 @@ def bench_fixed(rng, name, k, m, n, configs, tb_configs, modes=("local",), check
                     ok = same(cpu[tb], sub)
                     check(f"{name} {mode} tb={tb} cfg={cfg} sample of {idx.size} == CPU", ok)
                     kind = ("tb16" if w != 32 else "tb") if tb else ("score16" if w != 32 else "score32")
-                    record(f"{name} {mode} {kind} cfg={cfg}", cells, k, ks, wall,
-                           check=ok)
+                    record(f"{name} {mode} {kind} cfg={cfg}", cells, k, ks, wall, check=ok,
+                           **{k_: round(v_, 4) for k_, v_ in TIM.items() if k_.startswith("grid_")})
                     del r
                 except Exception as e:
                     FAILS.append(f"{name} {mode} tb={tb} cfg={cfg}: {e!r}")
@@ -379,6 +483,282 @@ def stage_huge(rng, quick):
     c = pw.align_pairs((qc, qo), (tc, to), mode="local", device="cpu")
     s, i, j = pw._chain_one(cp, cp.asarray(qc), 0, 30000, cp.asarray(tc), 0, 30000, 2, 1, 4, 6, 1, -1)
     check("chain 30k x 30k local == CPU", (s, i, j) == (int(c.score[0]), int(c.q_end[0]), int(c.t_end[0])))
+
+
+BLONG_LIMIT_S = 300               # blong watchdog: a stuck chained kernel cannot be interrupted from Python
+BLONG_STEP = ["start"]            # what blong is doing, for the watchdog's message
+
+
+def _cpu_ref(q, t, mode, band):
+    """CPU twin (run in a worker process: blong's references are computed beside the GPU work)."""
+    return pw.align_pairs(q, t, mode=mode, band=band, device="cpu")
+
+
+def _pairs_of(rng, dims):
+    """CSR pairs of lengths dims = [(m, n, sub)]: target = mutated query (gen_pairs), sub None: unrelated."""
+    qs, ts = [], []
+    for m, n, sub in dims:
+        if sub is None:
+            qs.append(rng.integers(0, 4, m, dtype=np.uint8))
+            ts.append(rng.integers(0, 4, n, dtype=np.uint8))
+        else:
+            (q, _), (t, _) = gen_pairs(rng, 1, m, n, sub=sub)
+            qs.append(q)
+            ts.append(t)
+    return (np.concatenate(qs), csr([x.size for x in qs])), (np.concatenate(ts), csr([x.size for x in ts]))
+
+
+def _long_run(q, t, mode, route, tim=None, **kw):
+    """Score-only align_pairs on the GPU; route False: the previous routes, True: pw_chain_batch."""
+    tim = {} if tim is None else tim
+    t0 = time.perf_counter()
+    r = pw.align_pairs(q, t, mode=mode, device="gpu", timings=tim, chain_batch=route, **kw)
+    return r, tim.get("kernel_s", float("nan")), time.perf_counter() - t0
+
+
+def _cb_direct(cp, q, t, mode, tim=None, plist=None, **kw):
+    """pw._chain_batch on the pairs plist (default: all) of (q, t) -> (score, q_end, t_end)."""
+    (qc, qo), (tc, to) = q, t
+    plist = np.arange(qo.size - 1) if plist is None else np.asarray(plist)
+    return pw._chain_batch(cp, cp.asarray(qc), qo, cp.asarray(tc), to, plist, pw.MODES[mode], 1, 4, 6, 1, -1,
+                           timings=tim, **kw)
+
+
+def stage_long(rng, quick):
+    """Regime 2, long pairs (pw_chain_batch).  (a) GPU == CPU twin on 7 pairs of 12-41 kb, all modes and a
+    band, through align_pairs (automatic route) and _chain_batch, default launch and small W and group
+    sizes (ring wrap-around, reader waits, interleaved and pair-major orders); the CPU references
+    run in worker processes beside the GPU work.  (b) Score-only timings, previous routes vs
+    pw_chain_batch (each also checked equal on every pair): 10k x 10 kb, 200 x 30 kb, 64 x 50 kb,
+    16 x 100 kb, pair-count sweeps at 20 kb (32-bit batch) and 10 kb (16-bit batch) with the crossover
+    in warps per SM (the unit of LONG_FILL32 / LONG_FILL16), 5 kb probes (LONG_MIN_M), launch variants of
+    _chain_batch; traceback of few long pairs, gridded batch vs _chain_one_tb one at a time."""
+    import threading
+
+    log("== long pairs (regime 2: pw_chain_batch)")
+
+    def watchdog():
+        log(f"  blong watchdog: {BLONG_LIMIT_S}s exceeded during '{BLONG_STEP[0]}' (a chained kernel hangs?); "
+            f"failures so far: {FAILS}")
+        os._exit(3)
+    wd = threading.Timer(BLONG_LIMIT_S, watchdog)
+    wd.daemon = True
+    wd.start()
+    try:
+        _stage_long(rng, quick)
+    finally:
+        wd.cancel()
+
+
+def _stage_long(rng, quick):
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    import cupy as cp
+    T0 = time.perf_counter()
+    nsm = cp.cuda.Device().attributes["MultiProcessorCount"]
+    log(f"  LONG_MIN_M={pw.LONG_MIN_M} LONG_FILL32={pw.LONG_FILL32} LONG_FILL16={pw.LONG_FILL16} "
+        f"CHAIN_GROUP_DIV={pw.CHAIN_GROUP_DIV} SMs={nsm}")
+
+    # (a) checks: GPU results now, compared when the CPU references are in (after the timings)
+    dims = [(20000, 20500, 0.06), (18000, 21000, 0.08), (21500, 19000, 0.05), (16500, 16000, 0.1),
+            (12000, 12500, None), (40000, 40960, 0.06), (36000, 39000, 0.08)]
+    q, t = _pairs_of(rng, dims)
+    jobs = [("global", None), ("semiglobal", None), ("local", None), ("global", 3000)]
+    pool, futs = None, {}
+    try:
+        pool = cf.ProcessPoolExecutor(len(jobs), mp_context=mp.get_context("spawn"))
+        futs = {j: pool.submit(_cpu_ref, q, t, *j) for j in jobs}
+    except Exception as e:
+        log(f"  no worker processes ({e!r}): CPU references inline, after the timings")
+    gpu: dict = {}
+    for mode, band in jobs:
+        BLONG_STEP[0] = f"check {mode} band={band}"
+        log(f"  GPU side of the checks: {mode} band={band}")
+        try:
+            tim: dict = {}
+            gpu[(mode, band, "auto")] = (pw.align_pairs(q, t, mode=mode, band=band, device="gpu", timings=tim),
+                                         tim.get("pairs_chain_batch", 0))
+            if band is None:                     # small W: the five shorter pairs (346 items)
+                for mw, grp in ((None, None), (None, 1), (12, 1), (8, 3), (4, 4)):
+                    tim = {}
+                    pl = np.arange(7 if mw is None else 5)
+                    r = _cb_direct(cp, q, t, mode, tim, pl, max_warps=mw, group=grp)
+                    gpu[(mode, band, f"_chain_batch pairs={pl.size} W={tim['chain_batch_W']} "
+                                     f"group={tim['chain_batch_group']}")] = (r, pl)
+        except Exception as e:
+            FAILS.append(f"blong check {mode} band={band}: {e!r}")
+            log(tbmod.format_exc())
+
+    # (b) timings.  Compile and warm up every kernel they use on small pairs first: pw_chain_batch (whose
+    # module pw_chain shares), the 32-bit lane-group batch kernel (400 x 30000 does not fit int16) and
+    # the 16-bit one (1000 x 1000); an underfilled batch kernel takes as long on two long pairs as on all.
+    BLONG_STEP[0] = "warm-up"
+    for dims, route in (([(8192, 8192, 0.05)] * 2, True), ([(400, 30000, 0.05)] * 2, False),
+                        ([(1000, 1000, 0.05)] * 2, False)):
+        try:
+            _long_run(*_pairs_of(rng, dims), "local", route)
+        except Exception as e:
+            FAILS.append(f"blong warm-up {dims[0]} route={route}: {e!r}")
+            log(tbmod.format_exc())
+
+    def both(name, q, t, mode="local"):
+        """Previous routes vs pw_chain_batch on one workload."""
+        k = q[1].size - 1
+        m, n = np.diff(q[1]), np.diff(t[1])
+        cells = int(np.dot(m, n))
+        auto = pw.chain_batch_pairs(m, n, np.arange(k), nsm, 1, 4, 6, 1, -1).size
+        res = {}
+        for route in (False, True):
+            label = "pw_chain_batch" if route else "previous route"
+            BLONG_STEP[0] = f"{name} {label}"
+            try:
+                tim: dict = {}
+                r, ks, wall = _long_run(q, t, mode, route, tim)
+                res[route] = (r, ks)
+                record(f"{name} {mode} {label}", cells, k, ks, wall, auto_to_chain=auto,
+                       pairs16=tim.get("pairs16"), W=tim.get("chain_batch_W"), group=tim.get("chain_batch_group"))
+            except Exception as e:
+                FAILS.append(f"blong {name} {label}: {e!r}")
+                log(tbmod.format_exc())
+        if len(res) < 2:
+            return None
+        check(f"{name}: pw_chain_batch == previous route on all {k} pairs", same(res[False][0], res[True][0]))
+        return cells, res[False][1], res[True][1], res[True][0]
+
+    log("  -- fixed workloads (score only, local)")
+    keep = {}
+    for name, k, L in (("10kb", 2000 if quick else 10_000, 10_000), ("30kb", 200, 30_000), ("50kb", 64, 50_000),
+                       ("100kb", 16, 100_000)):
+        q2, t2 = gen_pairs(rng, k, L, L)
+        r = both(f"{k} x {name}", q2, t2)
+        if name == "50kb" and r:
+            keep = dict(q=q2, t=t2, ref=r[3], cells=r[0])
+        del q2, t2
+
+    summary = []
+
+    def sweep(name, L, counts, lanes):
+        q2, t2 = gen_pairs(rng, max(counts), L, L)
+        rows = []
+        for c in counts:
+            r = both(f"{c} x {name}", subset(q2, range(c)), subset(t2, range(c)))
+            if r:
+                rows.append((c, c * lanes / 32 / nsm, r[0] / r[1] / 1e9, r[0] / r[2] / 1e9))
+        log(f"  {name} sweep: pairs, batch-kernel warps/SM, GCUPS previous route, GCUPS pw_chain_batch")
+        for c, w, a, b in rows:
+            log(f"    {c:6d} {w:6.2f} {a:8.1f} {b:8.1f}  {'chain' if b > a else 'batch'}")
+        wins = [w for c, w, a, b in rows if b > a]
+        loses = [w for c, w, a, b in rows if b <= a]
+        line = (f"{name}: pw_chain_batch faster up to {max(wins) if wins else 'never'} warps/SM, "
+                f"previous route from {min(loses) if loses else 'never (all counts)'}")
+        summary.append(line)
+        log("  " + line)
+
+    log("  -- pair-count sweeps (crossover for LONG_FILL32 / LONG_FILL16)")
+    f = [1, 2, 4, 8] if quick else [1, 2, 4, 8, 16]
+    sweep("20kb (32-bit batch, 16 lanes/pair)", 20_000, [x * nsm for x in f], 16)
+    sweep("10kb (16-bit batch, 8 lanes/pair)", 10_000, [x * nsm for x in (2, 8, 32)], 8)
+    old_min = pw.LONG_MIN_M
+    pw.LONG_MIN_M = 4096                         # probe: would pw_chain_batch pay off below LONG_MIN_M?
+    try:
+        sweep("5kb (16-bit batch, 8 lanes/pair; LONG_MIN_M lowered to 4096 for the probe)", 5_000,
+              [x * nsm for x in (4, 16)], 8)
+    finally:
+        pw.LONG_MIN_M = old_min
+
+    if keep:
+        log("  -- _chain_batch launch variants on 64 x 50 kb local")
+        variants = [dict(), dict(group=1), dict(warps_per_sm=8), dict(warps_per_sm=16), dict(warps_per_sm=24),
+                    dict(group=8), dict(group=64), dict(r=8)]
+        for kw in variants:
+            BLONG_STEP[0] = f"variant {kw}"
+            try:
+                tim = {}
+                t0 = time.perf_counter()
+                s, i, j = _cb_direct(cp, keep["q"], keep["t"], "local", tim, **kw)
+                wall = time.perf_counter() - t0
+                ref = keep["ref"]
+                check(f"variant {kw} == pw_chain_batch default",
+                      np.array_equal(s, ref.score) and np.array_equal(i, ref.q_end) and np.array_equal(j, ref.t_end))
+                record(f"64 x 50kb local _chain_batch {kw}", keep["cells"], 64, tim["chain_batch_s"], wall,
+                       W=tim["chain_batch_W"], group=tim["chain_batch_group"], items=tim["chain_batch_items"])
+            except Exception as e:
+                FAILS.append(f"blong variant {kw}: {e!r}")
+                log(tbmod.format_exc())
+
+    log("  -- traceback of few long pairs: gridded batch vs _chain_one_tb one pair at a time")
+    for k in ((8,) if quick else (8, 48)):
+        BLONG_STEP[0] = f"tb {k} x 30kb"
+        try:
+            q2, t2 = gen_pairs(rng, k, 30_000, 30_000)
+            qw, tw = gen_pairs(rng, 2, 5000, 5000)
+            pw.align_pairs(qw, tw, mode="local", traceback=True, device="gpu")          # compile, warm up
+            m2, n2 = np.diff(q2[1]), np.diff(t2[1])
+            cells = int(np.dot(m2, n2))
+            tim = {}
+            old_max = pw.TB_CHAIN_MAX
+            pw.TB_CHAIN_MAX = -1                 # force the gridded batch route
+            try:
+                t0 = time.perf_counter()
+                g = pw.align_pairs(q2, t2, mode="local", traceback=True, device="gpu", timings=tim)
+                wall = time.perf_counter() - t0
+            finally:
+                pw.TB_CHAIN_MAX = old_max
+            record(f"{k} x 30kb local tb gridded batch", cells, k, tim["kernel_s"], wall)
+            tim = {}
+            t0 = time.perf_counter()
+            ga = pw.align_pairs(q2, t2, mode="local", traceback=True, device="gpu", timings=tim)
+            wall = time.perf_counter() - t0
+            record(f"{k} x 30kb local tb default route (TB_CHAIN_MAX={pw.TB_CHAIN_MAX})", cells, k,
+                   tim["kernel_s"], wall)
+            check(f"tb {k} x 30kb: default route == gridded batch", same(g, ga))
+            qd, td = cp.asarray(q2[0]), cp.asarray(t2[0])
+            pw._chain_one_tb(cp, cp.asarray(qw[0]), 0, int(qw[1][1]), cp.asarray(tw[0]), 0, int(tw[1][1]),
+                             2, 1, 4, 6, 1, -1)
+            tim1: dict = {}
+            ok = True
+            t0 = time.perf_counter()
+            for p in range(k):
+                s, i, j, a, b, cg = pw._chain_one_tb(cp, qd, int(q2[1][p]), int(m2[p]), td, int(t2[1][p]), int(n2[p]),
+                                                     2, 1, 4, 6, 1, -1, timings=tim1)
+                ok &= (s, i, j, a, b) == (g.score[p], g.q_end[p], g.t_end[p], g.q_start[p], g.t_start[p])
+                ok &= np.array_equal(cg, g.cigar[g.cigar_off[p]:g.cigar_off[p + 1]])
+            wall = time.perf_counter() - t0
+            record(f"{k} x 30kb local tb _chain_one_tb x {k}", cells, k,
+                   tim1["huge_forward_s"] + tim1["huge_tb_s"], wall, forward_s=round(tim1["huge_forward_s"], 4))
+            check(f"tb {k} x 30kb: _chain_one_tb == gridded batch (scores, ends, starts, CIGARs)", bool(ok))
+        except Exception as e:
+            FAILS.append(f"blong tb {k} x 30kb: {e!r}")
+            log(tbmod.format_exc())
+
+    # (a) comparisons against the CPU twin
+    BLONG_STEP[0] = "waiting for the CPU references"
+    log(f"  CPU references ({time.perf_counter() - T0:.0f}s into the stage)")
+    for job in jobs:
+        mode, band = job
+        try:
+            c = (futs[job].result(timeout=max(30.0, BLONG_LIMIT_S - 20 - (time.perf_counter() - T0)))
+                 if job in futs else _cpu_ref(q, t, mode, band))
+        except Exception as e:
+            FAILS.append(f"blong CPU reference {mode} band={band}: {e!r}")
+            log(tbmod.format_exc())
+            continue
+        for (md, bd, var), (g, extra) in gpu.items():
+            if (md, bd) != job:
+                continue
+            if isinstance(g, tuple):                 # _chain_batch on the pairs extra
+                ok = (np.array_equal(g[0], c.score[extra]) and np.array_equal(g[1], c.q_end[extra])
+                      and np.array_equal(g[2], c.t_end[extra]))
+            else:
+                ok = same(c, g) and (var != "auto" or extra == len(c))
+            note = f" (pairs in pw_chain_batch: {extra} of {len(c)})" if var == "auto" else ""
+            check(f"blong {mode} band={band} {var} == CPU twin{note}", ok)
+    if pool is not None:
+        pool.shutdown(wait=False, cancel_futures=True)
+    for line in summary:
+        log("  blong crossover " + line)
+    log(f"  blong stage {time.perf_counter() - T0:.0f}s")
 
 
 def stage_cpu(rng, quick):
@@ -463,6 +843,12 @@ def main():
                         modes=("local", "global", "semiglobal"))
             bench_fixed(rng, "250bp", 4_000_000, 250, 250, [], [None], width="auto", check_n=1000)
             bench_fixed(rng, "1kb", a.n1k or 1_000_000, 1000, 1000, [], [None], width="auto", check_n=300)
+        if "final" in st:
+            stage_final(rng)
+        if "checkgrid16" in st:
+            stage_checkgrid16(rng)
+        if "proftb16" in st:
+            stage_proftb16(rng)
         if "checktb16" in st:
             stage_checktb16(rng)
         if "btb16s" in st:
@@ -484,12 +870,29 @@ def main():
             bench_fixed(rng, "1kb", a.n1k or (100_000 if a.quick else 1_000_000), 1000, 1000,
                         [None, (1, 16), (16, 16), (8, 32)] if a.quick else [None],
                         [None, (16, 8)] if a.quick else [None], check_n=300)
+        if "tbmid" in st:
+            log("== traceback between 250 bp and 1 kb (defaults)")
+            for L, k in ((300, 1_000_000), (500, 400_000), (700, 200_000), (1000, 100_000)):
+                bench_fixed(rng, f"{L}bp", k, L, L, [], [None], width="auto", check_n=300,
+                            modes=("local", "global"))
+        if "tbgrid" in st:
+            log("== gridded traceback (16-bit forward): (BH, GW) sweep between 250 bp and 1 kb")
+            for L, k in ((300, 500_000), (500, 200_000), (700, 100_000)):
+                grids = ([(64, 16), (64, 32), (64, 64), (128, 32), (128, 64), (64, 128)] if L < pw.INTRA_MIN_M else
+                         [(256, 32), (256, 64), (256, 128), (256, 256), (512, 64), (512, 128)])
+                sweep_grid(rng, f"{L}bp", k, L, L, grids)
+        if "tb10k" in st:
+            log("== 10 kb pairs with traceback")
+            bench_fixed(rng, "10kb", a.n10k or 10_000, 10000, 10000, [], [None], check_n=4,
+                        modes=("local", "global"))
         if "b10k" in st:
             log("== 10 kb pairs")
             bench_fixed(rng, "10kb", a.n10k or (2000 if a.quick else 10_000), 10000, 10000,
                         [None, (32, 16)] if a.quick else [None], [], check_n=8)
         if "huge" in st:
             stage_huge(rng, a.quick)
+        if "blong" in st:
+            stage_long(rng, a.quick)
         if "cpu" in st:
             stage_cpu(rng, a.quick)
     except Exception:

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Pairwise engine on the GPU box, one device call (see docs/BENCHMARKS.md, pairwise section):
-#   bash scripts/gpu_pairwise_run.sh "STAGES" [sweep|nosweep] [pytest|nopytest]
-# carry .whl (parasail wheel; pydivsufsort not needed here).  Results under $OUT.
+#   bash scripts/gpu_pairwise_run.sh "STAGES" [sweep|nosweep] [pytest|nopytest] [peer|nopeer]
+# carry .whl (parasail wheel; pydivsufsort not needed here; for `peer` also .whl/parasail_peer, built
+# here by scripts/build_parasail_peer.sh: parasail timed in C on all cores).  Results under $OUT.
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
@@ -17,6 +18,11 @@ if [ "${2:-sweep}" = sweep ]; then
     timeout 300 python3 scripts/pairwise_parasail_sweep.py --pairs ${SWEEP_PAIRS:-100000} --cpu-check 3000 \
         --out "$OUT" 2>&1 | tail -20 > "$OUT/sweep_log.txt"; cat "$OUT/sweep_log.txt"
 fi
+if [ "${4:-nopeer}" = peer ]; then
+    chmod +x .whl/parasail_peer 2>/dev/null
+    timeout 420 python3 scripts/parasail_peer.py --lib-dir /tmp/site/parasail --out "$OUT" 2>&1 \
+        | tee "$OUT/parasail_peer_log.txt" | tail -25
+fi
 if [ "${3:-pytest}" = pytest ]; then
-    timeout 200 python3 -m pytest -q -x tests/test_pairwise.py 2>&1 | tail -15 | tee "$OUT/pytest.txt"
+    timeout ${PYTEST_TIMEOUT:-450} python3 -m pytest -q -x tests/test_pairwise.py 2>&1 | tail -15 | tee "$OUT/pytest.txt"
 fi

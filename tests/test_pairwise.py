@@ -225,7 +225,8 @@ def test_gpu_equals_cpu(mode):
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 @pytest.mark.parametrize("flags", [[], ["-DLANES=1", "-DR=16", "-DMODE=0"],
                                    ["-DLANES=8", "-DMODE=1", "-DTRACE=1", "-DBAND=5"],
-                                   ["-DLANES=32", "-DR=5", "-DMODE=2", "-DTRACE=1"]])
+                                   ["-DLANES=32", "-DR=5", "-DMODE=2", "-DTRACE=1"],
+                                   ["-DMODE=0"], ["-DMODE=1", "-DBAND=50"]])   # pw_chain_batch: LANES 32, R 8
 def test_nvcc_compiles(tmp_path, flags):
     out = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-Xptxas", "-v", *flags,
                           str(ROOT / "kernels" / "pairwise.cu"), "-o", str(tmp_path / "x.cubin")],
@@ -398,3 +399,138 @@ def test_gpu_tb16_equals_cpu(mode):
             assert tim["pairs16"] == (want if width == "auto" else 0)
             for x in f:
                 np.testing.assert_array_equal(getattr(c, x), getattr(g, x), err_msg=f"{x} {go}/{ge} {width}")
+
+
+# ---- regime 2: long pairs over the whole GPU (pw_chain_batch) -----------------------------------
+
+@pytest.mark.parametrize("group", [1, 2, 3, 7, 50])
+def test_chain_items(group):
+    from g3align.aligner.pairwise import chain_items
+    ns = np.array([3, 1, 5, 5, 2, 8, 1, 4])
+    it = chain_items(ns, group).astype(np.int64)
+    K = int(ns.sum())
+    assert it.shape == (K, 4)
+    assert sorted(map(tuple, it[:, :2].tolist())) == sorted((a, s) for a in range(ns.size) for s in range(ns[a]))
+    k = np.arange(K)
+    a, s, prev, nxt = it.T
+    has_p, has_n = s > 0, s + 1 < ns[a]
+    assert (prev[~has_p] == -1).all() and (nxt[~has_n] == -1).all()
+    assert (a[prev[has_p]] == a[has_p]).all() and (s[prev[has_p]] == s[has_p] - 1).all()
+    assert (prev[has_p] < k[has_p]).all() and (nxt[prev[has_p]] == k[has_p]).all()
+    assert (nxt[has_n] > k[has_n]).all() and (nxt[has_n] - k[has_n] <= group).all()   # kernel: group <= W
+    if group == 1:      # pair-major, pairs by strip count descending (stable)
+        order = np.argsort(-ns, kind="stable")
+        assert a.tolist() == np.repeat(order, ns[order]).tolist()
+        assert (prev[has_p] == k[has_p] - 1).all()
+    assert chain_items(np.zeros(0, np.int64), group).shape == (0, 4)
+
+
+@pytest.mark.parametrize("W,group", [(1, 1), (2, 1), (3, 2), (4, 4), (5, 3), (16, 1), (16, 5)])
+def test_chain_batch_ring_protocol(W, group):
+    """Model of pw_chain_batch's ring at column granularity under random warp interleavings: item k
+    writes its row into slot k % W; a strip computes column j once its predecessor has published j
+    (reading it) and then publishes j itself; before its first column an item that writes a row waits
+    for the reader r of the row in its slot (next of the warp's last item that wrote one) to finish
+    when r belongs to another pair.  No boundary row may be overwritten before its reader has read it,
+    and every run must finish (no deadlock)."""
+    from g3align.aligner.pairwise import chain_items
+    rng = np.random.default_rng(W * 100 + group)
+    ns = np.array([4, 1, 3, 6, 2, 5])
+    it = chain_items(ns, group)
+    K, ncol = it.shape[0], 5
+    a, s, prev, nxt = (it[:, c].tolist() for c in range(4))
+    for _ in range(20):
+        ring = {}                                 # (slot, column) -> (item, column) last written there
+        prog = [0] * K                            # columns published; ncol + 1: finished
+        cur = list(range(min(W, K)))              # item of each warp (>= K: done)
+        col = [0] * W                             # columns of the current item done
+        pend = [-1] * W                           # reader of the row in each warp's slot
+        while any(x < K for x in cur):
+            runnable = []
+            for w in range(W):
+                k = cur[w] if w < len(cur) else K
+                if k >= K:
+                    continue
+                if col[w] == 0 and s[k] + 1 < ns[a[k]]:
+                    r = pend[w]
+                    if r >= 0 and r != k and a[r] != a[k] and prog[r] <= ncol:
+                        continue
+                if prev[k] >= 0 and prog[prev[k]] < col[w] + 1:
+                    continue
+                runnable.append(w)
+            assert runnable, "deadlock"
+            w = runnable[rng.integers(len(runnable))]
+            k, j = cur[w], col[w] + 1
+            if prev[k] >= 0:
+                assert ring[(prev[k] % W, j)] == (prev[k], j), "boundary row overwritten before it was read"
+            if s[k] + 1 < ns[a[k]]:
+                ring[(k % W, j)] = (k, j)
+                pend[w] = nxt[k]
+            prog[k] = j
+            col[w] = j
+            if j == ncol:
+                prog[k] = ncol + 1
+                cur[w] += W
+                col[w] = 0
+
+
+def test_chain_batch_pairs():
+    from g3align.aligner import pairwise as pw
+    nsm = 4
+    m = np.array([100, 9000, 20000, 70000, 8191, 30000])
+    n = np.array([100, 9000, 20000, 70000, 8191, 30000])
+    work = np.arange(6)
+    args = (1, 4, 6, 1, -1)
+    # 16-bit 9000 (8 lanes) + 32-bit 20000 and 30000 (16 each): far below LONG_FILL16 / LONG_FILL32 warps per SM
+    assert pw.chain_batch_pairs(m, n, work, nsm, *args).tolist() == [1, 2, 3, 5]
+    assert pw.chain_batch_pairs(m, n, work, nsm, *args, chain=True).tolist() == [1, 2, 3, 5]
+    assert pw.chain_batch_pairs(m, n, work, nsm, *args, chain=False).size == 0
+    assert pw.chain_batch_pairs(m, n, work[:2], nsm, *args).tolist() == [1]
+    # many long pairs fill the GPU in the batch kernels: only the huge ones go to pw_chain_batch
+    k = -int(-pw.LONG_FILL32 * nsm * 32 // 16)                 # 32-bit pairs (16 lanes each) filling LONG_FILL32
+    mm = np.r_[np.full(k, 20000), 70000]
+    assert pw.chain_batch_pairs(mm, mm, np.arange(k + 1), nsm, *args).tolist() == [k]
+    assert pw.chain_batch_pairs(mm, mm, np.arange(k), nsm, *args).size == 0
+    assert pw.chain_batch_pairs(mm, mm, np.arange(k - 1), nsm, *args).size == k - 1
+    # 16-bit pairs (8 lanes each) fill at LONG_FILL16; with width=32 or a band they count as 32-bit pairs
+    k16 = -int(-pw.LONG_FILL16 * nsm * 32 // 8)
+    m16 = np.full(k16 - 1, 9000)
+    assert pw.chain_batch_pairs(m16, m16, np.arange(k16 - 1), nsm, *args).size == k16 - 1
+    m16 = np.full(k16, 9000)
+    assert pw.chain_batch_pairs(m16, m16, np.arange(k16), nsm, *args).size == 0
+    m16 = np.full(k - 1, 9000)
+    assert pw.chain_batch_pairs(m16, m16, np.arange(k - 1), nsm, *args, width=32).size == k - 1
+    m16 = np.full(k, 9000)
+    assert pw.chain_batch_pairs(m16, m16, np.arange(k), nsm, *args, width=32).size == 0
+    assert pw.chain_batch_pairs(m16, m16, np.arange(k), nsm, 1, 4, 6, 1, 50).size == 0
+
+
+@pytest.mark.skipif(not gpu_available(), reason="no CUDA device / cupy")
+@pytest.mark.parametrize("mode", MODES)
+def test_gpu_chain_batch_equals_cpu(mode):
+    import cupy as cp
+    from g3align.aligner import pairwise as pw
+    rng = np.random.default_rng(29)
+    qs, ts = [], []
+    for m, n in ((5000, 5300), (7000, 6500), (9000, 12000), (12000, 11000)):
+        (q,), (t,) = rand_pairs(rng, 1, m, m, related=1.0)
+        t = (t * (n // max(len(t), 1) + 2))[:n]
+        qs.append(q)
+        ts.append(t)
+    qs.append("".join(rng.choice(list("ACGT"), 6000)))       # unrelated: many tied local candidates
+    ts.append("".join(rng.choice(list("ACGT"), 6100)))
+    qc, qo = encode_seqs(qs)
+    tc, to = encode_seqs(ts)
+    qd, td = cp.asarray(qc), cp.asarray(tc)
+    for band in ((-1, 3100) if mode == "global" else (-1,)):
+        c = align_pairs(qs, ts, mode=mode, band=None if band < 0 else band, device="cpu")
+        for kw in ({}, dict(group=1), dict(max_warps=4, group=4), dict(max_warps=8, group=3), dict(max_warps=3)):
+            s, i, j = pw._chain_batch(cp, qd, qo, td, to, np.arange(len(qs)), pw.MODES[mode], 1, 4, 6, 1, band, **kw)
+            for x, y, f in ((s, c.score, "score"), (i, c.q_end, "q_end"), (j, c.t_end, "t_end")):
+                np.testing.assert_array_equal(x, y, err_msg=f"{f} band={band} {kw}")
+    tim = {}
+    g = align_pairs(qs, ts, mode=mode, device="gpu", chain_batch=True, timings=tim)
+    assert tim["pairs_chain_batch"] == sum(len(x) >= pw.LONG_MIN_M for x in qs)
+    c = align_pairs(qs, ts, mode=mode, device="cpu")
+    for f in ("score", "q_end", "t_end", "q_start", "t_start"):
+        np.testing.assert_array_equal(getattr(c, f), getattr(g, f), err_msg=f)
