@@ -694,6 +694,15 @@ struct Ck16 {
     int2* rowA; int2* rowB; int2* colA; int2* colB; int GW;
 };
 
+// H and E = X - GOE of this lane's rows (pair A: low halves, B: high) into a column checkpoint.
+__device__ __forceinline__ void put_col16(int2* cc, int m, int row0, const unsigned (&Hout)[R], const unsigned (&X)[R],
+                                          bool hi) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+        if (row0 + r < m)
+            cc[row0 + r] = hi ? make_int2(hi16(Hout[r]), hi16(X[r]) - GOE) : make_int2(lo16(Hout[r]), lo16(X[r]) - GOE);
+}
+
 template <bool CK>
 __device__ __forceinline__ void step16(
     const u8* __restrict__ ta, int na, const u8* __restrict__ tb, int nb, int n, int s, int lane,
@@ -743,16 +752,8 @@ __device__ __forceinline__ void step16(
                 if (ck.rowB && j <= nb) ck.rowB[j] = make_int2(hi16(q.bh), hi16(q.bf) - GOE);
             }
             if (j == q.cnext) {
-                if (j < na) {
-                    int2* cc = ck.colA + (long long)(j / ck.GW - 1) * m;
-#pragma unroll
-                    for (int r = 0; r < R; ++r) if (row0 + r < m) cc[row0 + r] = make_int2(lo16(Hout[r]), lo16(X[r]) - GOE);
-                }
-                if (ck.colB && j < nb) {
-                    int2* cc = ck.colB + (long long)(j / ck.GW - 1) * m;
-#pragma unroll
-                    for (int r = 0; r < R; ++r) if (row0 + r < m) cc[row0 + r] = make_int2(hi16(Hout[r]), hi16(X[r]) - GOE);
-                }
+                if (j < na) put_col16(ck.colA + (long long)(j / ck.GW - 1) * m, m, row0, Hout, X, false);
+                if (ck.colB && j < nb) put_col16(ck.colB + (long long)(j / ck.GW - 1) * m, m, row0, Hout, X, true);
                 q.cnext += ck.GW;
             }
         }
@@ -831,13 +832,13 @@ __device__ __forceinline__ void dp_strip16(
                    pa, pb, HA, HB, X, q, ba, bb, ck);
 }
 
-// Pairs two by two: pairs order2[2g] (A) and order2[2g+1] (B, or -1: none) share group g and have
-// equal query lengths.  bnd: (max n + 1) * G uint2 scratch.  Score only.
-extern "C" __global__ void __launch_bounds__(128)
-pw_batch16(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
-           const u8* __restrict__ tseq, const long long* __restrict__ toff,
-           const int* __restrict__ order2, int G, uint2* bnd,
-           int* __restrict__ score, int* __restrict__ qend, int* __restrict__ tend)
+// Body of pw_batch16 / pw_batch16_ck (CK: also the grid checkpoints, see pw_batch16_ck).
+template <bool CK>
+__device__ __forceinline__ void batch16(
+    const u8* __restrict__ qseq, const long long* __restrict__ qoff, const u8* __restrict__ tseq,
+    const long long* __restrict__ toff, const int* __restrict__ order2, int G, uint2* bnd,
+    int* __restrict__ score, int* __restrict__ qend, int* __restrict__ tend,
+    int2* rck, const long long* __restrict__ rck_off, int2* cck, const long long* __restrict__ cck_off, int BH, int GW)
 {
     const int gt = blockIdx.x * blockDim.x + threadIdx.x;
     const int g = gt / LANES;
@@ -860,14 +861,35 @@ pw_batch16(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
     best_init(ba, m, na);
     best_init(bb, m, nb);
     const int nstrips = (m + SR - 1) / SR;
-    for (int s = 0; s < nstrips; ++s)
-        dp_strip16(qa, qb, m, ta, na, tb, nb, s, lane, gmask, bnd, bnd, (long long)G, g, ba, bb);
+    for (int s = 0; s < nstrips; ++s) {
+        Ck16 ck{nullptr, nullptr, nullptr, nullptr, 1};
+        if (CK) {
+            ck = Ck16{nullptr, nullptr, cck + cck_off[pa], pb0 >= 0 ? cck + cck_off[pb0] : nullptr, GW};
+            if (s + 1 < nstrips && ((s + 1) * SR) % BH == 0) {
+                const long long k = (s + 1) * SR / BH - 1;
+                ck.rowA = rck + rck_off[pa] + k * (na + 1);
+                ck.rowB = pb0 >= 0 ? rck + rck_off[pb0] + k * (nb + 1) : nullptr;
+            }
+        }
+        dp_strip16<CK>(qa, qb, m, ta, na, tb, nb, s, lane, gmask, bnd, bnd, (long long)G, g, ba, bb, ck);
+    }
     group_reduce(ba, gmask);
     group_reduce(bb, gmask);
     if (lane == 0) {
         score[pa] = ba.s; qend[pa] = ba.i; tend[pa] = ba.j;
         if (pb0 >= 0) { score[pb0] = bb.s; qend[pb0] = bb.i; tend[pb0] = bb.j; }
     }
+}
+
+// Pairs two by two: pairs order2[2g] (A) and order2[2g+1] (B, or -1: none) share group g and have
+// equal query lengths.  bnd: (max n + 1) * G uint2 scratch.  Score only.
+extern "C" __global__ void __launch_bounds__(128)
+pw_batch16(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
+           const u8* __restrict__ tseq, const long long* __restrict__ toff,
+           const int* __restrict__ order2, int G, uint2* bnd,
+           int* __restrict__ score, int* __restrict__ qend, int* __restrict__ tend)
+{
+    batch16<false>(qseq, qoff, tseq, toff, order2, G, bnd, score, qend, tend, nullptr, nullptr, nullptr, nullptr, 1, 1);
 }
 
 // Forward pass of the gridded traceback in 16 bits: pw_batch16 plus the grid checkpoints of both
@@ -883,39 +905,7 @@ pw_batch16_ck(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
               int2* rck, const long long* __restrict__ rck_off, int2* cck, const long long* __restrict__ cck_off,
               int BH, int GW)
 {
-    const int gt = blockIdx.x * blockDim.x + threadIdx.x;
-    const int g = gt / LANES;
-    const int lane = threadIdx.x & (LANES - 1);
-    if (g >= G) return;
-#if LANES == 32
-    const unsigned gmask = 0xffffffffu;
-#else
-    const unsigned gmask = ((1u << LANES) - 1u) << ((threadIdx.x & 31) & ~(LANES - 1));
-#endif
-    const int pa = order2[2 * g], pb0 = order2[2 * g + 1];
-    const int pb = pb0 < 0 ? pa : pb0;
-    const int m = (int)(qoff[pa + 1] - qoff[pa]);
-    const int na = (int)(toff[pa + 1] - toff[pa]), nb = (int)(toff[pb + 1] - toff[pb]);
-    Best ba, bb;
-    best_init(ba, m, na);
-    best_init(bb, m, nb);
-    const int nstrips = (m + SR - 1) / SR;
-    for (int s = 0; s < nstrips; ++s) {
-        Ck16 ck{nullptr, nullptr, cck + cck_off[pa], pb0 >= 0 ? cck + cck_off[pb0] : nullptr, GW};
-        if (s + 1 < nstrips && ((s + 1) * SR) % BH == 0) {
-            const long long k = (s + 1) * SR / BH - 1;
-            ck.rowA = rck + rck_off[pa] + k * (na + 1);
-            ck.rowB = pb0 >= 0 ? rck + rck_off[pb0] + k * (nb + 1) : nullptr;
-        }
-        dp_strip16<true>(qseq + qoff[pa], qseq + qoff[pb], m, tseq + toff[pa], na, tseq + toff[pb], nb, s, lane,
-                         gmask, bnd, bnd, (long long)G, g, ba, bb, ck);
-    }
-    group_reduce(ba, gmask);
-    group_reduce(bb, gmask);
-    if (lane == 0) {
-        score[pa] = ba.s; qend[pa] = ba.i; tend[pa] = ba.j;
-        if (pb0 >= 0) { score[pb0] = bb.s; qend[pb0] = bb.i; tend[pb0] = bb.j; }
-    }
+    batch16<true>(qseq, qoff, tseq, toff, order2, G, bnd, score, qend, tend, rck, rck_off, cck, cck_off, BH, GW);
 }
 
 // ---------------------------------------------------------------------------------------------
