@@ -44,8 +44,8 @@ Score only: pairs whose DP values provably fit int16 (``fits16``: a bound from m
 scores, never assumed) run two per group in the 16-bit packed DPX kernel, the others in 32 bits.
 Traceback: short pairs (m <= 256, ``fits_tb16``: direction bytes <= TB16_SMEM = 48 KB per warp, i.e.
 up to about 200 x 200) in the 16-bit kernel pw_tb16 (two pairs per warp, direction bits of the whole
-pair in shared memory, walked in the same kernel; H100 10M x 150 bp local / global / semiglobal
-575 / 774 / 736 GCUPS, docs/BENCHMARKS.md session 5); the others
+pair in shared memory, walked in the same kernel; H200 10M x 150 bp local / global / semiglobal
+762 / 802 / 781 GCUPS, docs/BENCHMARKS.md session 7); the others
 gridded (forward pass stores rows every BH and columns every GW cells, in the 16-bit kernel where
 it fits and m < 4 kb; the blocks near the path are recomputed), for one huge pair or a few
 (``TB_CHAIN_MAX``) long ones in linear space, one pair after the other over all SMs.  The CPU twin below is the plain
@@ -680,6 +680,7 @@ TB16_SMEM = 48 << 10              # pw_tb16: direction bytes of one warp (n * 32
                                   # tb GCUPS local / global, pw_tb16 vs gridded: 150 bp 575 / 774 vs 347 / 449,
                                   # 200 bp (44.8 KB) 442 / 578 vs 408 / 548, 250 bp (64 KB) 423 / 530 vs 484 / 614
 TB16_LIM = 15000                  # pw_tb16: |every DP value| below this (differences fit int16)
+TB16_KEY_LIM = 4096               # pw_tb16, local: best-cell keys H * 8 + 7 - row fit int16
 
 
 def tb16_rows(m) -> np.ndarray:
@@ -687,12 +688,14 @@ def tb16_rows(m) -> np.ndarray:
     return np.maximum(-(-np.asarray(m, np.int64) // 32), 1)
 
 
-def fits_tb16(m, n, match, mismatch, go, ge) -> np.ndarray:
+def fits_tb16(m, n, match, mismatch, go, ge, mode=None) -> np.ndarray:
     """Per pair: True when pw_tb16 (16-bit traceback in shared memory) may take it: m <= 256, the
     direction bytes n * 32 * R fit TB16_SMEM, and every DP value, of this pair and of the padded
     cells up to any partner's n (partners are bounded by the same TB16_SMEM), stays inside
     (-TB16_LIM, TB16_LIM): the all-gap lower bound 4*go + (32*R + nmax + 2)*ge + mismatch + 2 and the
-    upper bound match * min(m, n) (same argument as ``fits16``, tighter range)."""
+    upper bound match * min(m, n) (same argument as ``fits16``, tighter range).  Local mode (mode 2)
+    also needs match * min(m, n) < TB16_KEY_LIM: the kernel tracks the best cell as 16-bit keys
+    H * 8 + 7 - row."""
     m = np.asarray(m, np.int64)
     n = np.asarray(n, np.int64)
     r = tb16_rows(m)
@@ -701,6 +704,8 @@ def fits_tb16(m, n, match, mismatch, go, ge) -> np.ndarray:
     ok = (m <= TB16_MAX_M) & (n * sr <= TB16_SMEM)
     lo = 4 * go + (sr + nmax + 2) * ge + mismatch + 2
     ok &= (lo < TB16_LIM) & (match * np.minimum(m, n) < TB16_LIM)
+    if mode == MODES["local"]:
+        ok &= match * np.minimum(m, n) < TB16_KEY_LIM
     if match > 127 or mismatch > 127:
         ok[:] = False
     return ok
@@ -736,7 +741,8 @@ def _tb16_batch(cp, get_module, plist, m, n, mode, match, mismatch, go, ge, mem_
             np.cumsum(m[chunk] + n[chunk], out=co[1:])
             cig_off_h[chunk] = co[:-1]
             cigd = cp.empty(max(int(co[-1]), 1), cp.uint32)
-            smem = int(n[chunk].max()) * (32 * int(r) + 4)     # direction bytes + one word per column
+            nmx = int(n[chunk].max())                            # direction bytes + one word per column
+            smem = nmx * 32 * int(r) + 4 * max(nmx, int(m[chunk].max()))   # (and per query row, for the walk)
             if smem > 48 << 10:
                 k.max_dynamic_shared_size_bytes = max(smem, k.max_dynamic_shared_size_bytes)
             profd = cp.zeros(3 * (b - a), cp.int64) if prof is not None else cp.zeros(1, cp.int64)
@@ -1201,7 +1207,7 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
         batch = batch[~ok]
     usetb16 = np.zeros(0, np.int64)
     if tb and band < 0 and width != 32 and tb_method == "grid" and grid is None and config is None and batch.size:
-        ok = fits_tb16(m[batch], n[batch], match, mismatch, go, ge)
+        ok = fits_tb16(m[batch], n[batch], match, mismatch, go, ge, mode)
         usetb16 = batch[ok]
         batch = batch[~ok]
         use16 = usetb16

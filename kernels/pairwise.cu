@@ -927,8 +927,13 @@ pw_batch16_ck(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
 // IDP.4A with weights -1, -2, -4, ... (bit k of the byte).  The local-mode stop (H == 0) needs no
 // bit: the walk tracks the exact H / E / F value of every cell on the path from the best score
 // downwards (M: H(i-1,j-1) = H - s; gap extension: + GE; gap open: + GO + GE) and stops where
-// H == 0 in state H.  After the forward pass lane 0 walks pair A and lane 1 pair B at the same
-// time; CIGARs, starts and ends are those of `walk` / the CPU twin.
+// H == 0 in state H.  Local mode's best cell is tracked without a per-column row search: each row
+// folds the key H * 8 + 7 - r into the column maximum (so the largest key is the best H at its
+// smallest row), and one packed compare per column keeps the key and its j in both halves when the
+// score part grows strictly (ties keep the smaller j); this needs H < 4096 (fits_tb16, local).
+// After the forward pass the column words get the query codes in bytes 0 / 1 (the walk's
+// substitution scores come from shared memory; words up to max(n, m)), then lane 0 walks pair A
+// and lane 1 pair B in lockstep (walk16); CIGARs, starts and ends are those of `walk` / the CPU twin.
 #if TRACE && LANES == 32
 template <bool HASN>
 __device__ __forceinline__ void rows16tb(const unsigned (&pa)[R], const unsigned (&pb)[R], const unsigned (&Hin)[R],
@@ -947,7 +952,7 @@ __device__ __forceinline__ void rows16tb(const unsigned (&pa)[R], const unsigned
         const unsigned yy = __viaddmax_s16x2(y, nge, h_up);
 #if MODE == 2
         const unsigned h = __viaddmax_s16x2_relu(yy, ngoe, u);
-        cmax = __vmaxs2(cmax, h);
+        cmax = __vmaxs2(cmax, h * 8u + (unsigned)(7 - r) * 0x10001u);   // key: H * 8 + 7 - r (H >= 0)
 #else
         const unsigned h = __viaddmax_s16x2(yy, ngoe, u);
 #endif
@@ -965,6 +970,7 @@ __device__ __forceinline__ void rows16tb(const unsigned (&pa)[R], const unsigned
 // One column step of pw_tb16 (column j = tt - lane + 1): H of column j-1 in Hin, column j to Hout.
 struct StTb {
     unsigned hdiag, up_h, up_f, bh, bf, info;
+    unsigned bk, bj;                             // local: best key H * 8 + 7 - r and its column, packed A / B
 };
 
 __device__ __forceinline__ void step_tb16(
@@ -992,9 +998,13 @@ __device__ __forceinline__ void step_tb16(
         }
         q.bh = Hout[R - 1]; q.bf = y;
 #if MODE == 2
-        const int ca = lo16(cmax), cb = hi16(cmax);      // j grows: a tie never has a smaller j
-        if (ca > ba.s) { ba.s = ca; ba.i = row_of(Hout, ca, false, row0); ba.j = j; }
-        if (cb > bb.s) { bb.s = cb; bb.i = row_of(Hout, cb, true, row0); bb.j = j; }
+        // A half improves iff its column key's score beats the best score (key >> 3 strictly greater,
+        // i.e. (cmax & ~7) > (bk | 7)); j grows, so ties keep the smaller j, and the key's row part
+        // picks the smallest row of the column.  Branch-free: sign of the difference as a half mask.
+        const unsigned dk = __vsub2(q.bk | 0x00070007u, cmax & 0xfff8fff8u);
+        const unsigned msk = prmt_sx(dk, dk, 0xBB99u);
+        q.bk = (cmax & msk) | (q.bk & ~msk);
+        q.bj = ((unsigned)j * 0x10001u & msk) | (q.bj & ~msk);
 #else
         if (owns_m) {
             unsigned hm = 0;
@@ -1015,63 +1025,58 @@ __device__ __forceinline__ void step_tb16(
     if (lane > 0) { q.up_h = nh; q.up_f = nf; }
 }
 
-__device__ __forceinline__ int subst(int a, int b) {      // s(a, b), codes 0..4
-    return (a > 3 || b > 3) ? -1 : (a == b ? MATCH : -MISMATCH);
-}
-
-// Nibble of cell (i, j) (shift sh); any address clamped into the buffer (callers ignore the value
-// of cells outside the matrix).
-__device__ __forceinline__ unsigned nib16(const u8* sd, int sh, int i, int j) {
-    return ((unsigned)sd[max((j - 1) * SR + i - 1, 0)] >> sh) & 15u;
-}
-
 // Walk of one pair (shift 0: pair A, 4: pair B) from (i, j) with H(i, j) = v; CIGAR in forward order.
-// Same moves as `walk`; the nibble of a cell is read once (a gap opened in state H goes on with the
-// same nibble), and the diagonal neighbour's nibble is always loaded one step ahead.
-__device__ int walk16(const u8* sd, int sh, const u8* __restrict__ q, const u8* __restrict__ t,
-                      int i, int j, int v, unsigned* cig, int* qs, int* ts) {
-    int nc = 0; unsigned cur_op = 0, cur_len = 0; int state = 0;   // 0 H, 1 E (D), 2 F (I)
-    (void)v;
-    unsigned nib = nib16(sd, sh, i, j), pre = nib16(sd, sh, i - 1, j - 1);
+// Same moves and tie-breaking as `walk`, written without branches inside a step so that lanes 0 and 1
+// (pairs A and B) run every step in lockstep instead of serialising on divergent paths: per step one
+// shared load of the cell's nibble (and, local mode, of the two code words of its query row and
+// target column: cw[k] = query codes of A / B in bytes 0 / 1, target codes in bytes 2 / 3), then
+//   s2  = the move: state E / F keep theirs; state H: M unless bit0, then D (E) or I (F) by bit1,
+//   nst = s2 if its extension bit (bit2 for E, bit3 for F) is set, else H,
+// i -= (s2 != E), j -= (s2 != F), and the run-length CIGAR append as a predicated store.  Local
+// mode tracks H on the path (M: H(i-1,j-1) = H - s; gap extension + GE, gap open + GO + GE) and
+// stops in state H where H == 0.
+__device__ int walk16(const u8* sd, int sh, const unsigned* cw, int lane, int i, int j, int v, unsigned* cig,
+                      int* qs, int* ts) {
+    int nc = 0; unsigned cur_op = 0, cur_len = 0, st = 0;           // st: 0 H, 1 E (D), 2 F (I)
+    (void)cw; (void)lane; (void)v;
+#if MODE == 2
+    const unsigned psel = (unsigned)lane | ((unsigned)(6 + lane) << 4);  // PRMT: query code, target code
+#endif
     for (;;) {
 #if MODE == 2
-        if (i == 0 || j == 0) break;
+        if ((i == 0) | (j == 0) | ((st == 0u) & (v == 0))) break;
 #else
-        if (i == 0) {
-#if MODE == 0
-            if (j > 0) PUSH_OP(2u, (unsigned)j);
-            j = 0;
+        if ((i == 0) | (j == 0)) break;
 #endif
-            break;
-        }
-        if (j == 0) { PUSH_OP(1u, (unsigned)i); i = 0; break; }
-#endif
-        if (state == 0) {
+        const unsigned nib = ((unsigned)sd[(j - 1) * SR + i - 1] >> sh) & 15u;
 #if MODE == 2
-            if (v == 0) break;
+        const unsigned qt = __byte_perm(cw[i - 1], cw[j - 1], psel);    // byte 0 query, byte 1 target
 #endif
-            if (!(nib & 1u)) {
-                PUSH_OP(0u, 1u);
+        const unsigned s2 = st ? st : ((0x84u >> ((nib & 3u) << 1)) & 3u);
+        const unsigned nst = ((nib >> (s2 + 1u)) & 1u) ? s2 : 0u;
+        const unsigned op = (0x18u >> (s2 << 1)) & 3u;
+        const bool same = op == cur_op;
+        if (!same && cur_len) cig[nc] = (cur_len << 4) | cur_op;
+        nc += (!same && cur_len) ? 1 : 0;
+        cur_len = same ? cur_len + 1u : 1u;
+        cur_op = op;
 #if MODE == 2
-                v -= subst((int)q[i - 1], (int)t[j - 1]);
+        const unsigned qc = qt & 0xffu, tc = (qt >> 8) & 0xffu;
+        const int sub = ((qc | tc) & 4u) ? -1 : (qc == tc ? MATCH : -MISMATCH);
+        v += s2 == 0u ? -sub : (nst ? GE : GOE);
 #endif
-                --i; --j;
-                nib = pre;
-                pre = nib16(sd, sh, i - 1, j - 1);
-                continue;
-            }
-            state = (nib & 2u) ? 2 : 1;          // same cell, same nibble
-        }
-        if (state == 1) {
-            PUSH_OP(2u, 1u); --j;
-            if (nib & 4u) { v += GE; } else { v += GOE; state = 0; }
-        } else {
-            PUSH_OP(1u, 1u); --i;
-            if (nib & 8u) { v += GE; } else { v += GOE; state = 0; }
-        }
-        nib = nib16(sd, sh, i, j);
-        pre = nib16(sd, sh, i - 1, j - 1);
+        i -= s2 != 1u;
+        j -= s2 != 2u;
+        st = nst;
     }
+#if MODE != 2
+    if (i == 0) {
+#if MODE == 0
+        if (j > 0) PUSH_OP(2u, (unsigned)j);
+        j = 0;
+#endif
+    } else { PUSH_OP(1u, (unsigned)i); i = 0; }
+#endif
     if (cur_len) cig[nc++] = (cur_len << 4) | cur_op;
     for (int a = 0, b = nc - 1; a < b; ++a, --b) { const unsigned x = cig[a]; cig[a] = cig[b]; cig[b] = x; }
     *qs = i; *ts = j;
@@ -1080,7 +1085,7 @@ __device__ int walk16(const u8* sd, int sh, const u8* __restrict__ q, const u8* 
 #endif
 
 // Pairs two by two as in pw_batch16 (order2), one warp per group, blockDim.x = 32, dynamic shared
-// memory >= max n * (SR + 4) bytes; requires m <= SR.  Outputs as pw_batch with TRACE.
+// memory >= max n * SR + 4 * max(max n, m) bytes; requires m <= SR.  Outputs as pw_batch with TRACE.
 extern "C" __global__ void __launch_bounds__(32)
 pw_tb16(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
         const u8* __restrict__ tseq, const long long* __restrict__ toff,
@@ -1138,6 +1143,7 @@ pw_tb16(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
     q.hdiag = pk1(colinit(row0));
     q.up_h = 0; q.up_f = pk1(NEG16); q.bh = 0; q.bf = pk1(NEG16);
     q.info = sinfo[min(max(-lane, 0), n - 1)];   // column 1 - lane
+    q.bk = 0; q.bj = 0;
     const int nsteps = n + 31;
     int tt = 0;
     for (; tt + 1 < nsteps; tt += 2) {
@@ -1146,8 +1152,19 @@ pw_tb16(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
     }
     if (tt < nsteps)
         step_tb16(tt, lane, n, na, nb, m, row0, rm, owns_m, sinfo, sdir, pa, pb, HA, HB, X, q, ba, bb);
+#if MODE == 2
+    if (lo16(q.bk) >= 8) { ba.s = lo16(q.bk) >> 3; ba.i = row0 + 8 - (lo16(q.bk) & 7); ba.j = lo16(q.bj); }
+    if (hi16(q.bk) >= 8) { bb.s = hi16(q.bk) >> 3; bb.i = row0 + 8 - (hi16(q.bk) & 7); bb.j = hi16(q.bj); }
+#endif
     group_reduce(ba, gmask);
     group_reduce(bb, gmask);
+#if MODE == 2
+    __syncwarp(gmask);                           // the forward pass has read its last column word
+    for (int k = lane; k < m; k += 32) {         // query codes into bytes 0 / 1 of the column words
+        ((u8*)sinfo)[4 * k] = qa[k];
+        ((u8*)sinfo)[4 * k + 1] = qb[k];
+    }
+#endif
     __syncwarp(gmask);                           // direction bytes of all lanes visible
 #if TBPROF
     const long long c_fwd = clock64();
@@ -1157,8 +1174,7 @@ pw_tb16(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
         const int p = lane == 0 ? pA : pB0;
         score[p] = bs.s; qend[p] = bs.i; tend[p] = bs.j;
         int qs, ts;
-        const int nc = walk16(sdir, 4 * lane, lane == 0 ? qa : qb, lane == 0 ? ta : tb, bs.i, bs.j, bs.s,
-                              cigs + cig_off[p], &qs, &ts);
+        const int nc = walk16(sdir, 4 * lane, sinfo, lane, bs.i, bs.j, bs.s, cigs + cig_off[p], &qs, &ts);
         tbo[3 * p] = qs; tbo[3 * p + 1] = ts; tbo[3 * p + 2] = nc;
     }
 #if TBPROF

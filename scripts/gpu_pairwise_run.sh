@@ -1,6 +1,7 @@
 #!/bin/bash
 # Pairwise engine on the GPU box, one device call (see docs/BENCHMARKS.md, pairwise section):
 #   bash scripts/gpu_pairwise_run.sh "STAGES" [sweep|nosweep] [pytest|nopytest] [peer|nopeer]
+# env: BENCH_TIMEOUT, PEER_TIMEOUT, PYTEST_TIMEOUT (seconds), PYTEST_K (pytest -k expression)
 # carry .whl (parasail wheel; pydivsufsort not needed here; for `peer` also .whl/parasail_peer, built
 # here by scripts/build_parasail_peer.sh: parasail timed in C on all cores).  Results under $OUT.
 set -o pipefail
@@ -20,9 +21,9 @@ if [ "${2:-sweep}" = sweep ]; then
 fi
 if [ "${4:-nopeer}" = peer ]; then
     chmod +x .whl/parasail_peer 2>/dev/null
-    timeout 420 python3 scripts/parasail_peer.py --lib-dir /tmp/site/parasail --out "$OUT" 2>&1 \
+    timeout ${PEER_TIMEOUT:-420} python3 scripts/parasail_peer.py --lib-dir /tmp/site/parasail --out "$OUT" 2>&1 \
         | tee "$OUT/parasail_peer_log.txt" | tail -25
 fi
 if [ "${3:-pytest}" = pytest ]; then
-    timeout ${PYTEST_TIMEOUT:-450} python3 -m pytest -q -x tests/test_pairwise.py 2>&1 | tail -15 | tee "$OUT/pytest.txt"
+    timeout ${PYTEST_TIMEOUT:-450} python3 -m pytest -q -x tests/test_pairwise.py ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | tail -15 | tee "$OUT/pytest.txt"
 fi

@@ -374,6 +374,10 @@ def test_fits_tb16():
     assert not fits_tb16(m[:1], n[:1], 200, 4, 6, 1).any()          # byte profile
     assert not fits_tb16(m[3:4], n[3:4], 1, 4, 30, 50).any()        # gap bound beyond TB16_LIM
     assert not fits_tb16(m[3:4], n[3:4], 101, 4, 6, 1).any()        # 101 * 150 > TB16_LIM
+    assert fits_tb16(m[3:4], n[3:4], 27, 4, 6, 1, 0).all()          # 27 * 150 < TB16_KEY_LIM
+    assert fits_tb16(m[3:4], n[3:4], 27, 4, 6, 1, 2).all()
+    assert fits_tb16(m[3:4], n[3:4], 28, 4, 6, 1, 0).all()          # global: no key
+    assert not fits_tb16(m[3:4], n[3:4], 28, 4, 6, 1, 2).any()      # local: 28 * 150 >= 4096
 
 
 @pytest.mark.skipif(not gpu_available(), reason="no CUDA device / cupy")
@@ -387,8 +391,9 @@ def test_gpu_tb16_equals_cpu(mode):
     from g3align.aligner.pairwise import fits_tb16
     m = np.array([len(x) for x in qs])
     n = np.array([len(x) for x in ts])
-    for go, ge, mt, mm in ((6, 1, 1, 4), (0, 2, 1, 4), (5, 2, 2, 3), (11, 1, 3, 7)):
-        want = int((fits_tb16(m, n, mt, mm, go, ge) & (m > 0) & (n > 0)).sum())
+    from g3align.aligner.pairwise import MODES as MD
+    for go, ge, mt, mm in ((6, 1, 1, 4), (0, 2, 1, 4), (5, 2, 2, 3), (11, 1, 3, 7), (9, 2, 20, 30)):
+        want = int((fits_tb16(m, n, mt, mm, go, ge, MD[mode]) & (m > 0) & (n > 0)).sum())
         assert want > 50
         c = align_pairs(qs, ts, mode=mode, match=mt, mismatch=mm, gap_open=go, gap_extend=ge, traceback=True,
                         device="cpu")
