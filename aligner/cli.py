@@ -107,7 +107,7 @@ The target is a FASTA[.gz] (indexed on the fly), a .g3m file (`-d`), or an index
   -k -w -H index k-mer, window, homopolymer compression;  -d FILE  save the minimizer index
   -t INT   threads [3]   -o FILE  output (.bam: BAM)   -R STR  @RG line   -Y soft clips
   -N -p --secondary=yes|no  -r -g -n -m -s -z -A -B -O -E -f -U  as in minimap2
-  --device auto|cpu|gpu  (the map path runs on the CPU in this version)
+  --device auto|cpu|gpu  minimizers and seeds of each batch on the GPU (later stages on the CPU)
 """
 
 
@@ -153,8 +153,6 @@ def _run_map(args):
         return
     if opt.flag & MO.F_CIGAR and not _HAVE_MM_ALIGN:
         raise G3Error("base-level alignment (-a, -c, --cs, --MD) is not available in this build yet")
-    if opt.device == "gpu":
-        log("[W::map] the map path has no GPU kernels yet; running on the CPU", opt.verbose, 2)
     ref_path, queries = pos[0], pos[1:]
     if not os.path.exists(ref_path) and not os.path.exists(mm_index_path(ref_path, opt)):
         raise G3Error(f"fail to open file '{ref_path}' (nor a minimizer index {mm_index_path(ref_path, opt)})")
@@ -191,7 +189,8 @@ def _run_map(args):
         raise G3Error("no query files given")
     MO.update_mid_occ(opt, idx.cal_max_occ)
     log(f"[M::mm_mapopt_update] mid_occ = {opt.mid_occ}", opt.verbose)
-    aligner = MapAligner(idx, opt)
+    device = _pick_device(opt.device, opt.verbose, "map")
+    aligner = MapAligner(idx, opt, device=device)
     header = None
     if opt.flag & MO.F_OUT_SAM:
         cmdline = " ".join(shlex.quote(a) for a in ["g3align", "map"] + args)
@@ -402,9 +401,10 @@ def gpu_available() -> bool:
         return False
 
 
-def _pick_device(choice: str, verbose: int) -> str:
+def _pick_device(choice: str, verbose: int, cmd: str = "mem") -> str:
     """--device: gpu (error if none), cpu, or auto (GPU when CuPy sees one, else CPU with a note).
-    On the GPU, seeding runs as a CUDA kernel (kernels/smem.cu); the later stages still run on the CPU."""
+    On the GPU, seeding runs as CUDA kernels (mem: kernels/smem.cu; map: kernels/mmsketch.cu and
+    kernels/mmseed.cu); the later stages still run on the CPU."""
     from g3align.aligner.pipeline import log
     if choice == "cpu":
         return "cpu"
@@ -412,7 +412,7 @@ def _pick_device(choice: str, verbose: int) -> str:
         return "gpu"
     if choice == "gpu":
         raise G3Error("--device gpu: no CUDA device visible to CuPy (install g3align[cuda12] or [cuda13])")
-    log("[M::mem] no GPU found; running on the CPU", verbose)
+    log(f"[M::{cmd}] no GPU found; running on the CPU", verbose)
     return "cpu"
 
 

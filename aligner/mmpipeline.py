@@ -71,8 +71,11 @@ _NO_LJOIN_FLAGS = MO.F_SPLICE | MO.F_SR | MO.F_NO_LJOIN
 
 
 @nb.njit(cache=True, nogil=True)
-def map_one(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, ref_off, dual_skip, diag_rid):
-    """mm_map_frag for one single-segment read (codes q, name bytes).
+def map_one(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, ref_off, dual_skip, diag_rid,
+            pre, mv_p, a_p, rep_p, mini_p):
+    """mm_map_frag for one single-segment read (codes q, name bytes).  pre: the read's seeds were
+    computed for the whole batch beforehand (aligner/mmseed_gpu.py: mv_p, a_p, rep_p, mini_p, exactly
+    what seed_read returns), else seed_read runs here.
 
     Returns (R, n_regs, cigar buffer, rep_len)."""
     flag = iv[I_FLAG]
@@ -87,9 +90,12 @@ def map_one(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, r
     hsh = LC.read_hash(hname, qlen, iv[I_SEED])
     seg_off = np.zeros(2, np.int64)
     seg_off[1] = qlen
-    mv, a, rep_len, mini_pos = seed_read(q, seg_off, iv[I_W], iv[I_K], iv[I_HPC] != 0, iv[I_MID_OCC],
-                                         iv[I_MAX_MAX_OCC], iv[I_OCC_DIST], fv[F_Q_OCC_FRAC], flag, b, bkt_off,
-                                         keys, key_off, pos, ref_len, diag_rid, dual_skip)
+    if pre:
+        mv, a, rep_len, mini_pos = mv_p, a_p, rep_p, mini_p
+    else:
+        mv, a, rep_len, mini_pos = seed_read(q, seg_off, iv[I_W], iv[I_K], iv[I_HPC] != 0, iv[I_MID_OCC],
+                                             iv[I_MAX_MAX_OCC], iv[I_OCC_DIST], fv[F_Q_OCC_FRAC], flag, b,
+                                             bkt_off, keys, key_off, pos, ref_len, diag_rid, dual_skip)
     max_gap = iv[I_MAX_GAP]
     max_gap_qry, max_gap_ref = LC.chain_gaps(is_sr, qlen, max_gap, iv[I_MAX_GAP_REF], iv[I_MAX_FRAG_LEN])
     pen_gap, pen_skip = LC.chain_pens(fv[F_CHAIN_GAP_SCALE], fv[F_CHAIN_SKIP_SCALE], iv[I_K])
@@ -142,8 +148,10 @@ def _align(q, iv, fv, R, n, a, ref_seq, ref_off, ref_len, cig):
 
 @nb.njit(cache=True, nogil=True)
 def map_range(lo, hi, seq, seq_off, raw, qual, qual_on, names, name_off, comments, com_off, iv, fv, b, bkt_off,
-              keys, key_off, pos, ref_len, ref_seq, ref_off, ctg_names, ctg_noff, rg_id, dual_skip, diag_rids):
-    """Map reads [lo, hi) of a batch and format their records; returns (bytes buffer, used length)."""
+              keys, key_off, pos, ref_len, ref_seq, ref_off, ctg_names, ctg_noff, rg_id, dual_skip, diag_rids,
+              pre, mv, mv_off, a, a_off, rep_len, mini_pos, mini_off):
+    """Map reads [lo, hi) of a batch and format their records; returns (bytes buffer, used length).
+    pre: the batch's seeds in CSR form (SeedBatch of aligner/mmseed_gpu.py), else seeded per read."""
     buf = np.empty(1 << 16, np.uint8)
     nb_ = 0
     flag = iv[I_FLAG]
@@ -152,10 +160,12 @@ def map_range(lo, hi, seq, seq_off, raw, qual, qual_on, names, name_off, comment
         s1 = seq_off[i + 1]
         q = seq[s0:s1]
         name = names[name_off[i]:name_off[i + 1]]
-        R, n, cig, rep_len = map_one(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, ref_off,
-                                     dual_skip, diag_rids[i])
+        k = i if pre else 0
+        R, n, cig, rl = map_one(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, ref_off,
+                                dual_skip, diag_rids[i], pre, mv[mv_off[k]:mv_off[k + 1]], a[a_off[k]:a_off[k + 1]],
+                                rep_len[k], mini_pos[mini_off[k]:mini_off[k + 1]])
         qq = qual[s0:s1] if qual_on else qual[:0]
-        buf, nb_ = write_read(buf, nb_, flag, name, raw[s0:s1], qq, q, R, n, cig, rep_len, ref_seq, ref_off,
+        buf, nb_ = write_read(buf, nb_, flag, name, raw[s0:s1], qq, q, R, n, cig, rl, ref_seq, ref_off,
                               ctg_names, ctg_noff, ref_len, comments[com_off[i]:com_off[i + 1]], rg_id)
     return buf, nb_
 
@@ -177,9 +187,15 @@ def _cat_strings(strs: list[str]) -> tuple[np.ndarray, np.ndarray]:
 class MapAligner:
     """A minimizer index plus options; `map_batch(batch)` -> the batch's PAF/SAM bytes."""
 
-    def __init__(self, idx, opt: MO.MapOpt):
+    def __init__(self, idx, opt: MO.MapOpt, device: str = "cpu", batch_seed: bool | None = None):
+        """device "gpu": each batch is sketched and seeded on the GPU (aligner/mmsketch_gpu.py,
+        aligner/mmseed_gpu.py), the later stages run on the CPU.  batch_seed (default: device == "gpu")
+        with device "cpu" runs the same batch seeding through the CPU twins (the GPU path's oracle)."""
         self.idx = idx
         self.opt = opt
+        self.device = device
+        self.batch_seed = device == "gpu" if batch_seed is None else batch_seed
+        self._idx_dev = None
         self.iv, self.fv = pack_opts(opt)
         ref = idx.ref
         self.ref_len = np.asarray(ref.lengths, np.int64)
@@ -218,11 +234,14 @@ class MapAligner:
         ref = self.idx.ref
         diag = self._diag_rids(batch)
 
+        sd = self._seed_batch(batch.seq, seq_off, diag) if self.batch_seed else _NO_SEEDS
+
         def run(lo_hi):
             lo, hi = lo_hi
             buf, used = map_range(lo, hi, batch.seq, seq_off, raw, qual, qual_on, names, name_off, comments, com_off,
                                   self.iv, self.fv, b, bkt_off, keys, key_off, pos, self.ref_len, ref.ref_seq,
-                                  ref.ref_off, self.ctg_names, self.ctg_noff, self.rg_id, self.dual_skip, diag)
+                                  ref.ref_off, self.ctg_names, self.ctg_noff, self.rg_id, self.dual_skip, diag,
+                                  self.batch_seed, *sd)
             return buf[:used].tobytes()
 
         ranges = _ranges(seq_off, max(1, n_threads))
@@ -230,6 +249,32 @@ class MapAligner:
             return run(ranges[0])
         with ThreadPoolExecutor(max_workers=n_threads) as ex:
             return b"".join(ex.map(run, ranges))
+
+
+    def _seed_batch(self, seq, seq_off, diag):
+        """The batch's minimizers and seeds in CSR form, on the GPU (device "gpu") or the CPU twins."""
+        from g3align.aligner import mmseed_gpu as SG
+        from g3align.aligner import mmsketch_gpu as SK
+        iv, fv = self.iv, self.fv
+        w, k, hpc = int(iv[I_W]), int(iv[I_K]), bool(iv[I_HPC])
+        opts = (int(iv[I_MID_OCC]), int(iv[I_MAX_MAX_OCC]), int(iv[I_OCC_DIST]), float(fv[F_Q_OCC_FRAC]),
+                int(iv[I_FLAG]))
+        b, bkt_off, keys, key_off, pos = self.idx.arrays()
+        if self.device == "gpu":
+            if self._idx_dev is None:
+                self._idx_dev = SG.index_to_device(b, bkt_off, keys, key_off, pos)[1:5]
+            mz, mz_off = SK.sketch_batch_gpu(seq, seq_off, w, k, hpc, to_host=False)
+            sd = SG.seed_batch_gpu(mz, mz_off, seq_off, *opts, b, *self._idx_dev, self.ref_len, diag,
+                                   self.dual_skip)
+        else:
+            mz, mz_off = SK.sketch_batch_cpu(seq, seq_off, w, k, hpc)
+            sd = SG.seed_batch_cpu(mz, mz_off, seq_off, *opts, b, bkt_off, keys, key_off, pos, self.ref_len, diag,
+                                   self.dual_skip)
+        return (sd.mv, sd.mv_off, sd.a, sd.a_off, np.asarray(sd.rep_len, np.int64), sd.mini_pos, sd.mini_off)
+
+
+_Z1 = np.zeros(1, np.int64)
+_NO_SEEDS = (np.zeros((0, 2), np.uint64), _Z1, np.zeros((0, 2), np.uint64), _Z1, _Z1, np.zeros(0, np.uint64), _Z1)
 
 
 def _ranges(seq_off: np.ndarray, n_threads: int) -> list[tuple[int, int]]:

@@ -156,3 +156,53 @@ def test_picard_validates_sam(tmp_path):
     exe = shutil.which("picard") or shutil.which("PicardCommandLine")
     v = subprocess.run([exe, "ValidateSamFile", f"I={sam}", "MODE=SUMMARY"], capture_output=True, text=True)
     assert "No errors found" in v.stdout + v.stderr, v.stdout + v.stderr
+
+
+# ---- batch seeding (the GPU path's seeds, here through their CPU twins; on a GPU box also the GPU) ----
+
+def _map_outputs(ref, reads, preset_args, devices):
+    from g3align.aligner import mmopt as MO
+    from g3align.aligner.mmpipeline import MapAligner
+    from g3align.aligner.reads import read_batches
+    from g3align.index import mmidx
+    opt, _, _ = MO.parse_map_args(preset_args + [str(ref), str(reads)])
+    idx = mmidx.build_mm_index(mmidx.read_mm_ref(str(ref)), opt.k, opt.w, opt.is_hpc, opt.bucket_bits)
+    MO.update_mid_occ(opt, idx.cal_max_occ)
+    outs = []
+    for device, batch_seed in devices:
+        al = MapAligner(idx, opt, device=device, batch_seed=batch_seed)
+        outs.append(b"".join(al.map_batch(bt, 2) for bt in read_batches(str(reads), chunk_size=20_000,
+                                                                          trim_readno=False)))
+    return outs
+
+
+@pytest.mark.parametrize("preset", [["-x", "map-pb", "-a"], ["-x", "map-ont", "-c"], ["-x", "map-hifi"],
+                                    ["-x", "sr", "-a"]])
+def test_batch_seeding_gives_the_same_output(preset):
+    per_read, batched = _map_outputs(REF, READS, preset, [("cpu", False), ("cpu", True)])
+    assert per_read and per_read == batched
+
+
+SHARED = ROOT.parent / "shared" / "data"
+
+
+@pytest.mark.skipif(not (SHARED / "reads" / "ecoli_K12_ont_R9_nanoget.fastq.gz").exists(), reason="no shared data")
+def test_batch_seeding_ecoli_ont(tmp_path):
+    reads = tmp_path / "ont.fq"
+    with gzip.open(SHARED / "reads" / "ecoli_K12_ont_R9_nanoget.fastq.gz", "rt") as fh:
+        reads.write_text("".join(line for _, line in zip(range(4 * 12), fh)))
+    per_read, batched = _map_outputs(SHARED / "ref" / "ecoli_K12_MG1655.fa.gz", reads, ["-x", "map-ont", "-c"],
+                                     [("cpu", False), ("cpu", True)])
+    assert per_read.count(b"\n") >= 8 and per_read == batched
+
+
+def _gpu():
+    from g3align.aligner.mmsketch_gpu import gpu_available
+    return gpu_available()
+
+
+@pytest.mark.skipif(not _gpu(), reason="no CUDA device / cupy")
+@pytest.mark.parametrize("preset", [["-x", "map-pb", "-a"], ["-x", "map-ont", "-c"], ["-x", "sr", "-a"]])
+def test_gpu_seeding_gives_the_same_output(preset):
+    per_read, gpu = _map_outputs(REF, READS, preset, [("cpu", False), ("gpu", None)])
+    assert per_read and per_read == gpu
