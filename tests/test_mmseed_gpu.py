@@ -273,13 +273,23 @@ def test_cpu_reseed_at_max_occ(synth):
         assert got.rep_len[r] == rep
 
 
-@pytest.mark.parametrize("preset", ["map-ont", "map-pb", "map-hifi", "sr"])
-def test_cpu_lambda_pbsim(preset):
-    ref = mmidx.read_mm_ref(LAMBDA)
-    idx = _index(ref, "lambda", preset)
+def _pbsim_reads():
+    """data/lambda_pbsim.fq.gz as (codes, offsets)."""
     with gzip.open(PBSIM, "rb") as fh:
         _, _, seq_off, seq = mmidx.parse_mm_seqs(fh.read(), str(PBSIM))
-    o = _opts(idx, preset, {})
+    return seq, seq_off
+
+
+def _lambda_pbsim(preset):
+    """Index of data/lambda.fa.gz for the preset, the pbsim reads, and the preset's seed options."""
+    idx = _index(mmidx.read_mm_ref(LAMBDA), "lambda", preset)
+    seq, seq_off = _pbsim_reads()
+    return idx, seq, seq_off, _opts(idx, preset, {})
+
+
+@pytest.mark.parametrize("preset", ["map-ont", "map-pb", "map-hifi", "sr"])
+def test_cpu_lambda_pbsim(preset):
+    idx, seq, seq_off, o = _lambda_pbsim(preset)
     got = _batch_cpu(seq, seq_off, idx, o)
     assert got.a.shape[0] > 200
     _check(got, _per_read(seq, seq_off, idx, o))
@@ -310,14 +320,19 @@ def test_bad_args():
 ecoli = pytest.mark.skipif(not (ECOLI.exists() and ONT.exists() and PB.exists()), reason="shared E. coli data missing")
 
 
+def _ecoli(preset, reads, n):
+    """E. coli index for the preset (the PBcR reference for map-pb), n reads, the seed options."""
+    ref = mmidx.read_mm_ref(ECOLI_PB_REF if preset == "map-pb" else ECOLI)
+    idx = _index(ref, "ecoli-pb" if preset == "map-pb" else "ecoli", preset)
+    seq, seq_off = _read_fastx(reads, n)
+    return idx, seq, seq_off, _opts(idx, preset, {})
+
+
 @ecoli
 @pytest.mark.parametrize("preset,reads,n", [("map-ont", ONT, 40), ("map-pb", PB, 60), ("map-hifi", PB, 60),
                                             ("sr", SR1, 300)])
 def test_cpu_ecoli(preset, reads, n):
-    ref = mmidx.read_mm_ref(ECOLI_PB_REF if preset == "map-pb" else ECOLI)
-    idx = _index(ref, "ecoli-pb" if preset == "map-pb" else "ecoli", preset)
-    seq, seq_off = _read_fastx(reads, n)
-    o = _opts(idx, preset, {})
+    idx, seq, seq_off, o = _ecoli(preset, reads, n)
     got = _batch_cpu(seq, seq_off, idx, o)
     assert got.a.shape[0] > 1000
     _check(got, _per_read(seq, seq_off, idx, o))
@@ -415,8 +430,8 @@ def _host_seed(lib, mz, mz_off, seq_off, o, idx, diag=None, dual=None, sort_by_l
                            diag, dual, sort_by_length)
 
 
-@pytest.mark.parametrize("preset,over", VARIANTS, ids=VIDS)
-def test_host_emulated_kernels(synth, host_lib, preset, over):
+def _synth_case(synth, preset, over):
+    """Index, options, skips, minimizers and the CPU twin's seeds of the synthetic batch for a variant."""
     ref, seq, seq_off, origin = synth
     idx = _index(ref, "synth", preset)
     o = _opts(idx, preset, over)
@@ -424,14 +439,19 @@ def test_host_emulated_kernels(synth, host_lib, preset, over):
     mz, mz_off = sketch_batch_cpu(seq, seq_off, idx.w, idx.k, idx.is_hpc)
     want = sg.seed_batch_cpu(mz, mz_off, seq_off, **o, b=idx.b, bkt_off=idx.bkt_off, keys=idx.keys,
                              key_off=idx.key_off, pos=idx.pos, ref_len=idx.ref.lengths, diag_rid=diag, dual_skip=dual)
+    return idx, seq_off, o, diag, dual, mz, mz_off, want
+
+
+@pytest.mark.parametrize("preset,over", VARIANTS, ids=VIDS)
+def test_host_emulated_kernels(synth, host_lib, preset, over):
+    idx, seq_off, o, diag, dual, mz, mz_off, want = _synth_case(synth, preset, over)
     for by_len in (True, False):
         _check(_host_seed(host_lib, mz, mz_off, seq_off, o, idx, diag, dual, by_len), want)
 
 
 def test_host_emulated_lambda(host_lib):
     ref = mmidx.read_mm_ref(LAMBDA)
-    with gzip.open(PBSIM, "rb") as fh:
-        _, _, seq_off, seq = mmidx.parse_mm_seqs(fh.read(), str(PBSIM))
+    seq, seq_off = _pbsim_reads()
     for preset in ("map-ont", "map-pb", "map-hifi", "sr"):
         idx = _index(ref, "lambda", preset)
         o = _opts(idx, preset, {})
@@ -498,13 +518,7 @@ needs_gpu = pytest.mark.skipif(not sg.gpu_available(), reason="no CuPy/GPU")
 @needs_gpu
 @pytest.mark.parametrize("preset,over", VARIANTS, ids=VIDS)
 def test_gpu_equals_cpu(synth, preset, over):
-    ref, seq, seq_off, origin = synth
-    idx = _index(ref, "synth", preset)
-    o = _opts(idx, preset, over)
-    diag, dual = _skips(over, ref, origin)
-    mz, mz_off = sketch_batch_cpu(seq, seq_off, idx.w, idx.k, idx.is_hpc)
-    want = sg.seed_batch_cpu(mz, mz_off, seq_off, **o, b=idx.b, bkt_off=idx.bkt_off, keys=idx.keys,
-                             key_off=idx.key_off, pos=idx.pos, ref_len=idx.ref.lengths, diag_rid=diag, dual_skip=dual)
+    idx, seq_off, o, diag, dual, mz, mz_off, want = _synth_case(synth, preset, over)
     for by_len in (True, False):
         got = sg.seed_batch_gpu(mz, mz_off, seq_off, **o, b=idx.b, bkt_off=idx.bkt_off, keys=idx.keys,
                                 key_off=idx.key_off, pos=idx.pos, ref_len=idx.ref.lengths, diag_rid=diag,
@@ -519,11 +533,7 @@ def test_gpu_device_resident_pipeline(preset):
     import cupy as cp
     from g3align.aligner.mmsketch_gpu import sketch_batch_gpu
 
-    ref = mmidx.read_mm_ref(LAMBDA)
-    idx = _index(ref, "lambda", preset)
-    with gzip.open(PBSIM, "rb") as fh:
-        _, _, seq_off, seq = mmidx.parse_mm_seqs(fh.read(), str(PBSIM))
-    o = _opts(idx, preset, {})
+    idx, seq, seq_off, o = _lambda_pbsim(preset)
     want = _batch_cpu(seq, seq_off, idx, o)
     mz, mz_off = sketch_batch_gpu(seq, seq_off, idx.w, idx.k, idx.is_hpc, to_host=False)
     b, bkt, keys, koff, pos, ref_len = sg.index_to_device(*idx.arrays(), idx.ref.lengths)
@@ -551,10 +561,7 @@ def test_gpu_empty():
 @pytest.mark.parametrize("preset,reads,n", [("map-ont", ONT, 200), ("map-pb", PB, 300), ("map-hifi", PB, 300),
                                             ("sr", SR1, 1000)])
 def test_gpu_ecoli(preset, reads, n):
-    ref = mmidx.read_mm_ref(ECOLI_PB_REF if preset == "map-pb" else ECOLI)
-    idx = _index(ref, "ecoli-pb" if preset == "map-pb" else "ecoli", preset)
-    seq, seq_off = _read_fastx(reads, n)
-    o = _opts(idx, preset, {})
+    idx, seq, seq_off, o = _ecoli(preset, reads, n)
     mz, mz_off = sketch_batch_cpu(seq, seq_off, idx.w, idx.k, idx.is_hpc)
     args = dict(**o, b=idx.b, bkt_off=idx.bkt_off, keys=idx.keys, key_off=idx.key_off, pos=idx.pos,
                 ref_len=idx.ref.lengths)
