@@ -234,7 +234,8 @@ class MapAligner:
         ref = self.idx.ref
         diag = self._diag_rids(batch)
 
-        sd = self._seed_batch(batch.seq, seq_off, diag) if self.batch_seed else _NO_SEEDS
+        sd = self._seed_batch(batch.seq, seq_off, diag, (b, bkt_off, keys, key_off, pos)) if self.batch_seed \
+            else _NO_SEEDS
 
         def run(lo_hi):
             lo, hi = lo_hi
@@ -251,15 +252,16 @@ class MapAligner:
             return b"".join(ex.map(run, ranges))
 
 
-    def _seed_batch(self, seq, seq_off, diag):
-        """The batch's minimizers and seeds in CSR form, on the GPU (device "gpu") or the CPU twins."""
+    def _seed_batch(self, seq, seq_off, diag, idx_arrays):
+        """The batch's minimizers and seeds in CSR form, on the GPU (device "gpu") or the CPU twins;
+        idx_arrays: the index's (b, bkt_off, keys, key_off, pos)."""
         from g3align.aligner import mmseed_gpu as SG
         from g3align.aligner import mmsketch_gpu as SK
         iv, fv = self.iv, self.fv
         w, k, hpc = int(iv[I_W]), int(iv[I_K]), bool(iv[I_HPC])
         opts = (int(iv[I_MID_OCC]), int(iv[I_MAX_MAX_OCC]), int(iv[I_OCC_DIST]), float(fv[F_Q_OCC_FRAC]),
                 int(iv[I_FLAG]))
-        b, bkt_off, keys, key_off, pos = self.idx.arrays()
+        b, bkt_off, keys, key_off, pos = idx_arrays
         if self.device == "gpu":
             if self._idx_dev is None:
                 self._idx_dev = SG.index_to_device(b, bkt_off, keys, key_off, pos)[1:5]

@@ -679,6 +679,22 @@ __device__ __forceinline__ int row_of(const unsigned (&Hl)[R], int v, bool hi, i
     return bi;
 }
 
+// Global / semiglobal end cell of both packed pairs from row m of column j (the lane that owns row m,
+// its register index rm): semiglobal keeps the best over j <= that pair's n, global takes j == n.
+__device__ __forceinline__ void end_cell16(const unsigned (&Hout)[R], int rm, int m, int j, int na, int nb,
+                                           Best& ba, Best& bb) {
+    unsigned hm = 0;
+#pragma unroll
+    for (int r = 0; r < R; ++r) if (r == rm) hm = Hout[r];
+#if MODE == 1
+    if (j <= na && lo16(hm) > ba.s) { ba.s = lo16(hm); ba.i = m; ba.j = j; }
+    if (j <= nb && hi16(hm) > bb.s) { bb.s = hi16(hm); bb.i = m; bb.j = j; }
+#else
+    if (j == na) { ba.s = lo16(hm); ba.i = m; ba.j = na; }
+    if (j == nb) { bb.s = hi16(hm); bb.i = m; bb.j = nb; }
+#endif
+}
+
 // One column step of dp_strip16 (column j = tt - lane + 1), reading H of column j-1 from Hin and
 // writing column j to Hout.
 struct St16 {
@@ -762,18 +778,7 @@ __device__ __forceinline__ void step16(
         if (ca > ba.s || (ca == ba.s && j < ba.j)) { ba.s = ca; ba.i = row_of(Hout, ca, false, row0); ba.j = j; }
         if (cb > bb.s || (cb == bb.s && j < bb.j)) { bb.s = cb; bb.i = row_of(Hout, cb, true, row0); bb.j = j; }
 #else
-        if (owns_m) {
-            unsigned hm = 0;
-#pragma unroll
-            for (int r = 0; r < R; ++r) if (r == rm) hm = Hout[r];
-#if MODE == 1
-            if (j <= na && lo16(hm) > ba.s) { ba.s = lo16(hm); ba.i = m; ba.j = j; }
-            if (j <= nb && hi16(hm) > bb.s) { bb.s = hi16(hm); bb.i = m; bb.j = j; }
-#else
-            if (j == na) { ba.s = lo16(hm); ba.i = m; ba.j = na; }
-            if (j == nb) { bb.s = hi16(hm); bb.i = m; bb.j = nb; }
-#endif
-        }
+        if (owns_m) end_cell16(Hout, rm, m, j, na, nb, ba, bb);
 #endif
     }
 #if LANES > 1
@@ -1006,18 +1011,7 @@ __device__ __forceinline__ void step_tb16(
         q.bk = (cmax & msk) | (q.bk & ~msk);
         q.bj = ((unsigned)j * 0x10001u & msk) | (q.bj & ~msk);
 #else
-        if (owns_m) {
-            unsigned hm = 0;
-#pragma unroll
-            for (int r = 0; r < R; ++r) if (r == rm) hm = Hout[r];
-#if MODE == 1
-            if (j <= na && lo16(hm) > ba.s) { ba.s = lo16(hm); ba.i = m; ba.j = j; }
-            if (j <= nb && hi16(hm) > bb.s) { bb.s = hi16(hm); bb.i = m; bb.j = j; }
-#else
-            if (j == na) { ba.s = lo16(hm); ba.i = m; ba.j = na; }
-            if (j == nb) { bb.s = hi16(hm); bb.i = m; bb.j = nb; }
-#endif
-        }
+        if (owns_m) end_cell16(Hout, rm, m, j, na, nb, ba, bb);
 #endif
     }
     const unsigned nh = __shfl_up_sync(0xffffffffu, q.bh, 1);
