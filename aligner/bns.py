@@ -82,9 +82,9 @@ def get_seq(l_pac, pac, beg, end, out):
 
 
 @nb.njit(cache=True)
-def fetch_seq(offsets, l_pac, pac, beg, mid, end):
-    """bns_fetch_seq: clip [beg, end) to the contig (and strand) holding `mid`.
-    Returns (seq array, beg, end, rid)."""
+def clip_to_contig(offsets, l_pac, beg, mid, end):
+    """The clipping of bns_fetch_seq: [beg, end) cut to the contig (and strand) holding `mid`.
+    Returns (beg, end, rid)."""
     if end < beg:
         beg, end = end, beg
     pf, is_rev = depos(l_pac, mid)
@@ -99,6 +99,14 @@ def fetch_seq(offsets, l_pac, pac, beg, mid, end):
         beg = far_beg
     if end > far_end:
         end = far_end
+    return beg, end, rid
+
+
+@nb.njit(cache=True)
+def fetch_seq(offsets, l_pac, pac, beg, mid, end):
+    """bns_fetch_seq: clip [beg, end) to the contig (and strand) holding `mid`.
+    Returns (seq array, beg, end, rid)."""
+    beg, end, rid = clip_to_contig(offsets, l_pac, beg, mid, end)
     out = np.empty(max(end - beg, 0), np.uint8)
     get_seq(l_pac, pac, beg, end, out)
     return out, beg, end, rid

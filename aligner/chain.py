@@ -150,6 +150,14 @@ def chain_and_filter(fm, offsets, l_pac, mb, me, mk, ms, opt):
     Returns seeds (s_rbeg, s_qbeg, s_len, s_score) and the kept chains in bwa's order as CSR:
     (ch_off, ch_seed, ch_rid)."""
     s_rbeg, s_qbeg, s_len, s_rid = make_seeds(fm, offsets, l_pac, mb, me, mk, ms, opt.max_occ)
+    s_score, ch_off, ch_seed, ch_rid = chain_seeds(s_rbeg, s_qbeg, s_len, s_rid, l_pac, opt)
+    return s_rbeg, s_qbeg, s_len, s_score, ch_off, ch_seed, ch_rid
+
+
+@nb.njit(cache=True)
+def chain_seeds(s_rbeg, s_qbeg, s_len, s_rid, l_pac, opt):
+    """mem_chain + mem_chain_flt on a read's seeds (make_seeds' output, from the CPU or the GPU).
+    Returns s_score and the kept chains in bwa's order as CSR: (s_score, ch_off, ch_seed, ch_rid)."""
     s_score = s_len.copy()
     order, seed_chain, nc, c_rid = build_chains(s_rbeg, s_qbeg, s_len, s_rid, l_pac, opt.w, opt.max_chain_gap)
     # CSR of seeds per chain id (insertion order)
@@ -261,7 +269,7 @@ def chain_and_filter(fm, offsets, l_pac, mb, me, mk, ms, opt):
             ch_off[j + 1] = ch_off[j] + nseed
             ch_rid[j] = c_rid[c]
             j += 1
-    return s_rbeg, s_qbeg, s_len, s_score, ch_off, ch_seed, ch_rid
+    return s_score, ch_off, ch_seed, ch_rid
 
 
 @nb.njit(cache=True)

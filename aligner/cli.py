@@ -334,8 +334,8 @@ def _build_mem_options(kw):
 
 
 def _run_mem(kw):
-    from g3align.aligner.pipeline import MemAligner, log, run_mem_pe, run_mem_se, user_pestat
-    from g3align.aligner.reads import ReadFormatError, read_batches, read_pair_batches
+    from g3align.aligner.pipeline import MemAligner, log, run_mem_pe, run_mem_se, se_chunk, user_pestat
+    from g3align.aligner.reads import ReadFormatError, read_batches, read_pair_batch_parts
     from g3align.aligner.samhdr import OutputSink, parse_header_arg, parse_rg, sam_header
     from g3align.index.store import IndexFormatError, load_index
 
@@ -381,9 +381,10 @@ def _run_mem(kw):
     try:
         with OutputSink(kw["output"], header) as sink:
             if not paired:
-                n, dt = run_mem_se(aligner, read_batches(kw["reads1"], chunk_size=chunk), sink, verbose)
+                n, dt = run_mem_se(aligner, read_batches(kw["reads1"], chunk_size=se_chunk(aligner, chunk)), sink,
+                                   verbose)
             else:
-                batches = (read_pair_batches(kw["reads1"], kw["reads2"], chunk_size=chunk) if kw["reads2"]
+                batches = (read_pair_batch_parts(kw["reads1"], kw["reads2"], chunk_size=chunk) if kw["reads2"]
                            else _interleaved(read_batches(kw["reads1"], chunk_size=chunk), kw["reads1"]))
                 n, dt = run_mem_pe(aligner, batches, sink, verbose, pes)
     except ReadFormatError as e:

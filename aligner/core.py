@@ -11,12 +11,13 @@ Per read it follows bwa's mem_align1_core + mem_reg2sam:
 import numba as nb
 import numpy as np
 from g3align.aligner.chain import chain_and_filter, rep_len
-from g3align.aligner.extend import IS_ALT, NF, QB, SCORE, SECONDARY, SECONDARY_ALL, chain2aln, flt_chained_seeds
+from g3align.aligner.extend import IS_ALT, NF, QB, SCORE, SECONDARY, SECONDARY_ALL, XF, chain2aln, flt_chained_seeds
 from g3align.aligner.samout import F_ALL, F_KEEP_SUPP_MAPQ, F_NO_MULTI, gen_alt, reg2aln, write_record
 from g3align.aligner.select import INT_MAX, mark_primary_se, sort_dedup_patch
 from g3align.aligner.smem import collect_intv
 
 F_PRIMARY5 = 0x800
+_NO_X = np.zeros((0, XF), np.int64)
 
 
 @nb.njit(cache=True)
@@ -46,16 +47,38 @@ def align1_from_intv(fm, offsets, l_pac, pac, q, opt, mat, mb, me, mk, ms):
     nreg = 0
     for c in range(ch_off.shape[0] - 1):
         R, nreg = chain2aln(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_score,
-                            ch_seed[ch_off[c]:ch_off[c + 1]], ch_rid[c], fr, R, nreg)
+                            ch_seed[ch_off[c]:ch_off[c + 1]], ch_rid[c], fr, R, nreg, _NO_X)
     nreg = sort_dedup_patch(opt, mat, l_pac, pac, q, R, nreg, True)
     return R, nreg, fr
 
 
 @nb.njit(cache=True)
-def align1_in_batch(fm, offsets, l_pac, pac, seq, seq_off, i, opt, mat, iv_b, iv_e, iv_k, iv_s, iv_off):
-    """Regions of read i of a batch: seeded here, or from the batch's precomputed seeds (GPU seeding,
-    CSR over reads) when iv_off is not empty."""
+def align1_from_chains(offsets, l_pac, pac, q, opt, mat, i, pre):
+    """align1_core from the staged batch state (aligner/memstage.py): read i's chains and their
+    precomputed seed extensions -> (R, n_regions, l_rep)."""
+    s_off, s_rbeg, s_qbeg, s_len, s_score, c_off, ch_rid, cs_off, ch_seed, X, fr = pre
+    L = q.shape[0]
+    R = np.zeros((8, NF), np.int64)
+    if L < opt.min_seed_len:
+        return R, 0, 0
+    a, b = s_off[i], s_off[i + 1]
+    nreg = 0
+    for c in range(c_off[i], c_off[i + 1]):
+        u, v = cs_off[c], cs_off[c + 1]
+        R, nreg = chain2aln(opt, mat, offsets, l_pac, pac, L, q, s_rbeg[a:b], s_qbeg[a:b], s_len[a:b],
+                            s_score[a:b], ch_seed[u:v], ch_rid[c], fr[i], R, nreg, X[u:v])
+    nreg = sort_dedup_patch(opt, mat, l_pac, pac, q, R, nreg, True)
+    return R, nreg, fr[i]
+
+
+@nb.njit(cache=True)
+def align1_in_batch(fm, offsets, l_pac, pac, seq, seq_off, i, opt, mat, iv_b, iv_e, iv_k, iv_s, iv_off, pre):
+    """Regions of read i of a batch: from the staged batch state `pre` (memstage.py) when it is not
+    empty, else from the batch's precomputed seeds (GPU seeding, CSR over reads) when iv_off is not
+    empty, else seeded here."""
     q = seq[seq_off[i]:seq_off[i + 1]]
+    if pre[5].shape[0] > 0:
+        return align1_from_chains(offsets, l_pac, pac, q, opt, mat, i, pre)
     if iv_off.shape[0] > 0:
         a, b = iv_off[i], iv_off[i + 1]
         return align1_from_intv(fm, offsets, l_pac, pac, q, opt, mat, iv_b[a:b], iv_e[a:b], iv_k[a:b], iv_s[a:b])
@@ -198,16 +221,16 @@ def reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, nam
 @nb.njit(cache=True, nogil=True)
 def align_range_se(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual, has_qual,
                    names, name_off, comments, com_off, rg_id, first_id, i0, i1, opt, mat,
-                   iv_b, iv_e, iv_k, iv_s, iv_off):
+                   iv_b, iv_e, iv_k, iv_s, iv_off, pre):
     """CPU kernel: SAM bytes for reads [i0, i1) of a batch (read ids first_id + i). With iv_off of
-    length n+1 the seeds come precomputed (GPU seeding, CSR over reads); with an empty iv_off the kernel
-    seeds itself."""
+    length n+1 the seeds come precomputed (GPU seeding, CSR over reads); with a non-empty `pre` the
+    chains and extensions do (memstage.py); otherwise the kernel seeds itself."""
     buf = np.empty(1024 + 600 * (i1 - i0), np.uint8)
     nbuf = 0
     for i in range(i0, i1):
         q = seq[seq_off[i]:seq_off[i + 1]]
         R, nreg, fr = align1_in_batch(fm, offsets, l_pac, pac, seq, seq_off, i, opt, mat, iv_b, iv_e, iv_k, iv_s,
-                                      iv_off)
+                                      iv_off, pre)
         qu = qual[seq_off[i]:seq_off[i + 1]] if has_qual else _EMPTY_U8
         buf, nbuf = reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q,
                                names[name_off[i]:name_off[i + 1]], qu, has_qual,

@@ -10,7 +10,7 @@ forward-reverse reference space, half-open: query [QB, QE), reference [RB, RE).
 """
 import numba as nb
 import numpy as np
-from g3align.aligner.bns import fetch_seq
+from g3align.aligner.bns import clip_to_contig, fetch_seq, get_seq
 from g3align.aligner.ksort import introsort
 from g3align.aligner.ksw import ksw_align2, ksw_extend2
 
@@ -92,16 +92,18 @@ def flt_chained_seeds(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len
     return new_off, new_seed[:m]
 
 
+# fields of a precomputed seed extension (one row per chain seed, see ext_seed)
+X_QB, X_RB, X_QE, X_RE, X_SCORE, X_TRUESC, X_W = range(7)
+XF = 8
+
+
 @nb.njit(cache=True)
-def chain2aln(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_score, seeds, rid, l_rep,
-              R, nreg):
-    """Extend one chain; regions are appended to R from row nreg. Returns (R, nreg)."""
-    nseed = seeds.shape[0]
-    if nseed == 0:
-        return R, nreg
+def chain_window(opt, offsets, l_pac, L, s_rbeg, s_qbeg, s_len, seeds):
+    """The reference window [rmax0, rmax1) of one chain (mem_chain2aln's rmax, clipped to the contig
+    and strand of the chain's first seed as bns_fetch_seq clips it)."""
     rmax0 = l_pac << 1
     rmax1 = np.int64(0)
-    for i in range(nseed):
+    for i in range(seeds.shape[0]):
         t = seeds[i]
         b = s_rbeg[t] - (s_qbeg[t] + cal_max_gap(opt, s_qbeg[t]))
         rest = L - s_qbeg[t] - s_len[t]
@@ -115,7 +117,95 @@ def chain2aln(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_scor
             rmax1 = l_pac
         else:
             rmax0 = l_pac
-    rseq, rmax0, rmax1, rid2 = fetch_seq(offsets, l_pac, pac, rmax0, s_rbeg[seeds[0]], rmax1)
+    rmax0, rmax1, _ = clip_to_contig(offsets, l_pac, rmax0, s_rbeg[seeds[0]], rmax1)
+    return rmax0, rmax1
+
+
+@nb.njit(cache=True)
+def ext_seed(opt, mat, L, q, rseq, rmax0, rmax1, sq, sr, sl, qs, rs, out):
+    """Extend one seed (query [sq, sq+sl) at reference sr) to the left and right inside the chain's
+    window rseq = reference [rmax0, rmax1): ksw_extend2 with bwa's band doubling (at most two tries),
+    clipping penalties and end-to-end choice. Writes out[X_QB..X_W]. qs/rs are scratch buffers of
+    at least L and rmax1-rmax0 bytes. kernels/memext.cu computes the same per job."""
+    aw0 = opt.w
+    aw1 = opt.w
+    score = np.int64(-1)
+    truesc = np.int64(-1)
+    if sq > 0:  # left extension on reversed sequences
+        for i in range(sq):
+            qs[i] = q[sq - 1 - i]
+        tmp = sr - rmax0
+        for i in range(tmp):
+            rs[i] = rseq[tmp - 1 - i]
+        qle = tle = gtle = gscore = 0
+        for i in range(2):
+            prev = score
+            aw0 = opt.w << i
+            score, qle, tle, gtle, gscore, max_off0 = ksw_extend2(
+                sq, qs, tmp, rs, 5, mat, opt.o_del, opt.e_del, opt.o_ins, opt.e_ins, aw0, opt.pen_clip5,
+                opt.zdrop, sl * opt.a)
+            if score == prev or max_off0 < (aw0 >> 1) + (aw0 >> 2):
+                break
+        if gscore <= 0 or gscore <= score - opt.pen_clip5:
+            out[X_QB] = sq - qle
+            out[X_RB] = sr - tle
+            truesc = score
+        else:
+            out[X_QB] = 0
+            out[X_RB] = sr - gtle
+            truesc = gscore
+    else:
+        score = sl * opt.a
+        truesc = score
+        out[X_QB] = 0
+        out[X_RB] = sr
+    if sq + sl != L:  # right extension
+        qe = sq + sl
+        re = sr + sl - rmax0
+        sc0 = score
+        qle = tle = gtle = gscore = 0
+        for i in range(2):
+            prev = score
+            aw1 = opt.w << i
+            score, qle, tle, gtle, gscore, max_off1 = ksw_extend2(
+                L - qe, q[qe:], rmax1 - rmax0 - re, rseq[re:], 5, mat, opt.o_del, opt.e_del, opt.o_ins,
+                opt.e_ins, aw1, opt.pen_clip3, opt.zdrop, sc0)
+            if score == prev or max_off1 < (aw1 >> 1) + (aw1 >> 2):
+                break
+        if gscore <= 0 or gscore <= score - opt.pen_clip3:
+            out[X_QE] = qe + qle
+            out[X_RE] = rmax0 + re + tle
+            truesc += score - sc0
+        else:
+            out[X_QE] = L
+            out[X_RE] = rmax0 + re + gtle
+            truesc += gscore - sc0
+    else:
+        out[X_QE] = L
+        out[X_RE] = sr + sl
+    out[X_SCORE] = score
+    out[X_TRUESC] = truesc
+    out[X_W] = aw0 if aw0 > aw1 else aw1
+
+
+@nb.njit(cache=True)
+def chain2aln(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_score, seeds, rid, l_rep,
+              R, nreg, X):
+    """Extend one chain; regions are appended to R from row nreg. Returns (R, nreg).
+    X: empty, or the chain's precomputed seed extensions (row i for seeds[i], from ext_seed on the CPU
+    or kernels/memext.cu on the GPU); then no extension runs here."""
+    nseed = seeds.shape[0]
+    if nseed == 0:
+        return R, nreg
+    pre = X.shape[0] > 0
+    if pre:
+        rmax0 = rmax1 = np.int64(0)
+        rseq = np.zeros(0, np.uint8)
+    else:
+        rmax0, rmax1 = chain_window(opt, offsets, l_pac, L, s_rbeg, s_qbeg, s_len, seeds)
+        rseq = np.empty(rmax1 - rmax0, np.uint8)
+        get_seq(l_pac, pac, rmax0, rmax1, rseq)
+    xa = np.empty(XF, np.int64)
 
     srt = np.empty(nseed, np.uint64)
     skey = np.empty((nseed, 1), np.int64)
@@ -125,11 +215,12 @@ def chain2aln(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_scor
     sidx = np.arange(nseed)
     introsort(sidx, nseed, skey)  # bwa's ks_introsort_64 on score<<32|index
     srt = srt[sidx]
-    qs = np.empty(L, np.uint8)
+    qs = np.empty(L if not pre else 0, np.uint8)
     rs = np.empty(rmax1 - rmax0 + 1, np.uint8)
 
     for k in range(nseed - 1, -1, -1):
-        si = seeds[np.int64(srt[k] & np.uint64(0xffffffff))]
+        ks = np.int64(srt[k] & np.uint64(0xffffffff))
+        si = seeds[ks]
         sq = np.int64(s_qbeg[si])
         sr = s_rbeg[si]
         sl = np.int64(s_len[si])
@@ -182,68 +273,16 @@ def chain2aln(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_scor
         nreg += 1
         for f in range(NF):
             R[a, f] = 0
-        aw0 = opt.w
-        aw1 = opt.w
-        R[a, W] = opt.w
-        R[a, SCORE] = -1
-        R[a, TRUESC] = -1
         R[a, RID] = rid
-        score = np.int64(-1)
-        truesc = np.int64(-1)
-        if sq > 0:  # left extension on reversed sequences
-            for i in range(sq):
-                qs[i] = q[sq - 1 - i]
-            tmp = sr - rmax0
-            for i in range(tmp):
-                rs[i] = rseq[tmp - 1 - i]
-            qle = tle = gtle = gscore = 0
-            for i in range(2):
-                prev = score
-                aw0 = opt.w << i
-                score, qle, tle, gtle, gscore, max_off0 = ksw_extend2(
-                    sq, qs, tmp, rs, 5, mat, opt.o_del, opt.e_del, opt.o_ins, opt.e_ins, aw0, opt.pen_clip5,
-                    opt.zdrop, sl * opt.a)
-                if score == prev or max_off0 < (aw0 >> 1) + (aw0 >> 2):
-                    break
-            if gscore <= 0 or gscore <= score - opt.pen_clip5:
-                R[a, QB] = sq - qle
-                R[a, RB] = sr - tle
-                truesc = score
-            else:
-                R[a, QB] = 0
-                R[a, RB] = sr - gtle
-                truesc = gscore
-        else:
-            score = sl * opt.a
-            truesc = score
-            R[a, QB] = 0
-            R[a, RB] = sr
-        if sq + sl != L:  # right extension
-            qe = sq + sl
-            re = sr + sl - rmax0
-            sc0 = score
-            qle = tle = gtle = gscore = 0
-            for i in range(2):
-                prev = score
-                aw1 = opt.w << i
-                score, qle, tle, gtle, gscore, max_off1 = ksw_extend2(
-                    L - qe, q[qe:], rmax1 - rmax0 - re, rseq[re:], 5, mat, opt.o_del, opt.e_del, opt.o_ins,
-                    opt.e_ins, aw1, opt.pen_clip3, opt.zdrop, sc0)
-                if score == prev or max_off1 < (aw1 >> 1) + (aw1 >> 2):
-                    break
-            if gscore <= 0 or gscore <= score - opt.pen_clip3:
-                R[a, QE] = qe + qle
-                R[a, RE] = rmax0 + re + tle
-                truesc += score - sc0
-            else:
-                R[a, QE] = L
-                R[a, RE] = rmax0 + re + gtle
-                truesc += gscore - sc0
-        else:
-            R[a, QE] = L
-            R[a, RE] = sr + sl
-        R[a, SCORE] = score
-        R[a, TRUESC] = truesc
+        x = X[ks] if pre else xa
+        if not pre:
+            ext_seed(opt, mat, L, q, rseq, rmax0, rmax1, sq, sr, sl, qs, rs, xa)
+        R[a, QB] = x[X_QB]
+        R[a, RB] = x[X_RB]
+        R[a, QE] = x[X_QE]
+        R[a, RE] = x[X_RE]
+        R[a, SCORE] = x[X_SCORE]
+        R[a, TRUESC] = x[X_TRUESC]
         cov = 0
         for i in range(nseed):
             t = seeds[i]
@@ -251,7 +290,7 @@ def chain2aln(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_scor
                     and s_rbeg[t] + s_len[t] <= R[a, RE]):
                 cov += s_len[t]
         R[a, SEEDCOV] = cov
-        R[a, W] = aw0 if aw0 > aw1 else aw1
+        R[a, W] = x[X_W]
         R[a, SEEDLEN0] = sl
         R[a, LREP] = l_rep
         R[a, QLEN] = L

@@ -14,7 +14,7 @@ import math
 
 import numba as nb
 import numpy as np
-from g3align.aligner.bns import fetch_seq
+from g3align.aligner.bns import clip_to_contig, get_seq
 from g3align.aligner.core import (
     _EMPTY_U8,
     _EMPTY_U32,
@@ -60,15 +60,15 @@ MAX_STDDEV = 4.0
 
 # ------------------------------------------------------------------ stage 1: regions of every read
 @nb.njit(cache=True, nogil=True)
-def regions_range(fm, offsets, l_pac, pac, seq, seq_off, i0, i1, opt, mat, iv_b, iv_e, iv_k, iv_s, iv_off):
-    """Regions of reads [i0, i1) concatenated: (R_cat, counts). Seeds precomputed when iv_off is given
-    (see core.align_range_se)."""
+def regions_range(fm, offsets, l_pac, pac, seq, seq_off, i0, i1, opt, mat, iv_b, iv_e, iv_k, iv_s, iv_off, pre):
+    """Regions of reads [i0, i1) concatenated: (R_cat, counts). Seeds precomputed when iv_off is given,
+    chains and extensions when `pre` is (see core.align_range_se)."""
     tot = 0
     R_cat = np.empty((64, NF), np.int64)
     cnt = np.zeros(i1 - i0, np.int64)
     for i in range(i0, i1):
         R, n, lrep = align1_in_batch(fm, offsets, l_pac, pac, seq, seq_off, i, opt, mat, iv_b, iv_e, iv_k, iv_s,
-                                     iv_off)
+                                     iv_off, pre)
         if tot + n > R_cat.shape[0]:
             R2 = np.empty((max(2 * R_cat.shape[0], tot + n), NF), np.int64)
             R2[:tot] = R_cat[:tot]
@@ -198,8 +198,44 @@ def _push_region(R, n):
 
 
 @nb.njit(cache=True)
-def matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, a_row, l_ms, ms, Rm, nm):
+def rescue_window(opt, offsets, l_pac, p_low, p_high, a_row, l_ms, r):
+    """mem_matesw's reference window for orientation r around region a_row, clipped as bns_fetch_seq
+    clips it: (rb, re, rid, is_rev, xtra); rid = -1 when the window is empty. The SW runs when
+    rid == a_row[RID] and re - rb >= min_seed_len."""
+    is_rev = (r >> 1) != (r & 1)
+    is_larger = not (r >> 1)
+    if not is_rev:
+        rb = a_row[RB] + p_low[r] if is_larger else a_row[RB] - p_high[r]
+        re = (a_row[RB] + p_high[r] if is_larger else a_row[RB] - p_low[r]) + l_ms
+    else:
+        rb = (a_row[RB] + p_low[r] if is_larger else a_row[RB] - p_high[r]) - l_ms
+        re = a_row[RB] + p_high[r] if is_larger else a_row[RB] - p_low[r]
+    if rb < 0:
+        rb = 0
+    if re > (l_pac << 1):
+        re = l_pac << 1
+    rid = -1
+    if rb < re:
+        rb, re, rid = clip_to_contig(offsets, l_pac, rb, (rb + re) >> 1, re)
+    xtra = KSW_XSUBO | KSW_XSTART | (KSW_XBYTE if l_ms * opt.a < 250 else 0) | (opt.min_seed_len * opt.a)
+    return rb, re, rid, is_rev, xtra
+
+
+@nb.njit(cache=True)
+def _rc(ms):
+    l_ms = ms.shape[0]
+    rev = np.empty(l_ms, np.uint8)
+    for i in range(l_ms):
+        c = ms[l_ms - 1 - i]
+        rev[i] = 3 - c if c < 4 else 4
+    return rev
+
+
+@nb.njit(cache=True)
+def matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, a_row, l_ms, ms, Rm, nm, sw_key, sw_res, key0):
     """mem_matesw: rescue the mate near region a_row in the orientations not yet seen.
+    sw_key/sw_res: precomputed local alignments of this pair (rescue_jobs_range keys, key0 + r for
+    orientation r; from the GPU or its twin); an alignment not among them is computed here.
     Returns (Rm, nm, n_attempts)."""
     skip = np.zeros(4, np.int64)
     for r in range(4):
@@ -211,34 +247,23 @@ def matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, a_row, l_ms, 
     if skip[0] + skip[1] + skip[2] + skip[3] == 4:
         return Rm, nm, 0
     n = 0
-    rid = -1
-    rev = np.empty(l_ms, np.uint8)
-    for i in range(l_ms):
-        c = ms[l_ms - 1 - i]
-        rev[i] = 3 - c if c < 4 else 4
+    rev = _rc(ms)
     for r in range(4):
         if skip[r]:
             continue
-        is_rev = (r >> 1) != (r & 1)
-        is_larger = not (r >> 1)
-        seq = rev if is_rev else ms
-        if not is_rev:
-            rb = a_row[RB] + p_low[r] if is_larger else a_row[RB] - p_high[r]
-            re = (a_row[RB] + p_high[r] if is_larger else a_row[RB] - p_low[r]) + l_ms
-        else:
-            rb = (a_row[RB] + p_low[r] if is_larger else a_row[RB] - p_high[r]) - l_ms
-            re = a_row[RB] + p_high[r] if is_larger else a_row[RB] - p_low[r]
-        if rb < 0:
-            rb = 0
-        if re > (l_pac << 1):
-            re = l_pac << 1
-        ref = _EMPTY_U8
-        if rb < re:
-            ref, rb, re, rid = fetch_seq(offsets, l_pac, pac, rb, (rb + re) >> 1, re)
+        rb, re, rid, is_rev, xtra = rescue_window(opt, offsets, l_pac, p_low, p_high, a_row, l_ms, r)
         if a_row[RID] == rid and re - rb >= opt.min_seed_len:
-            xtra = KSW_XSUBO | KSW_XSTART | (KSW_XBYTE if l_ms * opt.a < 250 else 0) | (opt.min_seed_len * opt.a)
-            score, te, qe, score2, te2, tb, qb = ksw_align2(l_ms, seq, re - rb, ref, 5, mat, opt.o_del, opt.e_del,
-                                                           opt.o_ins, opt.e_ins, xtra)
+            k = 0
+            while k < sw_key.shape[0] and sw_key[k] != key0 + r:
+                k += 1
+            if k < sw_key.shape[0]:
+                score, te, qe, score2, te2, tb, qb = (sw_res[k, 0], sw_res[k, 1], sw_res[k, 2], sw_res[k, 3],
+                                                      sw_res[k, 4], sw_res[k, 5], sw_res[k, 6])
+            else:
+                ref = np.empty(re - rb, np.uint8)
+                get_seq(l_pac, pac, rb, re, ref)
+                score, te, qe, score2, te2, tb, qb = ksw_align2(l_ms, rev if is_rev else ms, re - rb, ref, 5, mat,
+                                                               opt.o_del, opt.e_del, opt.o_ins, opt.e_ins, xtra)
             if score >= opt.min_seed_len and qb >= 0:
                 Rm = _push_region(Rm, nm)
                 b = np.zeros(NF, np.int64)
@@ -269,6 +294,101 @@ def matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, a_row, l_ms, 
         if n:
             nm = sort_dedup_patch(opt, mat, l_pac, pac, ms, Rm, nm, False)
     return Rm, nm, n
+
+
+@nb.njit(cache=True)
+def _candidates(opt, R, n):
+    """Rescue anchors of one read: regions within pen_unpaired of its best, at most max_matesw."""
+    c = np.empty(n, np.int64)
+    m = 0
+    for j in range(n):
+        if R[j, SCORE] >= R[0, SCORE] - opt.pen_unpaired:
+            c[m] = j
+            m += 1
+    return c[:min(m, opt.max_matesw)]
+
+
+@nb.njit(cache=True, nogil=True)
+def rescue_jobs_range(opt, offsets, l_pac, p_low, p_high, p_failed, seq_off, R_cat, reg_off, j0, j1):
+    """Speculative mate-rescue alignments of pairs [j0, j1): every (side, anchor, orientation) that
+    mem_matesw could align given the regions before any rescue (a superset of the calls it makes:
+    a rescue only adds skipped orientations, and a call missing here is computed in matesw).
+    Returns (jobs per pair, key, mate read, rb, re, is_rev, xtra); key = (side*max_matesw + anchor)*4 + r."""
+    cap = 64
+    cnt = np.zeros(j1 - j0, np.int64)
+    key = np.empty(cap, np.int64)
+    mate = np.empty(cap, np.int64)
+    wrb = np.empty(cap, np.int64)
+    wre = np.empty(cap, np.int64)
+    wrev = np.empty(cap, np.int64)
+    wx = np.empty(cap, np.int64)
+    n = 0
+    if opt.flag & F_NO_RESCUE:
+        return cnt, key[:0], mate[:0], wrb[:0], wre[:0], wrev[:0], wx[:0]
+    for j in range(j0, j1):
+        for side in range(2):
+            a = 2 * j + side
+            b = 2 * j + 1 - side
+            na = reg_off[a + 1] - reg_off[a]
+            Ra = R_cat[reg_off[a]:reg_off[a + 1]]
+            Rm = R_cat[reg_off[b]:reg_off[b + 1]]
+            l_ms = seq_off[b + 1] - seq_off[b]
+            cand = _candidates(opt, Ra, na)
+            for jj in range(cand.shape[0]):
+                a_row = Ra[cand[jj]]
+                for r in range(4):
+                    if p_failed[r]:
+                        continue
+                    hit = False
+                    for i in range(Rm.shape[0]):
+                        rr, dist = infer_dir(l_pac, a_row[RB], Rm[i, RB])
+                        if rr == r and dist >= p_low[r] and dist <= p_high[r]:
+                            hit = True
+                            break
+                    if hit:
+                        continue
+                    rb, re, rid, is_rev, xtra = rescue_window(opt, offsets, l_pac, p_low, p_high, a_row, l_ms, r)
+                    if a_row[RID] != rid or re - rb < opt.min_seed_len:
+                        continue
+                    if n == cap:
+                        cap *= 2
+                        key = _grow64(key, n, cap)
+                        mate = _grow64(mate, n, cap)
+                        wrb = _grow64(wrb, n, cap)
+                        wre = _grow64(wre, n, cap)
+                        wrev = _grow64(wrev, n, cap)
+                        wx = _grow64(wx, n, cap)
+                    key[n] = (side * opt.max_matesw + jj) * 4 + r
+                    mate[n] = b
+                    wrb[n] = rb
+                    wre[n] = re
+                    wrev[n] = 1 if is_rev else 0
+                    wx[n] = xtra
+                    n += 1
+                    cnt[j - j0] += 1
+    return cnt, key[:n], mate[:n], wrb[:n], wre[:n], wrev[:n], wx[:n]
+
+
+@nb.njit(cache=True)
+def _grow64(a, n, cap):
+    b = np.empty(cap, np.int64)
+    b[:n] = a[:n]
+    return b
+
+
+@nb.njit(cache=True, nogil=True)
+def rescue_sw_range(opt, mat, l_pac, pac, seq, seq_off, mate, wrb, wre, wrev, wx, k0, k1, res):
+    """CPU twin of kernels/memext.cu's mem_sw_kernel: ksw_align2 of rescue jobs [k0, k1) into res[k, 0:7]
+    (score, te, qe, score2, te2, tb, qb)."""
+    for k in range(k0, k1):
+        ms = seq[seq_off[mate[k]]:seq_off[mate[k] + 1]]
+        qs = _rc(ms) if wrev[k] else ms
+        ref = np.empty(wre[k] - wrb[k], np.uint8)
+        get_seq(l_pac, pac, wrb[k], wre[k], ref)
+        x = ksw_align2(ms.shape[0], qs, wre[k] - wrb[k], ref, 5, mat, opt.o_del, opt.e_del, opt.o_ins, opt.e_ins,
+                       wx[k])
+        for f in range(7):
+            res[k, f] = x[f]
 
 
 # ------------------------------------------------------------------ pairing
@@ -387,8 +507,9 @@ def _aln_for_mate(opt, mat, offsets, l_pac, pac, q, R, which):
 
 @nb.njit(cache=True)
 def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, p_high, p_failed, p_avg, p_std,
-           q0, q1, name0, name1, qual0, qual1, has_qual, com0, com1, rg_id, Ra, na, Rb, nb_, pair_id):
-    """mem_sam_pe for one pair: appends read 1's then read 2's records."""
+           q0, q1, name0, name1, qual0, qual1, has_qual, com0, com1, rg_id, Ra, na, Rb, nb_, pair_id, sw_key, sw_res):
+    """mem_sam_pe for one pair: appends read 1's then read 2's records. sw_key/sw_res: the pair's
+    precomputed rescue alignments (empty: computed in matesw)."""
     if not (opt.flag & F_NO_RESCUE):
         # candidate anchors for rescue: regions within pen_unpaired of each read's best (taken before any
         # rescue modifies the other read's list)
@@ -408,10 +529,10 @@ def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, 
         Rb0 = Rb[:nb_].copy()
         for j in range(min(n_ba, opt.max_matesw)):
             Rb, nb_, _ = matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, Ra0[ba[j]], q1.shape[0], q1,
-                                Rb, nb_)
+                                Rb, nb_, sw_key, sw_res, j * 4)
         for j in range(min(n_bb, opt.max_matesw)):
             Ra, na, _ = matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, Rb0[bb[j]], q0.shape[0], q0,
-                               Ra, na)
+                               Ra, na, sw_key, sw_res, (opt.max_matesw + j) * 4)
     n_pri0 = mark_primary_se(opt, Ra, na, pair_id << 1)
     n_pri1 = mark_primary_se(opt, Rb, nb_, (pair_id << 1) | 1)
     if opt.flag & F_PRIMARY5:
@@ -537,8 +658,9 @@ def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, 
 @nb.njit(cache=True, nogil=True)
 def sam_pe_range(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual, has_qual, names, name_off,
                  comments, com_off, rg_id, R_cat, reg_off, p_low, p_high, p_failed, p_avg, p_std, first_pair,
-                 j0, j1, opt, mat):
-    """CPU kernel: SAM bytes for pairs [j0, j1) of an interleaved batch (reads 2j, 2j+1)."""
+                 j0, j1, opt, mat, sw_off, sw_key, sw_res):
+    """CPU kernel: SAM bytes for pairs [j0, j1) of an interleaved batch (reads 2j, 2j+1). sw_off (CSR over
+    the batch's pairs, or empty), sw_key, sw_res: precomputed rescue alignments (rescue_jobs_range)."""
     buf = np.empty(2048 + 1200 * (j1 - j0), np.uint8)
     nbuf = 0
     for j in range(j0, j1):
@@ -554,9 +676,10 @@ def sam_pe_range(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual
         q1 = seq[seq_off[b]:seq_off[b + 1]]
         qa = qual[seq_off[a]:seq_off[a + 1]] if has_qual else _EMPTY_U8
         qb = qual[seq_off[b]:seq_off[b + 1]] if has_qual else _EMPTY_U8
+        u, v = (sw_off[j], sw_off[j + 1]) if sw_off.shape[0] else (0, 0)
         buf, nbuf = sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, p_high, p_failed,
                            p_avg, p_std, q0, q1, names[name_off[a]:name_off[a + 1]],
                            names[name_off[b]:name_off[b + 1]], qa, qb, has_qual,
                            comments[com_off[a]:com_off[a + 1]], comments[com_off[b]:com_off[b + 1]], rg_id,
-                           Ra, na, Rb, nb_, first_pair + j)
+                           Ra, na, Rb, nb_, first_pair + j, sw_key[u:v], sw_res[u:v])
     return buf[:nbuf]

@@ -9,15 +9,29 @@ concatenated in read order, so the bytes never depend on -t or -K.
 """
 from __future__ import annotations
 
+import queue
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from g3align.aligner.core import align_range_se
 from g3align.aligner.extend import NF
+from g3align.aligner.memstage import (
+    assemble,
+    assemble_rescue,
+    chain_range,
+    empty_pre,
+    ext_jobs_cpu,
+    ext_jobs_gpu,
+    rep_len_csr,
+    rep_len_gpu,
+    rescue_sw_cpu,
+    rescue_sw_gpu,
+)
 from g3align.aligner.options import score_matrix
-from g3align.aligner.pair import pestat, regions_range, sam_pe_range
+from g3align.aligner.pair import pestat, regions_range, rescue_jobs_range, sam_pe_range
 
 
 def _bytes_csr(strings):
@@ -32,7 +46,8 @@ def _bytes_csr(strings):
 class MemAligner:
     """Holds the index and options; aligns ReadBatches to SAM bytes."""
 
-    def __init__(self, ref, fm, opt, rg_id: str = "", copy_comment: bool = False, device: str = "cpu"):
+    def __init__(self, ref, fm, opt, rg_id: str = "", copy_comment: bool = False, device: str = "cpu",
+                 staged: bool = False):
         self.ref = ref
         self.fm = fm
         self.opt = opt
@@ -45,23 +60,86 @@ class MemAligner:
         self.rg_id = np.frombuffer(rg_id.encode(), np.uint8).copy()
         self.copy_comment = copy_comment
         self.n_threads = max(1, int(opt.n_threads))
+        self.stage_times: dict = {}  # seconds per stage, summed over batches (wall clock)
         self._pool = ThreadPoolExecutor(self.n_threads) if self.n_threads > 1 else None
         self.device = device
+        self.staged = staged or device == "gpu"
         self._fm_dev = None
+        self._pac_dev = None
+        self._batch_dev = None
         if device == "gpu":
+            import cupy as cp
             from g3align.aligner.smem_gpu import fm_to_device
             self._fm_dev = fm_to_device(fm)
+            self._pac_dev = cp.asarray(self.pac)
 
-    def _seeds(self, batch, seq_off):
-        """Seeding stage: on the GPU (one kernel for the whole batch) or inside the CPU kernels."""
-        if self._fm_dev is None:
-            e = np.zeros(0, np.int64)
-            return e, e, e, e, e
-        from g3align.aligner.smem_gpu import collect_intv_batch_gpu
-        mb, me, mk, ms, off = collect_intv_batch_gpu(self._fm_dev, batch.seq, seq_off, self.params, to_host=True)
-        c = np.ascontiguousarray
-        return (c(mb, dtype=np.int64), c(me, dtype=np.int64), c(mk, dtype=np.int64), c(ms, dtype=np.int64),
-                c(off, dtype=np.int64))
+    _NO_IV = (np.zeros(0, np.int64),) * 5
+
+    def _pre(self, batch, seq_off):
+        """Staged batch state (memstage.py) for the GPU path or its CPU twin; empty_pre() otherwise."""
+        if not self.staged:
+            return empty_pre()
+        p = self.params
+        st = self.stage_times
+        t = time.perf_counter()
+        if self._fm_dev is not None:
+            import cupy as cp
+            from g3align.aligner.smem_gpu import collect_intv_batch_gpu, seed_pos_batch_gpu
+            seq_d = cp.asarray(batch.seq)
+            off_d = cp.asarray(seq_off)
+            self._batch_dev = (seq_d, off_d)  # kept for the mate-rescue stage of this batch
+            mb, me, mk, ms, ioff = collect_intv_batch_gpu(self._fm_dev, seq_d, off_d, p)
+            fr = cp.asnumpy(rep_len_gpu(mb, me, ms, ioff, p.max_occ))
+            seeds = seed_pos_batch_gpu(self._fm_dev, self.offsets, mb, me, mk, ms, ioff, p.max_occ, to_host=True)
+            del mb, me, mk, ms, ioff
+        else:
+            from g3align.aligner.smem_gpu import collect_intv_batch_cpu, seed_pos_batch_cpu
+            mb, me, mk, ms, ioff = collect_intv_batch_cpu(self.fm, batch.seq, seq_off, p)
+            fr = rep_len_csr(mb, me, ms, ioff, p.max_occ)
+            seeds = seed_pos_batch_cpu(self.fm, self.offsets, mb, me, mk, ms, ioff, p.max_occ)
+        s_rbeg, s_qbeg, s_len, s_rid, s_off = (np.ascontiguousarray(a) for a in seeds)
+        t = _lap(st, "seeding", t)
+        n = batch.n
+
+        def chains(r):
+            return chain_range(self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1], p, self.mat,
+                               s_off, s_rbeg, s_qbeg, s_len, s_rid)
+        parts = self._map(chains, self._ranges(seq_off, n))
+        pre, jobs = assemble(n, s_off, s_rbeg, s_qbeg, s_len, parts, fr)
+        t = _lap(st, "chaining", t)
+        if self._fm_dev is not None:
+            pre[9] = ext_jobs_gpu(p, self.mat, self._pac_dev, self.l_pac, seq_d, off_d, jobs)
+        else:
+            pre[9] = ext_jobs_cpu(p, self.mat, self.l_pac, self.pac, batch.seq, seq_off, jobs, self._map,
+                                  8 * self.n_threads)
+        _lap(st, "extension", t)
+        st["jobs"] = st.get("jobs", 0) + int(jobs[0].shape[0])
+        return tuple(pre)
+
+    _NO_SW = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 8), np.int64))
+
+    def _rescue(self, batch, seq_off, R_cat, reg_off, pes, pair_ranges):
+        """Staged path: the batch's speculative mate-rescue alignments (pair.rescue_jobs_range) on the GPU
+        or by the CPU twin -> (sw_off, sw_key, sw_res) for sam_pe_range; empty otherwise."""
+        if not self.staged or batch.n < 2:
+            return self._NO_SW
+        t = time.perf_counter()
+        low, high, failed, avg, std = pes
+        p = self.params
+
+        def jobs(r):
+            return rescue_jobs_range(p, self.offsets, self.l_pac, low, high, failed, seq_off, R_cat, reg_off,
+                                     r[0], r[1])
+        sw_off, key, jb = assemble_rescue(batch.n // 2, self._map(jobs, pair_ranges))
+        if self._fm_dev is not None and p.o_ins > 0:
+            seq_d, off_d = self._batch_dev
+            res = rescue_sw_gpu(p, self.mat, self._pac_dev, self.l_pac, seq_d, off_d, jb)
+        else:
+            res = rescue_sw_cpu(p, self.mat, self.l_pac, self.pac, batch.seq, seq_off, jb, self._map,
+                                8 * self.n_threads)
+        _lap(self.stage_times, "rescue", t)
+        self.stage_times["rescue_jobs"] = self.stage_times.get("rescue_jobs", 0) + int(key.shape[0])
+        return sw_off, key, res
 
     def _ranges(self, seq_off, n):
         """Contiguous read ranges with about equal bases, several per thread for balance."""
@@ -91,34 +169,70 @@ class MemAligner:
     def align_batch_pe(self, batch, pes=None, log=None) -> bytes:
         """An interleaved batch (read 2j and 2j+1 are mates; bwa's -K chunk): regions of every read,
         insert-size statistics over the whole batch (unless given with -I), then pairing."""
-        n = batch.n
-        if n == 0:
+        if batch.n == 0:
             return b""
-        names, name_off, comments, com_off, seq_off, qual = self._read_arrays(batch)
+        st = self.pe_regions(batch)
+        if pes is None:
+            pes = self.pe_stat([st], log)
+        return self.pe_pairs(st, pes)
 
-        iv = self._seeds(batch, seq_off)
+    def pe_regions(self, batch):
+        """Stage 1 of paired-end on an interleaved part of a -K batch (an even number of reads): the
+        regions of every read (they do not depend on the rest of the batch). Returns the part's state."""
+        n = batch.n
+        arrays = self._read_arrays(batch)
+        seq_off = arrays[4]
+        pre = self._pre(batch, seq_off)
+        dev = self._batch_dev
+        t = time.perf_counter()
 
         def stage1(r):
             return regions_range(self.fm, self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1],
-                                 self.params, self.mat, *iv)
-        ranges = self._ranges(seq_off, n)
-        parts = self._map(stage1, ranges)
+                                 self.params, self.mat, *self._NO_IV, pre)
+        parts = self._map(stage1, self._ranges(seq_off, n)) if n else []
         R_cat = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, NF), np.int64)
-        counts = np.concatenate([p[1] for p in parts])
+        counts = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
         reg_off = np.zeros(n + 1, np.int64)
         np.cumsum(counts, out=reg_off[1:])
-        if pes is None:
-            pes = pestat(self.params, self.l_pac, R_cat, reg_off, n // 2, log)
+        _lap(self.stage_times, "regions", t)
+        return batch, arrays, R_cat, reg_off, dev
+
+    def pe_stat(self, states, log=None):
+        """Insert-size statistics (bwa's mem_pestat) over all parts of one -K batch."""
+        if len(states) == 1:
+            R_cat, reg_off = states[0][2], states[0][3]
+        else:
+            R_cat = np.concatenate([s[2] for s in states])
+            offs = [np.zeros(1, np.int64)]
+            base = 0
+            for s in states:
+                offs.append(s[3][1:] + base)
+                base += int(s[3][-1])
+            reg_off = np.concatenate(offs)
+        n = reg_off.shape[0] - 1
+        return pestat(self.params, self.l_pac, R_cat, reg_off, n // 2, log)
+
+    def pe_pairs(self, state, pes) -> bytes:
+        """Stage 2 of paired-end on one part: mate rescue, pairing, SAM records."""
+        batch, (names, name_off, comments, com_off, seq_off, qual), R_cat, reg_off, dev = state
+        n = batch.n
+        if n == 0:
+            return b""
         low, high, failed, avg, std = pes
         pair_off = seq_off[::2].copy()
         pr = self._ranges(pair_off, n // 2) if n >= 2 else [(0, 0)]
+        self._batch_dev = dev
+        sw = self._rescue(batch, seq_off, R_cat, reg_off, pes, pr)
+        t = time.perf_counter()
 
         def stage2(r):
             return sam_pe_range(self.fm, self.offsets, self.l_pac, self.pac, self.ctg_names, self.ctg_off,
                                 batch.seq, seq_off, qual, batch.has_qual, names, name_off, comments, com_off,
                                 self.rg_id, R_cat, reg_off, low, high, failed, avg, std,
-                                int(batch.first_id) // 2, r[0], r[1], self.params, self.mat)
-        return b"".join(o.tobytes() for o in self._map(stage2, pr))
+                                int(batch.first_id) // 2, r[0], r[1], self.params, self.mat, *sw)
+        out = b"".join(o.tobytes() for o in self._map(stage2, pr))
+        _lap(self.stage_times, "pairing+sam", t)
+        return out
 
     def align_batch_se(self, batch) -> bytes:
         n = batch.n
@@ -126,15 +240,24 @@ class MemAligner:
             return b""
         names, name_off, comments, com_off, seq_off, qual = self._read_arrays(batch)
 
-        iv = self._seeds(batch, seq_off)
+        pre = self._pre(batch, seq_off)
+        t = time.perf_counter()
 
         def run(r):
             return align_range_se(self.fm, self.offsets, self.l_pac, self.pac, self.ctg_names, self.ctg_off,
                                   batch.seq, seq_off, qual, batch.has_qual, names, name_off, comments,
                                   com_off, self.rg_id, int(batch.first_id), r[0], r[1], self.params, self.mat,
-                                  *iv)
+                                  *self._NO_IV, pre)
 
-        return b"".join(o.tobytes() for o in self._map(run, self._ranges(seq_off, n)))
+        out = b"".join(o.tobytes() for o in self._map(run, self._ranges(seq_off, n)))
+        _lap(self.stage_times, "regions+sam", t)
+        return out
+
+
+def _lap(times: dict, stage: str, t0: float) -> float:
+    t = time.perf_counter()
+    times[stage] = times.get(stage, 0.0) + t - t0
+    return t
 
 
 def log(msg: str, verbose: int = 3, level: int = 3):
@@ -160,23 +283,86 @@ def user_pestat(spec: str):
     return low_a, high_a, failed, avg_a, std_a
 
 
-def run_mem_pe(aligner: MemAligner, batches, sink, verbose: int = 3, pes=None):
+# Single-end output does not depend on the batch size (only paired-end insert statistics are per -K
+# batch), so the staged (GPU) path cuts single-end input into batches of at most this many bases:
+# parsing the next one overlaps aligning this one, and GPU memory per batch stays bounded.
+SE_STAGED_CHUNK = 10_000_000
+
+
+def se_chunk(aligner: MemAligner, chunk: int) -> int:
+    """Batch size (bases) for single-end input: -K, or SE_STAGED_CHUNK on the staged path."""
+    return min(chunk, SE_STAGED_CHUNK) if aligner.staged else chunk
+
+
+def prefetch(batches, depth: int = 2):
+    """Iterate `batches` in a background thread, up to `depth` items ahead, so reading and parsing the
+    next batch overlaps aligning the current one. An exception of the producer (e.g. ReadFormatError)
+    is raised here at the point of the stream where it happened; items are never reordered."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def produce():
+        try:
+            for b in batches:
+                while not stop.is_set():
+                    try:
+                        q.put((b, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put((end, None))
+        except BaseException as e:  # handed to the consumer
+            q.put((end, e))
+
+    th = threading.Thread(target=produce, name="g3align-reader", daemon=True)
+    th.start()
+    try:
+        while True:
+            b, err = q.get()
+            if b is end:
+                if err is not None:
+                    raise err
+                return
+            yield b
+    finally:
+        stop.set()
+
+
+def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
+    """Paired-end: `parts` yields (part, end_of_batch) as reads.read_pair_batch_parts does (or plain
+    -K batches, each a whole batch). Regions are computed part by part while the reader thread parses
+    the next part; insert-size statistics once the -K batch is complete; then pairing part by part."""
     n_reads = 0
     t0 = time.time()
-    for batch in batches:
+    states = []
+    t1 = time.time()
+    for item in prefetch(parts):
+        part, end = item if isinstance(item, tuple) else (item, True)
+        if part.n:
+            states.append(aligner.pe_regions(part))
+        if not end:
+            continue
+        n = sum(s[0].n for s in states)
+        bases = sum(s[0].bases for s in states)
+        log(f"[M::process] read {n} sequences ({bases} bp)...", verbose)
+        if states:
+            p = pes if pes is not None else aligner.pe_stat(states, log=lambda m: log(m, verbose))
+            for st in states:
+                sink.write_sam_bytes(aligner.pe_pairs(st, p))
+        n_reads += n
+        log(f"[M::mem_process_seqs] Processed {n} reads in {time.time() - t1:.3f} real sec", verbose)
+        states = []
         t1 = time.time()
-        log(f"[M::process] read {batch.n} sequences ({batch.bases} bp)...", verbose)
-        sam = aligner.align_batch_pe(batch, pes, log=lambda s: log(s, verbose))
-        sink.write_sam_bytes(sam)
-        n_reads += batch.n
-        log(f"[M::mem_process_seqs] Processed {batch.n} reads in {time.time() - t1:.3f} real sec", verbose)
     return n_reads, time.time() - t0
 
 
 def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
     n_reads = 0
     t0 = time.time()
-    for batch in batches:
+    for batch in prefetch(batches):
         t1 = time.time()
         sam = aligner.align_batch_se(batch)
         sink.write_sam_bytes(sam)

@@ -641,6 +641,61 @@ def read_pair_batches(path1: str, path2: str, chunk_size: int = DEFAULT_CHUNK_SI
                              lambda b: b.lengths)
 
 
+def _batch_parts_from(pieces: Iterator[ReadBatch], chunk_size: int, step: int, lens_of, part_bases: int
+                      ) -> Iterator[tuple[ReadBatch, bool]]:
+    """As _batches_from, but each -K batch arrives as consecutive parts of about `part_bases` bases
+    (multiples of `step` reads): yields (part, end_of_batch). The parts of one batch concatenate to
+    exactly the batch _batches_from yields (same cut rule), so a consumer can start on a batch before
+    it is completely read."""
+    pending: list[ReadBatch] = []
+    n_pend = 0
+    done_bases = 0   # bases / reads of the current batch already yielded
+    done_reads = 0
+    for piece in pieces:
+        pending.append(piece)
+        n_pend += piece.bases
+        while pending:
+            if done_bases + n_pend >= chunk_size:  # the batch may end inside the pending reads
+                cat = ReadBatch.concat(pending)
+                cum = np.zeros(cat.n + 1, np.int64)
+                np.cumsum(lens_of(cat), out=cum[1:])
+                q = done_reads + int(np.searchsorted(cum, chunk_size - done_bases, side="left"))
+                q = max(q, 1)
+                r = q % step
+                if r:
+                    q += step - r
+                q -= done_reads
+                if q <= cat.n:
+                    yield cat.slice(0, q), True
+                    rest = cat.slice(q, cat.n)
+                    pending, n_pend = ([rest], rest.bases) if rest.n else ([], 0)
+                    done_bases = done_reads = 0
+                    continue
+                pending = [cat]
+            if n_pend >= part_bases:
+                cat = ReadBatch.concat(pending)
+                m = cat.n - cat.n % step
+                if m:
+                    part = cat.slice(0, m)
+                    yield part, False
+                    done_bases += part.bases
+                    done_reads += m
+                    rest = cat.slice(m, cat.n)
+                    pending, n_pend = ([rest], rest.bases) if rest.n else ([], 0)
+            break
+    cat = ReadBatch.concat(pending) if pending else None
+    if (cat is not None and cat.n) or done_reads:
+        yield (cat if cat is not None else ReadBatch.empty()), True
+
+
+def read_pair_batch_parts(path1: str, path2: str, chunk_size: int = DEFAULT_CHUNK_SIZE, part_bases: int = 10_000_000,
+                          block_size: int = DEFAULT_BLOCK_SIZE, trim_readno: bool = True
+                          ) -> Iterator[tuple[ReadBatch, bool]]:
+    """read_pair_batches' -K batches as (part, end_of_batch) pairs of parts of about part_bases bases."""
+    yield from _batch_parts_from(_pair_pieces(path1, path2, block_size, trim_readno), chunk_size, 2,
+                                 lambda b: b.lengths, part_bases)
+
+
 def deinterleave(b: ReadBatch) -> tuple[ReadBatch, ReadBatch]:
     """Split an interleaved batch into (mate-1 batch, mate-2 batch); first_id = pair index."""
     if b.n % 2:

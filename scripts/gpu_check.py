@@ -21,8 +21,8 @@ import time
 
 import numpy as np
 from g3align.aligner.options import MemOpt
-from g3align.aligner.pipeline import MemAligner
-from g3align.aligner.reads import read_batches, read_pair_batches
+from g3align.aligner.pipeline import MemAligner, run_mem_pe, run_mem_se, se_chunk
+from g3align.aligner.reads import read_batches, read_pair_batch_parts, read_pair_batches
 from g3align.index.fasta import read_fasta
 from g3align.index.fm import build_fm
 
@@ -61,6 +61,14 @@ def write_fastq(path, reads, tag):
         for s in range(0, n, chunk):
             fh.write(b"".join(b"@p%d/%d\n%s\n+\n%s\n" % (i, tag, seqs[i].tobytes(), qual)
                               for i in range(s, min(n, s + chunk))))
+
+
+class _ListSink:
+    def __init__(self):
+        self.parts = []
+
+    def write_sam_bytes(self, b):
+        self.parts.append(b)
 
 
 def body(sam: bytes):
@@ -105,20 +113,26 @@ def main():
         al.align_batch_se(warm)
         wp = next(read_pair_batches(f1, f2, chunk_size=20000))
         al.align_batch_pe(wp)
+        al.stage_times.clear()
         for mode in ("se", "pe"):
+            sink = _ListSink()
             t = time.time()
-            out = []
-            if mode == "se":
-                for b in read_batches(f1, chunk_size=K):
-                    out.append(al.align_batch_se(b))
+            if mode == "se":  # as `g3align mem`: reader thread ahead, SE batches of se_chunk bases
+                run_mem_se(al, read_batches(f1, chunk_size=se_chunk(al, K)), sink, verbose=0)
                 n = a.pairs
             else:
-                for b in read_pair_batches(f1, f2, chunk_size=K):
-                    out.append(al.align_batch_pe(b))
+                run_mem_pe(al, read_pair_batch_parts(f1, f2, chunk_size=K), sink, verbose=0)
                 n = 2 * a.pairs
+            out = sink.parts
             dt = time.time() - t
             res[(dev, mode)] = (b"".join(out), dt, n)
             log(f"{dev} {mode}: {n} reads in {dt:.2f} s ({n / dt:,.0f} reads/s)")
+            if al.stage_times:
+                parts = ", ".join(f"{k} {v:.2f} s" if isinstance(v, float) else f"{k} {v}"
+                                  for k, v in al.stage_times.items())
+                rows.append((f"stages {dev} {mode.upper()}", parts, ""))
+                log(f"  stages: {parts}")
+            al.stage_times.clear()
     for mode in ("se", "pe"):
         if len(devs) == 2:
             same = res[("cpu", mode)][0] == res[("gpu", mode)][0]

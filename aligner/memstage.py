@@ -1,0 +1,284 @@
+"""Staged `g3align mem` for the GPU path (issue 4, step 3): seeds -> chains -> batch extension -> regions.
+
+The per-read CPU kernel (core.align1_core) seeds, chains and extends one read at a time. On the GPU the
+batch goes through stages instead, each over the whole batch:
+
+    seeds     collect_intv + seed positions (kernels/smem.cu) and rep_len (kernels/memext.cu)
+    chains    chain_range (CPU, numba nogil, read ranges on threads): chains, chain filter,
+              flt_chained_seeds and each chain's reference window
+    extension every seed of every kept chain extended (left, then right from the left score) as one
+              job: kernels/memext.cu (one thread per job) or ext_jobs_range, its numba twin
+    regions   core.align1_from_chains: bwa's chain2aln decisions (which seeds are covered by earlier
+              regions) read the precomputed extensions instead of extending; then dedup/patch.
+
+Why this is exact: an extension's result depends only on the seed, the read and its chain's window,
+never on which regions exist already; chain2aln only decides which seeds to extend. Extending every
+chain seed is speculative (about 1.9 jobs per needed extension on 150 bp reads), and the regions are
+the ones the per-read path builds, byte for byte (tests/test_memstage.py).
+
+The batch's chain state travels as one tuple `pre` (see PRE_FIELDS), CSR over reads and chains.
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numba as nb
+import numpy as np
+from g3align.aligner.bns import get_seq
+from g3align.aligner.chain import chain_seeds, rep_len
+from g3align.aligner.extend import XF, chain_window, ext_seed, flt_chained_seeds
+
+# s_off: read r's seeds are [s_off[r], s_off[r+1]) of s_rbeg/s_qbeg/s_len/s_score;
+# c_off: read r's kept chains are [c_off[r], c_off[r+1]) of ch_rid; cs_off: chain c's seeds are
+# ch_seed[cs_off[c]:cs_off[c+1]] (indices into its read's seeds) and X[cs_off[c]:cs_off[c+1]] their
+# extensions; fr: rep_len per read.
+PRE_FIELDS = ("s_off", "s_rbeg", "s_qbeg", "s_len", "s_score", "c_off", "ch_rid", "cs_off", "ch_seed", "X", "fr")
+Pre = namedtuple("Pre", PRE_FIELDS)
+
+
+def empty_pre() -> tuple:
+    """The `pre` argument of the per-read path (no staged input)."""
+    z = np.zeros(0, np.int64)
+    z32 = np.zeros(0, np.int32)
+    return (z, z, z32, z32, z32, z, z, z, z, np.zeros((0, XF), np.int64), z)
+
+
+@nb.njit(cache=True, nogil=True)
+def chain_range(offsets, l_pac, pac, seq, seq_off, i0, i1, opt, mat, s_off, s_rbeg, s_qbeg, s_len, s_rid):
+    """Chains of reads [i0, i1) from their seeds. Returns
+    (s_score for seeds [s_off[i0], s_off[i1]), n_chains per read, ch_rid, ch_r0, ch_r1, ch_n, ch_seed):
+    ch_n seeds per chain, ch_seed their indices into the read's seeds, [ch_r0, ch_r1) the window."""
+    base = s_off[i0]
+    s_score = s_len[base:s_off[i1]].copy()
+    n_ch = np.zeros(i1 - i0, np.int64)
+    cap = 16 + 2 * (i1 - i0)
+    ch_rid = np.empty(cap, np.int64)
+    ch_r0 = np.empty(cap, np.int64)
+    ch_r1 = np.empty(cap, np.int64)
+    ch_n = np.empty(cap, np.int64)
+    scap = 16 + 4 * (i1 - i0)
+    ch_seed = np.empty(scap, np.int64)
+    nc = 0
+    ns = 0
+    for i in range(i0, i1):
+        L = seq_off[i + 1] - seq_off[i]
+        if L < opt.min_seed_len:
+            continue
+        q = seq[seq_off[i]:seq_off[i + 1]]
+        a, b = s_off[i], s_off[i + 1]
+        rb, qb, ln = s_rbeg[a:b], s_qbeg[a:b], s_len[a:b]
+        sc, c_off, c_seed, c_rid = chain_seeds(rb, qb, ln, s_rid[a:b], l_pac, opt)
+        c_off, c_seed = flt_chained_seeds(opt, mat, offsets, l_pac, pac, L, q, rb, qb, ln, sc, c_off, c_seed)
+        s_score[a - base:b - base] = sc
+        m = c_off.shape[0] - 1
+        if nc + m > ch_rid.shape[0]:
+            k = 2 * (nc + m)
+            ch_rid = _grow(ch_rid, nc, k)
+            ch_r0 = _grow(ch_r0, nc, k)
+            ch_r1 = _grow(ch_r1, nc, k)
+            ch_n = _grow(ch_n, nc, k)
+        if ns + c_seed.shape[0] > ch_seed.shape[0]:
+            ch_seed = _grow(ch_seed, ns, 2 * (ns + c_seed.shape[0]))
+        for c in range(m):
+            sd = c_seed[c_off[c]:c_off[c + 1]]
+            r0 = r1 = np.int64(0)
+            if sd.shape[0] > 0:  # flt_chained_seeds may empty a chain: no jobs, chain2aln skips it
+                r0, r1 = chain_window(opt, offsets, l_pac, L, rb, qb, ln, sd)
+            ch_rid[nc] = c_rid[c]
+            ch_r0[nc] = r0
+            ch_r1[nc] = r1
+            ch_n[nc] = sd.shape[0]
+            nc += 1
+        ch_seed[ns:ns + c_seed.shape[0]] = c_seed
+        ns += c_seed.shape[0]
+        n_ch[i - i0] = m
+    return s_score, n_ch, ch_rid[:nc], ch_r0[:nc], ch_r1[:nc], ch_n[:nc], ch_seed[:ns]
+
+
+@nb.njit(cache=True)
+def _grow(a, n, cap):
+    b = np.empty(cap, a.dtype)
+    b[:n] = a[:n]
+    return b
+
+
+@nb.njit(cache=True)
+def rep_len_csr(mb, me, ms, off, max_occ):
+    """rep_len of every read of a batch's CSR intervals (CPU twin of memext.cu's rep_len_kernel)."""
+    n = off.shape[0] - 1
+    fr = np.empty(n, np.int64)
+    for r in range(n):
+        a, b = off[r], off[r + 1]
+        fr[r] = rep_len(mb[a:b], me[a:b], ms[a:b], max_occ)
+    return fr
+
+
+@nb.njit(cache=True, nogil=True)
+def ext_jobs_range(opt, mat, l_pac, pac, seq, seq_off, j_read, j_sq, j_sr, j_sl, j_r0, j_r1, j0, j1, X):
+    """CPU twin of kernels/memext.cu: ext_seed for jobs [j0, j1) into X[j]."""
+    lmax = 0
+    wmax = 0
+    for j in range(j0, j1):
+        r = j_read[j]
+        if seq_off[r + 1] - seq_off[r] > lmax:
+            lmax = seq_off[r + 1] - seq_off[r]
+        if j_r1[j] - j_r0[j] > wmax:
+            wmax = j_r1[j] - j_r0[j]
+    qs = np.empty(lmax, np.uint8)
+    rs = np.empty(wmax + 1, np.uint8)
+    rseq = np.empty(wmax, np.uint8)
+    for j in range(j0, j1):
+        r = j_read[j]
+        q = seq[seq_off[r]:seq_off[r + 1]]
+        r0 = j_r0[j]
+        r1 = j_r1[j]
+        get_seq(l_pac, pac, r0, r1, rseq)
+        ext_seed(opt, mat, q.shape[0], q, rseq[:r1 - r0], r0, r1, np.int64(j_sq[j]), j_sr[j], np.int64(j_sl[j]),
+                 qs, rs, X[j])
+
+
+def assemble(n, s_off, s_rbeg, s_qbeg, s_len, parts, fr):
+    """Concatenate chain_range outputs (in read order) into the `pre` arrays and the job list.
+    Returns (pre without X, jobs) where jobs = (j_read, j_sq, j_sr, j_sl, j_r0, j_r1)."""
+    s_score = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int32)
+    n_ch = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+    ch_rid = np.concatenate([p[2] for p in parts])
+    ch_r0 = np.concatenate([p[3] for p in parts])
+    ch_r1 = np.concatenate([p[4] for p in parts])
+    ch_n = np.concatenate([p[5] for p in parts])
+    ch_seed = np.concatenate([p[6] for p in parts])
+    c_off = np.zeros(n + 1, np.int64)
+    np.cumsum(n_ch, out=c_off[1:])
+    cs_off = np.zeros(ch_n.shape[0] + 1, np.int64)
+    np.cumsum(ch_n, out=cs_off[1:])
+    ch_read = np.repeat(np.arange(n, dtype=np.int64), n_ch)
+    j_chain = np.repeat(np.arange(ch_n.shape[0], dtype=np.int64), ch_n)
+    j_read = ch_read[j_chain]
+    gs = s_off[j_read] + ch_seed
+    jobs = (j_read, s_qbeg[gs].astype(np.int64), s_rbeg[gs].astype(np.int64), s_len[gs].astype(np.int64),
+            ch_r0[j_chain], ch_r1[j_chain])
+    pre = [s_off, s_rbeg, s_qbeg, s_len, s_score, c_off, ch_rid, cs_off, ch_seed, None, fr]
+    return pre, jobs
+
+
+# ------------------------------------------------------------------------------------------------
+# extension jobs: CPU twin and GPU launcher
+# ------------------------------------------------------------------------------------------------
+
+def ext_params(opt) -> np.ndarray:
+    """The int32 scalars kernels/memext.cu reads (P_* order)."""
+    return np.array([opt.o_del, opt.e_del, opt.o_ins, opt.e_ins, opt.w, opt.pen_clip5, opt.pen_clip3, opt.zdrop,
+                     opt.a], np.int32)
+
+
+def ext_jobs_cpu(opt, mat, l_pac, pac, seq, seq_off, jobs, map_fn=map, parts: int = 1) -> np.ndarray:
+    """X (int64[n_jobs, XF]) by the numba twin; `map_fn` runs the job ranges (e.g. a thread pool's map)."""
+    n = int(jobs[0].shape[0])
+    X = np.zeros((n, XF), np.int64)
+    cuts = np.linspace(0, n, max(1, min(parts, n)) + 1).astype(np.int64)
+    rngs = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+
+    def run(r):
+        ext_jobs_range(opt, mat, np.int64(l_pac), pac, seq, seq_off, *jobs, r[0], r[1], X)
+    list(map_fn(run, rngs))
+    return X
+
+
+def ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block: int = 128, ws_bytes: int = 256 << 20,
+                 to_host: bool = True):
+    """X on the GPU (kernels/memext.cu, one thread per job, jobs with the most bases to extend first).
+    seq_d/seq_off_d/pac_d are device arrays; jobs are host or device int64 arrays."""
+    import cupy as cp
+    from g3align.kernels.loader import get_module
+
+    n = int(jobs[0].shape[0])
+    X = cp.zeros((n, XF), cp.int64)
+    if n == 0:
+        return cp.asnumpy(X) if to_host else X
+    k = get_module("memext").get_function("mem_ext_kernel")
+    jd = [cp.asarray(a, dtype=cp.int64) for a in jobs]
+    j_read, j_sl = jd[0], jd[3]
+    rl = (seq_off_d[j_read + 1] - seq_off_d[j_read]).astype(cp.int64)
+    # warps of jobs with similar work: most query bases to extend first (left + right of the seed)
+    order = cp.argsort(j_sl - rl, kind="stable").astype(cp.int64)
+    lmax = int(rl.max())
+    # scratch: one int2 column of lmax + 2 cells per thread
+    t_max = max(block, ws_bytes // (8 * (lmax + 2)) // block * block)
+    n_thr = min(t_max, (n + block - 1) // block * block)
+    ws = cp.empty((lmax + 2) * n_thr * 2, cp.int32)
+    k((n_thr // block,), (block,),
+      (seq_d, seq_off_d, pac_d, np.int64(l_pac), cp.asarray(ext_params(opt)), cp.asarray(mat.astype(np.int8)),
+       order, np.int64(n), *jd, ws, X))
+    return cp.asnumpy(X) if to_host else X
+
+
+def rep_len_gpu(mb, me, ms, off, max_occ, block: int = 128):
+    """rep_len per read on the GPU (device int64 CSR intervals) -> device int64[n]."""
+    import cupy as cp
+    from g3align.kernels.loader import get_module
+
+    n = int(off.shape[0]) - 1
+    fr = cp.zeros(n, cp.int64)
+    if n > 0:
+        get_module("memext").get_function("rep_len_kernel")(
+            ((n + block - 1) // block,), (block,), (mb, me, ms, off, np.int64(n), np.int64(max_occ), fr))
+    return fr
+
+
+# ------------------------------------------------------------------------------------------------
+# mate rescue alignments: CPU twin and GPU launcher
+# ------------------------------------------------------------------------------------------------
+
+def assemble_rescue(n_pairs, parts):
+    """Concatenate rescue_jobs_range outputs (pair order) -> (sw_off, key, jobs=(mate, rb, re, rev, xtra))."""
+    cnt = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+    sw_off = np.zeros(n_pairs + 1, np.int64)
+    np.cumsum(cnt, out=sw_off[1:])
+    cols = [np.concatenate([p[f] for p in parts]) if parts else np.zeros(0, np.int64) for f in range(1, 7)]
+    return sw_off, cols[0], tuple(cols[1:])
+
+
+def rescue_sw_cpu(opt, mat, l_pac, pac, seq, seq_off, jobs, map_fn=map, parts: int = 1) -> np.ndarray:
+    """Rescue alignments (int64[n, 8]: score, te, qe, score2, te2, tb, qb) by the numba twin."""
+    from g3align.aligner.pair import rescue_sw_range
+
+    n = int(jobs[0].shape[0])
+    res = np.zeros((n, 8), np.int64)
+    cuts = np.linspace(0, n, max(1, min(parts, n)) + 1).astype(np.int64)
+    rngs = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+
+    def run(r):
+        rescue_sw_range(opt, mat, np.int64(l_pac), pac, seq, seq_off, *jobs, r[0], r[1], res)
+    list(map_fn(run, rngs))
+    return res
+
+
+def rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block: int = 128, ws_bytes: int = 256 << 20,
+                  to_host: bool = True):
+    """Rescue alignments on the GPU (kernels/memext.cu mem_sw_kernel, one thread per job, largest windows
+    first). Only for o_ins > 0 (bwa's SIMD order differs otherwise: the caller uses the CPU twin)."""
+    import cupy as cp
+    from g3align.kernels.loader import get_module
+
+    if opt.o_ins <= 0:
+        raise ValueError("rescue_sw_gpu: o_ins <= 0 needs the striped CPU path")
+    n = int(jobs[0].shape[0])
+    R = cp.zeros((n, 8), cp.int64)
+    if n == 0:
+        return cp.asnumpy(R) if to_host else R
+    k = get_module("memext").get_function("mem_sw_kernel")
+    mate, wrb, wre, wrev, wx = (cp.asarray(a, dtype=cp.int64) for a in jobs)
+    tlen = wre - wrb
+    bl_off = cp.zeros(n + 1, cp.int64)
+    cp.cumsum(2 * (tlen + 1), out=bl_off[1:])
+    bl = cp.empty(int(bl_off[-1]), cp.int32)
+    lm = seq_off_d[mate + 1] - seq_off_d[mate]
+    nmax = (int(lm.max()) + 15) // 16 * 16 + 16
+    order = cp.argsort(-(tlen * lm), kind="stable").astype(cp.int64)
+    t_max = max(block, ws_bytes // (4 * 3 * nmax) // block * block)
+    n_thr = min(t_max, (n + block - 1) // block * block)
+    ws = cp.empty(3 * nmax * n_thr, cp.int32)
+    k((n_thr // block,), (block,),
+      (seq_d, seq_off_d, pac_d, np.int64(l_pac), cp.asarray(ext_params(opt)), cp.asarray(mat.astype(np.int8)),
+       order, np.int64(n), mate, wrb, wre, wrev, wx, bl_off, ws, np.int32(nmax), bl, R))
+    return cp.asnumpy(R) if to_host else R

@@ -1,0 +1,452 @@
+// Seed extension for `g3align mem` on the GPU (issue 4, step 3): bwa's ksw_extend2 with the band
+// doubling of mem_chain2aln, one thread per job (a seed of a kept chain), and rep_len per read.
+//
+// Job j extends seed (query [sq, sq+sl), reference sr) of read j_read[j] inside its chain's reference
+// window [r0, r1) (forward-reverse coordinates, already clipped to one contig and strand): left on the
+// reversed prefixes, then right from the left score; X[8j..8j+6] = qb, rb, qe, re, score, truesc, w,
+// exactly aligner/extend.py's ext_seed (the numba twin, aligner/memstage.ext_jobs_range).
+//
+// Scratch: each thread owns one column of `ws` (int2 = H of the previous row, E), interleaved across
+// threads (ws[k * T + tid]) so a warp's accesses to the same query column coalesce.
+// The reference is one byte per base (pac, forward strand); p >= l_pac reads the reverse complement.
+typedef unsigned char u8;  // NVRTC has no <stdint.h>
+typedef signed char i8;
+
+typedef long long i64;
+
+// P (int32): o_del, e_del, o_ins, e_ins, w, pen_clip5, pen_clip3, zdrop, a
+#define P_ODEL 0
+#define P_EDEL 1
+#define P_OINS 2
+#define P_EINS 3
+#define P_W 4
+#define P_CLIP5 5
+#define P_CLIP3 6
+#define P_ZDROP 7
+#define P_A 8
+
+__device__ __forceinline__ int ref_base(const u8* __restrict__ pac, i64 l_pac, i64 p) {
+    return p < l_pac ? (int)pac[p] : 3 - (int)pac[2 * l_pac - 1 - p];
+}
+
+struct ExtOut {
+    int best, qle, tle, gtle, gscore, max_off;
+};
+
+// ksw_extend2 of query q[qb + qs*j] (j < qlen) against reference (t0 + ts*i) (i < tlen).
+__device__ ExtOut ksw_ext(const u8* __restrict__ q, i64 qb, int qs, int qlen,
+                          const u8* __restrict__ pac, i64 l_pac, i64 t0, int ts, int tlen,
+                          const int* mat, int mx, int o_del, int e_del, int o_ins, int e_ins, int w,
+                          int end_bonus, int zdrop, int h0, int2* ws, i64 T) {
+    const int oe_del = o_del + e_del, oe_ins = o_ins + e_ins;
+    for (int j = 0; j < qlen + 2; ++j) ws[j * T] = make_int2(0, 0);
+    {
+        int hp = h0 > oe_ins ? h0 - oe_ins : 0;  // row -1: h0 decaying along an insertion
+        ws[0].x = h0;
+        ws[T].x = hp;
+        for (int j = 2; j <= qlen && hp > e_ins; ++j) {
+            hp -= e_ins;
+            ws[j * T].x = hp;
+        }
+    }
+    int max_ins = (int)((double)(qlen * mx + end_bonus - o_ins) / e_ins + 1.0);
+    if (max_ins < 1) max_ins = 1;
+    if (w > max_ins) w = max_ins;
+    int max_del = (int)((double)(qlen * mx + end_bonus - o_del) / e_del + 1.0);
+    if (max_del < 1) max_del = 1;
+    if (w > max_del) w = max_del;
+    int best = h0, max_i = -1, max_j = -1, max_ie = -1, gscore = -1, max_off = 0;
+    int beg = 0, end = qlen;
+    for (int i = 0; i < tlen; ++i) {
+        int f = 0, rmax = 0, mj = -1, h1;
+        const int* mrow = mat + 5 * ref_base(pac, l_pac, t0 + (i64)ts * i);
+        if (beg < i - w) beg = i - w;
+        if (end > i + w + 1) end = i + w + 1;
+        if (end > qlen) end = qlen;
+        if (beg == 0) {
+            h1 = h0 - (o_del + e_del * (i + 1));
+            if (h1 < 0) h1 = 0;
+        } else {
+            h1 = 0;
+        }
+        for (int j = beg; j < end; ++j) {
+            int2 he = ws[j * T];
+            int mm = he.x, e = he.y;
+            int h;
+            int qc = q[qb + (i64)qs * j];
+            mm = mm != 0 ? mm + mrow[qc] : 0;
+            h = mm > e ? mm : e;
+            h = f > h ? f : h;
+            int hout = h1;
+            h1 = h;
+            if (h >= rmax) {
+                mj = j;
+                rmax = h;
+            }
+            int t = mm - oe_del;
+            t = t > 0 ? t : 0;
+            e -= e_del;
+            e = t > e ? t : e;
+            ws[j * T] = make_int2(hout, e);
+            t = mm - oe_ins;
+            t = t > 0 ? t : 0;
+            f -= e_ins;
+            f = t > f ? t : f;
+        }
+        ws[end * T] = make_int2(h1, 0);
+        int jlast = end > beg ? end : beg;
+        if (jlast == qlen && h1 >= gscore) {
+            max_ie = i;
+            gscore = h1;
+        }
+        if (rmax == 0) break;
+        if (rmax > best) {
+            best = rmax;
+            max_i = i;
+            max_j = mj;
+            int d = mj > i ? mj - i : i - mj;
+            if (d > max_off) max_off = d;
+        } else if (zdrop > 0) {
+            if (i - max_i > mj - max_j) {
+                if (best - rmax - ((i - max_i) - (mj - max_j)) * e_del > zdrop) break;
+            } else {
+                if (best - rmax - ((mj - max_j) - (i - max_i)) * e_ins > zdrop) break;
+            }
+        }
+        int j = beg;
+        while (j < end) {
+            int2 he = ws[j * T];
+            if (he.x != 0 || he.y != 0) break;
+            ++j;
+        }
+        beg = j;
+        j = end;
+        while (j >= beg) {
+            int2 he = ws[j * T];
+            if (he.x != 0 || he.y != 0) break;
+            --j;
+        }
+        end = j + 2 < qlen ? j + 2 : qlen;
+    }
+    ExtOut o;
+    o.best = best;
+    o.qle = max_j + 1;
+    o.tle = max_i + 1;
+    o.gtle = max_ie + 1;
+    o.gscore = gscore;
+    o.max_off = max_off;
+    return o;
+}
+
+extern "C" __global__ void mem_ext_kernel(const u8* __restrict__ seq, const i64* __restrict__ seq_off,
+                                          const u8* __restrict__ pac, i64 l_pac,
+                                          const int* __restrict__ P, const i8* __restrict__ mat_g,
+                                          const i64* __restrict__ order, i64 n_job,
+                                          const i64* __restrict__ j_read, const i64* __restrict__ j_sq,
+                                          const i64* __restrict__ j_sr, const i64* __restrict__ j_sl,
+                                          const i64* __restrict__ j_r0, const i64* __restrict__ j_r1,
+                                          int2* ws, i64* __restrict__ X) {
+    __shared__ int mat[25];
+#ifdef __CUDA_ARCH__
+    for (int k = threadIdx.x; k < 25; k += blockDim.x) mat[k] = mat_g[k];
+    __syncthreads();
+#else  // host build of this file (tests): one emulated thread at a time
+    for (int k = 0; k < 25; ++k) mat[k] = mat_g[k];
+#endif
+    int mx = 0;
+    for (int k = 0; k < 25; ++k) mx = mat[k] > mx ? mat[k] : mx;
+    const int o_del = P[P_ODEL], e_del = P[P_EDEL], o_ins = P[P_OINS], e_ins = P[P_EINS], w0 = P[P_W];
+    const int clip5 = P[P_CLIP5], clip3 = P[P_CLIP3], zdrop = P[P_ZDROP], a = P[P_A];
+    const i64 T = (i64)gridDim.x * blockDim.x;
+    const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    int2* my = ws + tid;
+    for (i64 k = tid; k < n_job; k += T) {
+        const i64 j = order[k];
+        const i64 r = j_read[j];
+        const u8* q = seq + seq_off[r];
+        const int L = (int)(seq_off[r + 1] - seq_off[r]);
+        const int sq = (int)j_sq[j], sl = (int)j_sl[j];
+        const i64 sr = j_sr[j], r0 = j_r0[j], r1 = j_r1[j];
+        int aw0 = w0, aw1 = w0, score = -1, truesc = -1;
+        i64 qb_o, rb_o, qe_o, re_o;
+        if (sq > 0) {  // left: reversed prefix of the read against the reference before the seed
+            const int tlen = (int)(sr - r0);
+            ExtOut o;
+            o.qle = o.tle = o.gtle = o.gscore = 0;
+            for (int t = 0; t < 2; ++t) {
+                const int prev = score;
+                aw0 = w0 << t;
+                o = ksw_ext(q, sq - 1, -1, sq, pac, l_pac, sr - 1, -1, tlen, mat, mx, o_del, e_del, o_ins, e_ins,
+                            aw0, clip5, zdrop, sl * a, my, T);
+                score = o.best;
+                if (score == prev || o.max_off < (aw0 >> 1) + (aw0 >> 2)) break;
+            }
+            if (o.gscore <= 0 || o.gscore <= score - clip5) {
+                qb_o = sq - o.qle;
+                rb_o = sr - o.tle;
+                truesc = score;
+            } else {
+                qb_o = 0;
+                rb_o = sr - o.gtle;
+                truesc = o.gscore;
+            }
+        } else {
+            score = sl * a;
+            truesc = score;
+            qb_o = 0;
+            rb_o = sr;
+        }
+        if (sq + sl != L) {  // right: the rest of the read from the left score
+            const int qe = sq + sl;
+            const i64 re = sr + sl;
+            const int tlen = (int)(r1 - re);
+            const int sc0 = score;
+            ExtOut o;
+            o.qle = o.tle = o.gtle = o.gscore = 0;
+            for (int t = 0; t < 2; ++t) {
+                const int prev = score;
+                aw1 = w0 << t;
+                o = ksw_ext(q, qe, 1, L - qe, pac, l_pac, re, 1, tlen, mat, mx, o_del, e_del, o_ins, e_ins, aw1,
+                            clip3, zdrop, sc0, my, T);
+                score = o.best;
+                if (score == prev || o.max_off < (aw1 >> 1) + (aw1 >> 2)) break;
+            }
+            if (o.gscore <= 0 || o.gscore <= score - clip3) {
+                qe_o = qe + o.qle;
+                re_o = re + o.tle;
+                truesc += score - sc0;
+            } else {
+                qe_o = L;
+                re_o = re + o.gtle;
+                truesc += o.gscore - sc0;
+            }
+        } else {
+            qe_o = L;
+            re_o = sr + sl;
+        }
+        i64* x = X + 8 * j;
+        x[0] = qb_o;
+        x[1] = rb_o;
+        x[2] = qe_o;
+        x[3] = re_o;
+        x[4] = score;
+        x[5] = truesc;
+        x[6] = aw0 > aw1 ? aw0 : aw1;
+        x[7] = 0;
+    }
+}
+
+// rep_len per read over the batch's CSR intervals (aligner.chain.rep_len): bases covered by intervals
+// with more than max_occ occurrences.
+extern "C" __global__ void rep_len_kernel(const i64* __restrict__ mb, const i64* __restrict__ me,
+                                          const i64* __restrict__ ms, const i64* __restrict__ off, i64 n,
+                                          i64 max_occ, i64* __restrict__ fr) {
+    const i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    i64 b = 0, e = 0, l_rep = 0;
+    for (i64 i = off[r]; i < off[r + 1]; ++i) {
+        if (ms[i] <= max_occ) continue;
+        const i64 sb = mb[i], se = me[i];
+        if (sb > e) {
+            l_rep += e - b;
+            b = sb;
+            e = se;
+        } else {
+            e = e > se ? e : se;
+        }
+    }
+    fr[r] = l_rep + (e - b);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Mate rescue (bwa's mem_matesw): ksw_align2 of the mate (or its reverse complement) against a
+// reference window, one thread per job; the plain (non-striped) recursion of aligner/ksw.py's
+// _sw_pass with its 8-bit (KSW_XBYTE: biased, saturating at 255) or 16-bit emulation and the query
+// padded to the SIMD width, then the reverse pass for the start (KSW_XSTART). Used only when
+// o_ins > 0 (the launcher leaves o_ins <= 0 to the CPU). R[8k..8k+6] = score, te, qe, score2, te2, tb, qb.
+// Scratch: three interleaved int rows per thread (ws: H of the previous row, H of this row, E) of
+// `nmax` cells each; the row-maximum list of every job in bl (2 * (tlen + 1) ints at bl_off[k]).
+#define KSW_XBYTE 0x10000
+#define KSW_XSTOP 0x20000
+#define KSW_XSUBO 0x40000
+#define KSW_XSTART 0x80000
+
+struct SwOut {
+    int score, te, qe, score2, te2;
+};
+
+// query(j) = mate base j of the aligned orientation, reversed when qrev (reverse pass);
+// target(i) = reference rb + i, with its first tfl + 1 bases reversed (reverse pass) when tfl >= 0.
+__device__ __forceinline__ int sw_q(const u8* __restrict__ ms, int l_ms, int is_rev, int qrev_end, int j) {
+    const int x = qrev_end >= 0 ? qrev_end - j : j;
+    if (!is_rev) return ms[x];
+    const int c = ms[l_ms - 1 - x];
+    return c < 4 ? 3 - c : 4;
+}
+
+__device__ SwOut sw_pass(const u8* __restrict__ ms, int l_ms, int is_rev, int qrev_end, int qlen,
+                         const u8* __restrict__ pac, i64 l_pac, i64 rb, int tfl, int tlen, const int* mat,
+                         int mn, int mxs, int o_del, int e_del, int o_ins, int e_ins, int xtra, int byte_,
+                         int* ws, i64 T, int nmax, int* bsc, int* bte) {
+    const int p = byte_ ? 16 : 8;
+    const int slen = (qlen + p - 1) / p;
+    const int nlen = slen * p;
+    const int qmax = mxs & 0xff;
+    int shift, cap;
+    if (byte_) {
+        shift = (256 - (mn & 0xff)) & 0xff;
+        cap = 255;
+    } else {
+        shift = 0;
+        cap = 32767;
+    }
+    int* hprev = ws;
+    int* hcur = ws + (i64)nmax * T;
+    int* erow = ws + 2 * (i64)nmax * T;
+    for (int j = 0; j < nlen; ++j) {
+        hprev[j * T] = 0;
+        erow[j * T] = 0;
+    }
+    const int minsc = (xtra & KSW_XSUBO) ? (xtra & 0xffff) : 0x10000;
+    const int endsc = (xtra & KSW_XSTOP) ? (xtra & 0xffff) : 0x10000;
+    const int oe_del = o_del + e_del, oe_ins = o_ins + e_ins;
+    int gmax = 0, te = -1, qe = nlen > 0 ? 0 : -1, n_b = 0;
+    for (int i = 0; i < tlen; ++i) {
+        const i64 ti = (tfl >= 0 && i <= tfl) ? tfl - i : i;
+        const int* mrow = mat + 5 * ref_base(pac, l_pac, rb + ti);
+        int diag = 0, f = 0, imax = 0;
+        for (int j = 0; j < nlen; ++j) {
+            int s = j < qlen ? mrow[sw_q(ms, l_ms, is_rev, qrev_end, j)] : 0;
+            if (byte_) s = (s + shift) & 0xff;
+            int mm = diag + s;
+            mm = mm > cap ? cap : mm;
+            mm -= shift;
+            mm = mm < 0 ? 0 : mm;
+            diag = hprev[j * T];
+            int e = erow[j * T];
+            int h = mm > e ? mm : e;
+            h = f > h ? f : h;
+            hcur[j * T] = h;
+            imax = h > imax ? h : imax;
+            e -= e_del;
+            e = e < 0 ? 0 : e;
+            int t = h - oe_del;
+            e = t > e ? t : e;
+            erow[j * T] = e;
+            f -= e_ins;
+            f = f < 0 ? 0 : f;
+            t = h - oe_ins;
+            f = t > f ? t : f;
+        }
+        if (imax >= minsc) {
+            if (n_b == 0 || bte[n_b - 1] + 1 != i) {
+                bsc[n_b] = imax;
+                bte[n_b] = i;
+                ++n_b;
+            } else if (bsc[n_b - 1] < imax) {
+                bsc[n_b - 1] = imax;
+                bte[n_b - 1] = i;
+            }
+        }
+        if (imax > gmax) {
+            gmax = imax;
+            te = i;
+            int best = -1;
+            for (int j = 0; j < nlen; ++j) {
+                const int h = hcur[j * T];
+                if (h > best) {
+                    best = h;
+                    qe = j;
+                }
+            }
+            if (gmax >= endsc || (byte_ && gmax + shift >= 255)) break;
+        }
+        int* tmp = hprev;
+        hprev = hcur;
+        hcur = tmp;
+    }
+    SwOut o;
+    if (byte_ && gmax + shift >= 255) {
+        o.score = 255;
+        o.te = te;
+        o.qe = -1;
+        o.score2 = -1;
+        o.te2 = -1;
+        return o;
+    }
+    int score2 = -1, te2 = -1;
+    if (n_b > 0) {
+        const int r = (gmax + qmax - 1) / qmax;
+        const int low = te - r, high = te + r;
+        for (int x = 0; x < n_b; ++x) {
+            const int e = bte[x];
+            if ((e < low || e > high) && bsc[x] > score2) {
+                score2 = bsc[x];
+                te2 = e;
+            }
+        }
+    }
+    o.score = gmax;
+    o.te = te;
+    o.qe = qe;
+    o.score2 = score2;
+    o.te2 = te2;
+    return o;
+}
+
+extern "C" __global__ void mem_sw_kernel(const u8* __restrict__ seq, const i64* __restrict__ seq_off,
+                                         const u8* __restrict__ pac, i64 l_pac, const int* __restrict__ P,
+                                         const i8* __restrict__ mat_g, const i64* __restrict__ order, i64 n_job,
+                                         const i64* __restrict__ mate, const i64* __restrict__ wrb,
+                                         const i64* __restrict__ wre, const i64* __restrict__ wrev,
+                                         const i64* __restrict__ wx, const i64* __restrict__ bl_off,
+                                         int* ws, int nmax, int* bl, i64* __restrict__ R) {
+    __shared__ int mat[25];
+#ifdef __CUDA_ARCH__
+    for (int k = threadIdx.x; k < 25; k += blockDim.x) mat[k] = mat_g[k];
+    __syncthreads();
+#else  // host build of this file (tests): one emulated thread at a time
+    for (int k = 0; k < 25; ++k) mat[k] = mat_g[k];
+#endif
+    int mn = 127, mxs = 0;
+    for (int k = 0; k < 25; ++k) {
+        mn = mat[k] < mn ? mat[k] : mn;
+        mxs = mat[k] > mxs ? mat[k] : mxs;
+    }
+    const int o_del = P[P_ODEL], e_del = P[P_EDEL], o_ins = P[P_OINS], e_ins = P[P_EINS];
+    const i64 T = (i64)gridDim.x * blockDim.x;
+    const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    int* my = ws + tid;
+    for (i64 kk = tid; kk < n_job; kk += T) {
+        const i64 k = order[kk];
+        const i64 m = mate[k];
+        const u8* ms = seq + seq_off[m];
+        const int l_ms = (int)(seq_off[m + 1] - seq_off[m]);
+        const int is_rev = (int)wrev[k], xtra = (int)wx[k];
+        const i64 rb = wrb[k];
+        const int tlen = (int)(wre[k] - rb);
+        const int byte_ = (xtra & KSW_XBYTE) != 0;
+        int* bsc = bl + bl_off[k];
+        int* bte = bsc + (tlen + 1);
+        SwOut a = sw_pass(ms, l_ms, is_rev, -1, l_ms, pac, l_pac, rb, -1, tlen, mat, mn, mxs, o_del, e_del, o_ins,
+                          e_ins, xtra, byte_, my, T, nmax, bsc, bte);
+        int tb = -1, qb = -1;
+        if (!((xtra & KSW_XSTART) == 0 || ((xtra & KSW_XSUBO) != 0 && a.score < (xtra & 0xffff)))) {
+            SwOut b = sw_pass(ms, l_ms, is_rev, a.qe, a.qe + 1, pac, l_pac, rb, a.te, tlen, mat, mn, mxs, o_del,
+                              e_del, o_ins, e_ins, KSW_XSTOP | a.score, byte_, my, T, nmax, bsc, bte);
+            if (b.score == a.score) {
+                tb = a.te - b.te;
+                qb = a.qe - b.qe;
+            }
+        }
+        i64* o = R + 8 * k;
+        o[0] = a.score;
+        o[1] = a.te;
+        o[2] = a.qe;
+        o[3] = a.score2;
+        o[4] = a.te2;
+        o[5] = tb;
+        o[6] = qb;
+        o[7] = 0;
+    }
+}
