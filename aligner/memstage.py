@@ -173,15 +173,16 @@ def ext_params(opt) -> np.ndarray:
 
 def ext_jobs_cpu(opt, mat, l_pac, pac, seq, seq_off, jobs, map_fn=map, parts: int = 1) -> np.ndarray:
     """X (int64[n_jobs, XF]) by the numba twin; `map_fn` runs the job ranges (e.g. a thread pool's map)."""
-    n = int(jobs[0].shape[0])
-    X = np.zeros((n, XF), np.int64)
-    cuts = np.linspace(0, n, max(1, min(parts, n)) + 1).astype(np.int64)
-    rngs = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
-
-    def run(r):
-        ext_jobs_range(opt, mat, np.int64(l_pac), pac, seq, seq_off, *jobs, r[0], r[1], X)
-    list(map_fn(run, rngs))
+    X = np.zeros((int(jobs[0].shape[0]), XF), np.int64)
+    _in_ranges(X.shape[0], parts, map_fn,
+               lambda a, b: ext_jobs_range(opt, mat, np.int64(l_pac), pac, seq, seq_off, *jobs, a, b, X))
     return X
+
+
+def _in_ranges(n, parts, map_fn, fn):
+    """fn(a, b) over about `parts` equal job ranges covering [0, n), through map_fn."""
+    cuts = np.linspace(0, n, max(1, min(parts, n)) + 1).astype(np.int64)
+    list(map_fn(lambda r: fn(*r), [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]))
 
 
 def ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block: int = 128, ws_bytes: int = 256 << 20,
@@ -234,22 +235,17 @@ def assemble_rescue(n_pairs, parts):
     cnt = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
     sw_off = np.zeros(n_pairs + 1, np.int64)
     np.cumsum(cnt, out=sw_off[1:])
-    cols = [np.concatenate([p[f] for p in parts]) if parts else np.zeros(0, np.int64) for f in range(1, 7)]
-    return sw_off, cols[0], tuple(cols[1:])
+    J = np.concatenate([p[1] for p in parts]) if parts else np.zeros((0, 6), np.int64)
+    return sw_off, np.ascontiguousarray(J[:, 0]), tuple(np.ascontiguousarray(J[:, f]) for f in range(1, 6))
 
 
 def rescue_sw_cpu(opt, mat, l_pac, pac, seq, seq_off, jobs, map_fn=map, parts: int = 1) -> np.ndarray:
     """Rescue alignments (int64[n, 8]: score, te, qe, score2, te2, tb, qb) by the numba twin."""
     from g3align.aligner.pair import rescue_sw_range
 
-    n = int(jobs[0].shape[0])
-    res = np.zeros((n, 8), np.int64)
-    cuts = np.linspace(0, n, max(1, min(parts, n)) + 1).astype(np.int64)
-    rngs = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
-
-    def run(r):
-        rescue_sw_range(opt, mat, np.int64(l_pac), pac, seq, seq_off, *jobs, r[0], r[1], res)
-    list(map_fn(run, rngs))
+    res = np.zeros((int(jobs[0].shape[0]), 8), np.int64)
+    _in_ranges(res.shape[0], parts, map_fn,
+               lambda a, b: rescue_sw_range(opt, mat, np.int64(l_pac), pac, seq, seq_off, *jobs, a, b, res))
     return res
 
 

@@ -313,27 +313,21 @@ def rescue_jobs_range(opt, offsets, l_pac, p_low, p_high, p_failed, seq_off, R_c
     """Speculative mate-rescue alignments of pairs [j0, j1): every (side, anchor, orientation) that
     mem_matesw could align given the regions before any rescue (a superset of the calls it makes:
     a rescue only adds skipped orientations, and a call missing here is computed in matesw).
-    Returns (jobs per pair, key, mate read, rb, re, is_rev, xtra); key = (side*max_matesw + anchor)*4 + r."""
-    cap = 64
+    Returns (jobs per pair, J) with J rows (key, mate read, rb, re, is_rev, xtra);
+    key = (side*max_matesw + anchor)*4 + r."""
     cnt = np.zeros(j1 - j0, np.int64)
-    key = np.empty(cap, np.int64)
-    mate = np.empty(cap, np.int64)
-    wrb = np.empty(cap, np.int64)
-    wre = np.empty(cap, np.int64)
-    wrev = np.empty(cap, np.int64)
-    wx = np.empty(cap, np.int64)
+    J = np.empty((64, 6), np.int64)
     n = 0
     if opt.flag & F_NO_RESCUE:
-        return cnt, key[:0], mate[:0], wrb[:0], wre[:0], wrev[:0], wx[:0]
+        return cnt, J[:0]
     for j in range(j0, j1):
         for side in range(2):
             a = 2 * j + side
             b = 2 * j + 1 - side
-            na = reg_off[a + 1] - reg_off[a]
             Ra = R_cat[reg_off[a]:reg_off[a + 1]]
             Rm = R_cat[reg_off[b]:reg_off[b + 1]]
             l_ms = seq_off[b + 1] - seq_off[b]
-            cand = _candidates(opt, Ra, na)
+            cand = _candidates(opt, Ra, Ra.shape[0])
             for jj in range(cand.shape[0]):
                 a_row = Ra[cand[jj]]
                 for r in range(4):
@@ -350,30 +344,19 @@ def rescue_jobs_range(opt, offsets, l_pac, p_low, p_high, p_failed, seq_off, R_c
                     rb, re, rid, is_rev, xtra = rescue_window(opt, offsets, l_pac, p_low, p_high, a_row, l_ms, r)
                     if a_row[RID] != rid or re - rb < opt.min_seed_len:
                         continue
-                    if n == cap:
-                        cap *= 2
-                        key = _grow64(key, n, cap)
-                        mate = _grow64(mate, n, cap)
-                        wrb = _grow64(wrb, n, cap)
-                        wre = _grow64(wre, n, cap)
-                        wrev = _grow64(wrev, n, cap)
-                        wx = _grow64(wx, n, cap)
-                    key[n] = (side * opt.max_matesw + jj) * 4 + r
-                    mate[n] = b
-                    wrb[n] = rb
-                    wre[n] = re
-                    wrev[n] = 1 if is_rev else 0
-                    wx[n] = xtra
+                    if n == J.shape[0]:
+                        J2 = np.empty((2 * n, 6), np.int64)
+                        J2[:n] = J[:n]
+                        J = J2
+                    J[n, 0] = (side * opt.max_matesw + jj) * 4 + r
+                    J[n, 1] = b
+                    J[n, 2] = rb
+                    J[n, 3] = re
+                    J[n, 4] = 1 if is_rev else 0
+                    J[n, 5] = xtra
                     n += 1
                     cnt[j - j0] += 1
-    return cnt, key[:n], mate[:n], wrb[:n], wre[:n], wrev[:n], wx[:n]
-
-
-@nb.njit(cache=True)
-def _grow64(a, n, cap):
-    b = np.empty(cap, np.int64)
-    b[:n] = a[:n]
-    return b
+    return cnt, J[:n]
 
 
 @nb.njit(cache=True, nogil=True)
@@ -513,24 +496,14 @@ def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, 
     if not (opt.flag & F_NO_RESCUE):
         # candidate anchors for rescue: regions within pen_unpaired of each read's best (taken before any
         # rescue modifies the other read's list)
-        ba = np.empty(na, np.int64)
-        n_ba = 0
-        for j in range(na):
-            if Ra[j, SCORE] >= Ra[0, SCORE] - opt.pen_unpaired:
-                ba[n_ba] = j
-                n_ba += 1
-        bb = np.empty(nb_, np.int64)
-        n_bb = 0
-        for j in range(nb_):
-            if Rb[j, SCORE] >= Rb[0, SCORE] - opt.pen_unpaired:
-                bb[n_bb] = j
-                n_bb += 1
+        ba = _candidates(opt, Ra, na)
+        bb = _candidates(opt, Rb, nb_)
         Ra0 = Ra[:na].copy()
         Rb0 = Rb[:nb_].copy()
-        for j in range(min(n_ba, opt.max_matesw)):
+        for j in range(ba.shape[0]):
             Rb, nb_, _ = matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, Ra0[ba[j]], q1.shape[0], q1,
                                 Rb, nb_, sw_key, sw_res, j * 4)
-        for j in range(min(n_bb, opt.max_matesw)):
+        for j in range(bb.shape[0]):
             Ra, na, _ = matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, Rb0[bb[j]], q0.shape[0], q0,
                                Ra, na, sw_key, sw_res, (opt.max_matesw + j) * 4)
     n_pri0 = mark_primary_se(opt, Ra, na, pair_id << 1)

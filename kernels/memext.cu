@@ -29,6 +29,16 @@ __device__ __forceinline__ int ref_base(const u8* __restrict__ pac, i64 l_pac, i
     return p < l_pac ? (int)pac[p] : 3 - (int)pac[2 * l_pac - 1 - p];
 }
 
+// The 5x5 score matrix into shared memory (every thread of the block takes part; then a barrier).
+__device__ __forceinline__ void load_mat(int* mat, const i8* __restrict__ mat_g) {
+#ifdef __CUDA_ARCH__
+    for (int k = threadIdx.x; k < 25; k += blockDim.x) mat[k] = mat_g[k];
+    __syncthreads();
+#else  // host build of this file (tests): one emulated thread at a time
+    for (int k = 0; k < 25; ++k) mat[k] = mat_g[k];
+#endif
+}
+
 struct ExtOut {
     int best, qle, tle, gtle, gscore, max_off;
 };
@@ -147,12 +157,7 @@ extern "C" __global__ void mem_ext_kernel(const u8* __restrict__ seq, const i64*
                                           const i64* __restrict__ j_r0, const i64* __restrict__ j_r1,
                                           int2* ws, i64* __restrict__ X) {
     __shared__ int mat[25];
-#ifdef __CUDA_ARCH__
-    for (int k = threadIdx.x; k < 25; k += blockDim.x) mat[k] = mat_g[k];
-    __syncthreads();
-#else  // host build of this file (tests): one emulated thread at a time
-    for (int k = 0; k < 25; ++k) mat[k] = mat_g[k];
-#endif
+    load_mat(mat, mat_g);
     int mx = 0;
     for (int k = 0; k < 25; ++k) mx = mat[k] > mx ? mat[k] : mx;
     const int o_del = P[P_ODEL], e_del = P[P_EDEL], o_ins = P[P_OINS], e_ins = P[P_EINS], w0 = P[P_W];
@@ -402,12 +407,7 @@ extern "C" __global__ void mem_sw_kernel(const u8* __restrict__ seq, const i64* 
                                          const i64* __restrict__ wx, const i64* __restrict__ bl_off,
                                          int* ws, int nmax, int* bl, i64* __restrict__ R) {
     __shared__ int mat[25];
-#ifdef __CUDA_ARCH__
-    for (int k = threadIdx.x; k < 25; k += blockDim.x) mat[k] = mat_g[k];
-    __syncthreads();
-#else  // host build of this file (tests): one emulated thread at a time
-    for (int k = 0; k < 25; ++k) mat[k] = mat_g[k];
-#endif
+    load_mat(mat, mat_g);
     int mn = 127, mxs = 0;
     for (int k = 0; k < 25; ++k) {
         mn = mat[k] < mn ? mat[k] : mn;

@@ -2,7 +2,7 @@
 # `g3align mem --device gpu` on the GPU box (issue 4): GPU tests of the staged mem path, then
 # scripts/gpu_check.py (chr20, simulated pairs: GPU SAM == CPU SAM, stage times, bwa mem -t 16 in the
 # same run).  Needs .devdata/human_GRCh37_chr20.fa.gz, .devdata/bwa and the pydivsufsort wheel in .whl/ (carry them).  Results under $OUT.
-#   PAIRS (default 500000), PYTEST_TIMEOUT, PYTEST_K (default: all of test_memstage + test_smem_gpu)
+#   PAIRS (default 500000), PYTEST_TIMEOUT, PYTEST_K (none | all (default) | a -k expression), CHECK=0 skips the check
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 mkdir -p /tmp/pkg/g3align && cp g3align/__init__.py /tmp/pkg/g3align/
@@ -11,8 +11,10 @@ ls .whl/pydivsufsort*.whl >/dev/null 2>&1 && pip install -q --no-index --no-deps
 export PYTHONPATH=/tmp/pkg:/tmp/site PYTHONSAFEPATH=1 NUMBA_NUM_THREADS=$(nproc) PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 if [ "${PYTEST_K:-all}" != "none" ]; then
-    timeout ${PYTEST_TIMEOUT:-300} python3 -m pytest -q tests/test_memstage.py tests/test_smem_gpu.py \
-        ${PYTEST_K:+$( [ "$PYTEST_K" != all ] && echo -k "$PYTEST_K")} 2>&1 | tail -5 | tee "$OUT/pytest_mem.txt"
+    K=(); [ "${PYTEST_K:-all}" != all ] && K=(-k "$PYTEST_K")
+    timeout ${PYTEST_TIMEOUT:-300} python3 -m pytest -q tests/test_memstage.py tests/test_smem_gpu.py "${K[@]}" 2>&1 \
+        | tail -5 | tee "$OUT/pytest_mem.txt"
 fi
+[ "${CHECK:-1}" = 0 ] && exit 0
 timeout ${CHECK_TIMEOUT:-420} python3 scripts/gpu_check.py --fasta .devdata/human_GRCh37_chr20.fa.gz \
     --pairs ${PAIRS:-500000} --threads $(nproc) --bwa .devdata/bwa --out "$OUT" 2>&1 | tee "$OUT/gpu_check.log" | tail -40
