@@ -185,10 +185,38 @@ def _in_ranges(n, parts, map_fn, fn):
     list(map_fn(lambda r: fn(*r), [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]))
 
 
+def gpu_halving(fn, n: int) -> list:
+    """[fn(0, n)], or, when the GPU runs out of memory, fn over the two halves of [0, n) (recursively, the
+    memory pool freed first): independent reads or jobs give the same result in pieces, so a batch
+    that does not fit is processed in smaller parts instead of failing."""
+    import cupy as cp
+
+    def go(a, b):
+        try:
+            return [fn(a, b)]
+        except cp.cuda.memory.OutOfMemoryError:
+            if b - a <= 1:
+                raise
+            cp.get_default_memory_pool().free_all_blocks()
+            m = (a + b) // 2
+            return go(a, m) + go(m, b)
+    return go(0, n)
+
+
 def ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block: int = 128, ws_bytes: int = 256 << 20,
                  to_host: bool = True):
     """X on the GPU (kernels/memext.cu, one thread per job, jobs with the most bases to extend first).
-    seq_d/seq_off_d/pac_d are device arrays; jobs are host or device int64 arrays."""
+    seq_d/seq_off_d/pac_d are device arrays; jobs are host or device int64 arrays. Out of GPU memory,
+    the jobs run in halves (gpu_halving)."""
+    if not to_host:
+        return _ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_bytes, False)
+    parts = gpu_halving(lambda a, b: _ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d,
+                                                   tuple(j[a:b] for j in jobs), block, ws_bytes, True),
+                        int(jobs[0].shape[0]))
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+
+def _ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_bytes, to_host):
     import cupy as cp
     from g3align.kernels.loader import get_module
 
@@ -252,7 +280,17 @@ def rescue_sw_cpu(opt, mat, l_pac, pac, seq, seq_off, jobs, map_fn=map, parts: i
 def rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block: int = 128, ws_bytes: int = 256 << 20,
                   to_host: bool = True):
     """Rescue alignments on the GPU (kernels/memext.cu mem_sw_kernel, one thread per job, largest windows
-    first). Only for o_ins > 0 (bwa's SIMD order differs otherwise: the caller uses the CPU twin)."""
+    first). Only for o_ins > 0 (bwa's SIMD order differs otherwise: the caller uses the CPU twin). Out of
+    GPU memory, the jobs run in halves (gpu_halving)."""
+    if not to_host:
+        return _rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_bytes, False)
+    parts = gpu_halving(lambda a, b: _rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d,
+                                                    tuple(j[a:b] for j in jobs), block, ws_bytes, True),
+                        int(jobs[0].shape[0]))
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+
+def _rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_bytes, to_host):
     import cupy as cp
     from g3align.kernels.loader import get_module
 

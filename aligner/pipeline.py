@@ -25,6 +25,7 @@ from g3align.aligner.memstage import (
     empty_pre,
     ext_jobs_cpu,
     ext_jobs_gpu,
+    gpu_halving,
     rep_len_csr,
     rep_len_gpu,
     rescue_sw_cpu,
@@ -95,10 +96,20 @@ class MemAligner:
             seq_d = cp.asarray(batch.seq)
             off_d = cp.asarray(seq_off)
             self._batch_dev = (seq_d, off_d)  # kept for the mate-rescue stage of this batch
-            mb, me, mk, ms, ioff = collect_intv_batch_gpu(self._fm_dev, seq_d, off_d, p)
-            fr = cp.asnumpy(rep_len_gpu(mb, me, ms, ioff, p.max_occ))
-            seeds = seed_pos_batch_gpu(self._fm_dev, self.offsets, mb, me, mk, ms, ioff, p.max_occ, to_host=True)
-            del mb, me, mk, ms, ioff
+
+            def seed_reads(a, b):  # reads [a, b): (fr, s_rbeg, s_qbeg, s_len, s_rid, s_off) on the host
+                sd = seq_d[int(seq_off[a]):int(seq_off[b])]
+                od = off_d[a:b + 1] - off_d[a]
+                mb, me, mk, ms, ioff = collect_intv_batch_gpu(self._fm_dev, sd, od, p)
+                fr = cp.asnumpy(rep_len_gpu(mb, me, ms, ioff, p.max_occ))
+                return (fr,) + seed_pos_batch_gpu(self._fm_dev, self.offsets, mb, me, mk, ms, ioff, p.max_occ,
+                                                  to_host=True)
+            got = gpu_halving(seed_reads, batch.n)
+            fr = np.concatenate([g[0] for g in got])
+            seeds = [np.concatenate([g[f] for g in got]) for f in range(1, 5)]
+            s_off = np.zeros(batch.n + 1, np.int64)
+            np.cumsum(np.concatenate([np.diff(g[5]) for g in got]), out=s_off[1:])
+            seeds.append(s_off)
         else:
             from g3align.aligner.smem_gpu import collect_intv_batch_cpu, seed_pos_batch_cpu
             mb, me, mk, ms, ioff = collect_intv_batch_cpu(self.fm, batch.seq, seq_off, p)

@@ -829,3 +829,25 @@ def test_gpu_rescue_sw(data, variant):
     for block, ws_bytes in ((128, 256 << 20), (32, 32 * 4 * 3 * 200)):
         got = ms.rescue_sw_gpu(p, mat, pac_d, int(ref.l_pac), seq_d, off_d, jobs, block=block, ws_bytes=ws_bytes)
         np.testing.assert_array_equal(got, want)
+
+
+@needs_gpu
+def test_gpu_out_of_memory_runs_in_halves(data, monkeypatch):
+    """Out of GPU memory in seeding, extension or rescue, the reads/jobs run in halves (memstage.gpu_halving)
+    and the SAM is unchanged: launches above a size first try a 4 TB allocation (a real OutOfMemoryError)."""
+    cp = _gpu()
+
+    def oom_above(fn, limit, size_of):
+        def wrapped(*a, **k):
+            if size_of(a) > limit:
+                cp.empty(1 << 42, cp.uint8)
+            return fn(*a, **k)
+        return wrapped
+    monkeypatch.setattr(ms, "_ext_jobs_gpu", oom_above(ms._ext_jobs_gpu, 500, lambda a: len(a[6][0])))
+    monkeypatch.setattr(ms, "_rescue_sw_gpu", oom_above(ms._rescue_sw_gpu, 20, lambda a: len(a[6][0])))
+    monkeypatch.setattr(sg, "collect_intv_batch_gpu",
+                        oom_above(sg.collect_intv_batch_gpu, 40, lambda a: int(a[2].shape[0]) - 1))
+    for mode in ("se", "pe", "noisy_pe"):
+        al = MemAligner(data["ref"], data["fm"], _opt("default", 2), device="gpu")
+        _check_sam(_run(al, data, mode), _per_read_sam(data, "default", mode))
+        assert al.stage_times["jobs"] > 500
