@@ -208,11 +208,15 @@ def ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block: int = 12
     """X on the GPU (kernels/memext.cu, one thread per job, jobs with the most bases to extend first).
     seq_d/seq_off_d/pac_d are device arrays; jobs are host or device int64 arrays. Out of GPU memory,
     the jobs run in halves (gpu_halving)."""
+    return _in_halves(_ext_jobs_gpu, opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_bytes, to_host)
+
+
+def _in_halves(inner, opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_bytes, to_host):
+    """inner(...) over all jobs; with a host result, over halves of the jobs when out of GPU memory."""
     if not to_host:
-        return _ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_bytes, False)
-    parts = gpu_halving(lambda a, b: _ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d,
-                                                   tuple(j[a:b] for j in jobs), block, ws_bytes, True),
-                        int(jobs[0].shape[0]))
+        return inner(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_bytes, False)
+    parts = gpu_halving(lambda a, b: inner(opt, mat, pac_d, l_pac, seq_d, seq_off_d, tuple(j[a:b] for j in jobs),
+                                           block, ws_bytes, True), int(jobs[0].shape[0]))
     return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
@@ -282,12 +286,7 @@ def rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block: int = 1
     """Rescue alignments on the GPU (kernels/memext.cu mem_sw_kernel, one thread per job, largest windows
     first). Only for o_ins > 0 (bwa's SIMD order differs otherwise: the caller uses the CPU twin). Out of
     GPU memory, the jobs run in halves (gpu_halving)."""
-    if not to_host:
-        return _rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_bytes, False)
-    parts = gpu_halving(lambda a, b: _rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d,
-                                                    tuple(j[a:b] for j in jobs), block, ws_bytes, True),
-                        int(jobs[0].shape[0]))
-    return np.concatenate(parts) if len(parts) > 1 else parts[0]
+    return _in_halves(_rescue_sw_gpu, opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_bytes, to_host)
 
 
 def _rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_bytes, to_host):
