@@ -385,7 +385,8 @@ def _run_mem(kw):
                                    verbose)
             else:
                 batches = (read_pair_batch_parts(kw["reads1"], kw["reads2"], chunk_size=chunk) if kw["reads2"]
-                           else _interleaved(read_batches(kw["reads1"], chunk_size=chunk), kw["reads1"]))
+                           else ((b, True) for b in _interleaved(read_batches(kw["reads1"], chunk_size=chunk),
+                                                                  kw["reads1"])))
                 n, dt = run_mem_pe(aligner, batches, sink, verbose, pes)
     except ReadFormatError as e:
         raise G3Error(str(e))

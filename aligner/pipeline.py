@@ -74,7 +74,6 @@ class MemAligner:
         self.staged = staged or device == "gpu"
         self._fm_dev = None
         self._pac_dev = None
-        self._batch_dev = None
         if device == "gpu":
             import cupy as cp
             from g3align.aligner.smem_gpu import fm_to_device
@@ -84,9 +83,11 @@ class MemAligner:
     _NO_IV = (np.zeros(0, np.int64),) * 5
 
     def _pre(self, batch, seq_off):
-        """Staged batch state (memstage.py) for the GPU path or its CPU twin; empty_pre() otherwise."""
+        """Staged batch state (memstage.py) for the GPU path or its CPU twin, empty_pre() otherwise; and the
+        batch's reads on the GPU (seq, seq_off device arrays) for the rescue stage, or None."""
+        dev = None
         if not self.staged:
-            return empty_pre()
+            return empty_pre(), dev
         p = self.params
         st = self.stage_times
         t = time.perf_counter()
@@ -95,7 +96,7 @@ class MemAligner:
             from g3align.aligner.smem_gpu import collect_intv_batch_gpu, seed_pos_batch_gpu
             seq_d = cp.asarray(batch.seq)
             off_d = cp.asarray(seq_off)
-            self._batch_dev = (seq_d, off_d)  # kept for the mate-rescue stage of this batch
+            dev = (seq_d, off_d)
 
             def seed_reads(a, b):  # reads [a, b): (fr, s_rbeg, s_qbeg, s_len, s_rid, s_off) on the host
                 sd = seq_d[int(seq_off[a]):int(seq_off[b])]
@@ -105,11 +106,14 @@ class MemAligner:
                 return (fr,) + seed_pos_batch_gpu(self._fm_dev, self.offsets, mb, me, mk, ms, ioff, p.max_occ,
                                                   to_host=True)
             got = gpu_halving(seed_reads, batch.n)
-            fr = np.concatenate([g[0] for g in got])
-            seeds = [np.concatenate([g[f] for g in got]) for f in range(1, 5)]
-            s_off = np.zeros(batch.n + 1, np.int64)
-            np.cumsum(np.concatenate([np.diff(g[5]) for g in got]), out=s_off[1:])
-            seeds.append(s_off)
+            if len(got) == 1:
+                fr, seeds = got[0][0], got[0][1:]
+            else:  # out of GPU memory: the reads were seeded in pieces
+                fr = np.concatenate([g[0] for g in got])
+                seeds = [np.concatenate([g[f] for g in got]) for f in range(1, 5)]
+                s_off = np.zeros(batch.n + 1, np.int64)
+                np.cumsum(np.concatenate([np.diff(g[5]) for g in got]), out=s_off[1:])
+                seeds.append(s_off)
         else:
             from g3align.aligner.smem_gpu import collect_intv_batch_cpu, seed_pos_batch_cpu
             mb, me, mk, ms, ioff = collect_intv_batch_cpu(self.fm, batch.seq, seq_off, p)
@@ -132,13 +136,14 @@ class MemAligner:
                                   8 * self.n_threads)
         _lap(st, "extension", t)
         st["jobs"] = st.get("jobs", 0) + int(jobs[0].shape[0])
-        return tuple(pre)
+        return tuple(pre), dev
 
     _NO_SW = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 8), np.int64))
 
-    def _rescue(self, batch, seq_off, R_cat, reg_off, pes, pair_ranges):
+    def _rescue(self, batch, seq_off, R_cat, reg_off, pes, pair_ranges, dev):
         """Staged path: the batch's speculative mate-rescue alignments (pair.rescue_jobs_range) on the GPU
-        or by the CPU twin -> (sw_off, sw_key, sw_res) for sam_pe_range; empty otherwise."""
+        (dev: the batch's reads there, from _pre) or by the CPU twin -> (sw_off, sw_key, sw_res) for
+        sam_pe_range; empty otherwise."""
         if not self.staged or batch.n < 2:
             return self._NO_SW
         t = time.perf_counter()
@@ -149,8 +154,8 @@ class MemAligner:
             return rescue_jobs_range(p, self.offsets, self.l_pac, low, high, failed, seq_off, R_cat, reg_off,
                                      r[0], r[1])
         sw_off, key, jb = assemble_rescue(batch.n // 2, self._map(jobs, pair_ranges))
-        if self._fm_dev is not None and p.o_ins > 0:
-            seq_d, off_d = self._batch_dev
+        if dev is not None and p.o_ins > 0:
+            seq_d, off_d = dev
             res = rescue_sw_gpu(p, self.mat, self._pac_dev, self.l_pac, seq_d, off_d, jb)
         else:
             res = rescue_sw_cpu(p, self.mat, self.l_pac, self.pac, batch.seq, seq_off, jb, self._map,
@@ -200,8 +205,7 @@ class MemAligner:
         n = batch.n
         arrays = self._read_arrays(batch)
         seq_off = arrays[4]
-        pre = self._pre(batch, seq_off)
-        dev = self._batch_dev
+        pre, dev = self._pre(batch, seq_off)
         t = time.perf_counter()
 
         def stage1(r):
@@ -239,8 +243,7 @@ class MemAligner:
         low, high, failed, avg, std = pes
         pair_off = seq_off[::2].copy()
         pr = self._ranges(pair_off, n // 2) if n >= 2 else [(0, 0)]
-        self._batch_dev = dev
-        sw = self._rescue(batch, seq_off, R_cat, reg_off, pes, pr)
+        sw = self._rescue(batch, seq_off, R_cat, reg_off, pes, pr, dev)
         t = time.perf_counter()
 
         def stage2(r):
@@ -258,7 +261,7 @@ class MemAligner:
             return b""
         names, name_off, comments, com_off, seq_off, qual = self._read_arrays(batch)
 
-        pre = self._pre(batch, seq_off)
+        pre, _ = self._pre(batch, seq_off)
         t = time.perf_counter()
 
         def run(r):
@@ -350,15 +353,14 @@ def prefetch(batches, depth: int = 2):
 
 
 def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
-    """Paired-end: `parts` yields (part, end_of_batch) as reads.read_pair_batch_parts does (or plain
-    -K batches, each a whole batch). Regions are computed part by part while the reader thread parses
-    the next part; insert-size statistics once the -K batch is complete; then pairing part by part."""
+    """Paired-end: `parts` yields (part, end_of_batch) as reads.read_pair_batch_parts does (a whole -K
+    batch is (batch, True)). Regions are computed part by part while the reader thread parses the next
+    part; insert-size statistics once the -K batch is complete; then pairing part by part."""
     n_reads = 0
     t0 = time.time()
     states = []
     t1 = time.time()
-    for item in prefetch(parts):
-        part, end = item if isinstance(item, tuple) else (item, True)
+    for part, end in prefetch(parts):
         if part.n:
             states.append(aligner.pe_regions(part))
         if not end:
