@@ -199,13 +199,24 @@ class MemAligner:
             pes = self.pe_stat([st], log)
         return self.pe_pairs(st, pes)
 
+    def prepare(self, batch):
+        """The GPU-heavy front of a batch (or part): its read arrays and staged state (_pre: seeds,
+        chains, extensions). The pipeline runs it one batch ahead, in its own thread (`ahead`), so the
+        GPU stages of batch k+1 overlap the CPU stages of batch k. Returns (batch, arrays, pre, dev)."""
+        arrays = self._read_arrays(batch)
+        pre, dev = self._pre(batch, arrays[4]) if batch.n else (empty_pre(), None)
+        return batch, arrays, pre, dev
+
     def pe_regions(self, batch):
         """Stage 1 of paired-end on an interleaved part of a -K batch (an even number of reads): the
         regions of every read (they do not depend on the rest of the batch). Returns the part's state."""
+        return self.pe_regions_of(self.prepare(batch))
+
+    def pe_regions_of(self, prep):
+        """pe_regions from prepare()'s result."""
+        batch, arrays, pre, dev = prep
         n = batch.n
-        arrays = self._read_arrays(batch)
         seq_off = arrays[4]
-        pre, dev = self._pre(batch, seq_off)
         t = time.perf_counter()
 
         def stage1(r):
@@ -236,14 +247,25 @@ class MemAligner:
 
     def pe_pairs(self, state, pes) -> bytes:
         """Stage 2 of paired-end on one part: mate rescue, pairing, SAM records."""
+        return self.pe_sam(state, pes, self.pe_rescue(state, pes))
+
+    def pe_rescue(self, state, pes):
+        """The part's mate-rescue alignments (GPU on the staged path), for pe_sam."""
+        batch, arrays, R_cat, reg_off, dev = state
+        if batch.n == 0:
+            return self._NO_SW
+        return self._rescue(batch, arrays[4], R_cat, reg_off, pes, self._pair_ranges(batch.n, arrays[4]), dev)
+
+    def _pair_ranges(self, n, seq_off):
+        return self._ranges(seq_off[::2].copy(), n // 2) if n >= 2 else [(0, 0)]
+
+    def pe_sam(self, state, pes, sw) -> bytes:
+        """Pairing and SAM records of one part, given its rescue alignments (pe_rescue)."""
         batch, (names, name_off, comments, com_off, seq_off, qual), R_cat, reg_off, dev = state
         n = batch.n
         if n == 0:
             return b""
         low, high, failed, avg, std = pes
-        pair_off = seq_off[::2].copy()
-        pr = self._ranges(pair_off, n // 2) if n >= 2 else [(0, 0)]
-        sw = self._rescue(batch, seq_off, R_cat, reg_off, pes, pr, dev)
         t = time.perf_counter()
 
         def stage2(r):
@@ -251,17 +273,19 @@ class MemAligner:
                                 batch.seq, seq_off, qual, batch.has_qual, names, name_off, comments, com_off,
                                 self.rg_id, R_cat, reg_off, low, high, failed, avg, std,
                                 int(batch.first_id) // 2, r[0], r[1], self.params, self.mat, *sw)
-        out = b"".join(o.tobytes() for o in self._map(stage2, pr))
+        out = b"".join(o.tobytes() for o in self._map(stage2, self._pair_ranges(n, seq_off)))
         _lap(self.stage_times, "pairing+sam", t)
         return out
 
     def align_batch_se(self, batch) -> bytes:
+        return self.finish_se(self.prepare(batch))
+
+    def finish_se(self, prep) -> bytes:
+        """Regions and SAM records of a single-end batch from prepare()'s result."""
+        batch, (names, name_off, comments, com_off, seq_off, qual), pre, _ = prep
         n = batch.n
         if n == 0:
             return b""
-        names, name_off, comments, com_off, seq_off, qual = self._read_arrays(batch)
-
-        pre, _ = self._pre(batch, seq_off)
         t = time.perf_counter()
 
         def run(r):
@@ -352,40 +376,60 @@ def prefetch(batches, depth: int = 2):
         stop.set()
 
 
+def ahead(fn, items, depth: int = 1):
+    """fn(item) for each item, computed in a background thread up to `depth` items ahead of the consumer
+    (prefetch over a lazy map): the staged path prepares batch k+1 (GPU seeding, chaining, extension)
+    while the caller finishes batch k on the CPU threads. Order and exceptions as in prefetch."""
+    return prefetch((fn(x) for x in items), depth)
+
+
 def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
     """Paired-end: `parts` yields (part, end_of_batch) as reads.read_pair_batch_parts does (a whole -K
-    batch is (batch, True)). Regions are computed part by part while the reader thread parses the next
-    part; insert-size statistics once the -K batch is complete; then pairing part by part."""
+    batch is (batch, True)). A reader thread parses ahead; a second thread prepares the next part (seeds,
+    chains, extensions: the GPU stages) while this one computes the current part's regions. Insert-size
+    statistics once the -K batch is complete; then pairing part by part, the next part's mate rescue
+    (GPU) overlapping this part's pairing and SAM records."""
     n_reads = 0
     t0 = time.time()
     states = []
     t1 = time.time()
-    for part, end in prefetch(parts):
-        if part.n:
-            states.append(aligner.pe_regions(part))
-        if not end:
-            continue
-        n = sum(s[0].n for s in states)
-        bases = sum(s[0].bases for s in states)
-        log(f"[M::process] read {n} sequences ({bases} bp)...", verbose)
-        if states:
-            p = pes if pes is not None else aligner.pe_stat(states, log=lambda m: log(m, verbose))
-            for st in states:
-                sink.write_sam_bytes(aligner.pe_pairs(st, p))
-        n_reads += n
-        log(f"[M::mem_process_seqs] Processed {n} reads in {time.time() - t1:.3f} real sec", verbose)
-        states = []
-        t1 = time.time()
+    resc = ThreadPoolExecutor(1, thread_name_prefix="g3align-rescue")
+    try:
+        for (prep, end) in ahead(lambda it: (aligner.prepare(it[0]), it[1]), prefetch(parts)):
+            if prep[0].n:
+                states.append(aligner.pe_regions_of(prep))
+            if not end:
+                continue
+            n = sum(s[0].n for s in states)
+            bases = sum(s[0].bases for s in states)
+            log(f"[M::process] read {n} sequences ({bases} bp)...", verbose)
+            if states:
+                p = pes if pes is not None else aligner.pe_stat(states, log=lambda m: log(m, verbose))
+                fut = resc.submit(aligner.pe_rescue, states[0], p)
+                for i, st in enumerate(states):
+                    sw = fut.result()
+                    if i + 1 < len(states):
+                        fut = resc.submit(aligner.pe_rescue, states[i + 1], p)
+                    sink.write_sam_bytes(aligner.pe_sam(st, p, sw))
+            n_reads += n
+            log(f"[M::mem_process_seqs] Processed {n} reads in {time.time() - t1:.3f} real sec", verbose)
+            states = []
+            t1 = time.time()
+    finally:
+        resc.shutdown(wait=True, cancel_futures=True)
     return n_reads, time.time() - t0
 
 
 def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
+    """Single-end: a reader thread parses ahead, a second thread prepares the next batch (the GPU stages)
+    while this one computes the current batch's regions and SAM records."""
     n_reads = 0
     t0 = time.time()
-    for batch in prefetch(batches):
-        t1 = time.time()
-        sam = aligner.align_batch_se(batch)
+    t1 = time.time()
+    for prep in ahead(aligner.prepare, prefetch(batches)):
+        sam = aligner.finish_se(prep)
         sink.write_sam_bytes(sam)
-        n_reads += batch.n
-        log(f"[M::mem_process_seqs] Processed {batch.n} reads in {time.time() - t1:.3f} real sec", verbose)
+        n_reads += prep[0].n
+        log(f"[M::mem_process_seqs] Processed {prep[0].n} reads in {time.time() - t1:.3f} real sec", verbose)
+        t1 = time.time()
     return n_reads, time.time() - t0
