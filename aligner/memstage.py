@@ -315,3 +315,126 @@ def _rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_byt
       (seq_d, seq_off_d, pac_d, np.int64(l_pac), cp.asarray(ext_params(opt)), cp.asarray(mat.astype(np.int8)),
        order, np.int64(n), mate, wrb, wre, wrev, wx, bl_off, ws, np.int32(nmax), bl, R))
     return cp.asnumpy(R) if to_host else R
+
+
+# ------------------------------------------------------------------------------------------------
+# chaining on the GPU (kernels/memchain.cu; chain_range is its CPU twin)
+# ------------------------------------------------------------------------------------------------
+
+def chain_params(opt) -> np.ndarray:
+    """The int32 scalars kernels/memchain.cu reads (CP_* order)."""
+    return np.array([opt.w, opt.max_chain_gap, opt.min_chain_weight, opt.min_seed_len,
+                     min(opt.max_chain_extend, 2**31 - 1), opt.a, opt.o_del, opt.e_del, opt.o_ins, opt.e_ins],
+                    np.int32)
+
+
+def chain_scratch_words(n_seeds):
+    """int32 scratch words per read of memchain.cu's chain_kernel (its chain_scratch_words)."""
+    nodes = np.maximum(4, n_seeds // 4 + 4)
+    return 17 * n_seeds + 8 + 21 * nodes
+
+
+@nb.njit(cache=True, nogil=True)
+def chain_reads(idx, offsets, l_pac, pac, seq, seq_off, opt, mat, s_off, s_rbeg, s_qbeg, s_len, s_rid,
+                s_score, sl_rid, sl_r0, sl_r1, sl_n, sl_seed, n_ch, n_cs):
+    """chain_range for the reads idx (the ones chain_kernel leaves to the CPU), written into the kernel's
+    per-read slot arrays (host copies) and s_score."""
+    for i in idx:
+        sc, nch, rid, r0, r1, chn, chs = chain_range(offsets, l_pac, pac, seq, seq_off, i, i + 1, opt, mat, s_off,
+                                                     s_rbeg, s_qbeg, s_len, s_rid)
+        a = s_off[i]
+        s_score[a:s_off[i + 1]] = sc
+        m = rid.shape[0]
+        sl_rid[a:a + m] = rid
+        sl_r0[a:a + m] = r0
+        sl_r1[a:a + m] = r1
+        sl_n[a:a + m] = chn
+        sl_seed[a:a + chs.shape[0]] = chs
+        n_ch[i] = m
+        n_cs[i] = chs.shape[0]
+
+
+def chain_gpu(opt, mat, offsets, l_pac, pac, seq, seq_off, seq_off_d, seeds_d, read_base: int = 0,
+              block: int = 64):
+    """Chains of a batch's reads on the GPU (kernels/memchain.cu) from device seeds
+    (s_rbeg, s_qbeg, s_len, s_rid, s_off). Reads that need mem_flt_chained_seeds (long reads) are chained
+    by the CPU twin (chain_reads; seq/seq_off: the reads on the host). Returns the host part of `pre`
+    (s_score, c_off, ch_rid, cs_off, ch_seed) and the extension jobs as device arrays (j_read counts from
+    read_base), the same as chain_range + assemble."""
+    import cupy as cp
+    from g3align.kernels.loader import get_module
+
+    s_rbeg, s_qbeg, s_len, s_rid, s_off = seeds_d
+    n = int(s_off.shape[0]) - 1
+    tot = int(s_off[-1]) if n > 0 else 0
+    mod = get_module("memchain")
+    scr_off = cp.zeros(n + 1, cp.int64)
+    cp.cumsum(chain_scratch_words(cp.diff(s_off)), out=scr_off[1:])
+    scr = cp.empty(int(scr_off[-1]) if n > 0 else 0, cp.int32)
+    sl = [cp.empty(tot, cp.int64) for _ in range(5)]  # rid, r0, r1, n, seed
+    n_ch = cp.empty(n, cp.int64)
+    n_cs = cp.empty(n, cp.int64)
+    cpu = cp.empty(n, cp.int32)
+    ctg = cp.asarray(np.asarray(offsets, np.int64))
+    grid = ((n + block - 1) // block,)
+    if n > 0:
+        mod.get_function("chain_kernel")(
+            grid, (block,), (seq_off_d, s_off, s_rbeg, s_qbeg, s_len, s_rid, ctg, np.int64(ctg.shape[0] - 1),
+                             np.int64(l_pac), cp.asarray(chain_params(opt)), np.float32(opt.mask_level),
+                             np.float32(opt.drop_ratio), np.int64(n), scr_off, scr, *sl, n_ch, n_cs, cpu))
+    del scr
+    s_score = cp.asnumpy(s_len)
+    idx = np.nonzero(cp.asnumpy(cpu))[0].astype(np.int64)
+    if idx.shape[0]:  # long reads: the CPU twin, patched into the slot arrays
+        h = [cp.asnumpy(a) for a in (s_off, s_rbeg, s_qbeg, s_len, s_rid)]
+        hs = [cp.asnumpy(a) for a in sl]
+        hn = [cp.asnumpy(n_ch), cp.asnumpy(n_cs)]
+        chain_reads(idx, np.asarray(offsets, np.int64), np.int64(l_pac), pac, seq, seq_off, opt, mat, *h, s_score,
+                    *hs, *hn)
+        sl = [cp.asarray(a) for a in hs]
+        n_ch, n_cs = (cp.asarray(a) for a in hn)
+    c_off = cp.zeros(n + 1, cp.int64)
+    g_off = cp.zeros(n + 1, cp.int64)
+    if n > 0:
+        cp.cumsum(n_ch, out=c_off[1:])
+        cp.cumsum(n_cs, out=g_off[1:])
+    nc, ng = (int(v) for v in cp.asnumpy(cp.stack([c_off[-1], g_off[-1]])))
+    ch_rid = cp.empty(nc, cp.int64)
+    cs_off = cp.empty(nc + 1, cp.int64)
+    ch_seed = cp.empty(ng, cp.int64)
+    jobs = tuple(cp.empty(ng, cp.int64) for _ in range(6))
+    if n > 0:
+        mod.get_function("chain_compact_kernel")(
+            grid, (block,), (s_off, s_rbeg, s_qbeg, s_len, c_off, g_off, np.int64(n), np.int64(read_base), *sl,
+                             ch_rid, cs_off, ch_seed, *jobs))
+    cs_off[nc] = ng
+    host = (s_score, cp.asnumpy(c_off), cp.asnumpy(ch_rid), cp.asnumpy(cs_off), cp.asnumpy(ch_seed))
+    return host, jobs
+
+
+def _rebased(offs):
+    """Concatenate CSR offset arrays (each starting at 0) into one."""
+    out = [offs[0]]
+    for o in offs[1:]:
+        out.append(o[1:] + out[-1][-1])
+    return np.concatenate(out) if len(out) > 1 else out[0]
+
+
+def join_pieces(got):
+    """The GPU path's `pre` (list, X still None) and device jobs from the pieces a batch was seeded and
+    chained in (one piece, or several after an out-of-memory split): each piece is
+    ([s_off, s_rbeg, s_qbeg, s_len], (s_score, c_off, ch_rid, cs_off, ch_seed), fr, jobs)."""
+    if len(got) == 1:
+        (s_off, s_rbeg, s_qbeg, s_len), (s_score, c_off, ch_rid, cs_off, ch_seed), fr, jobs = got[0]
+    else:
+        import cupy as cp
+
+        cat = np.concatenate
+        s_off = _rebased([g[0][0] for g in got])
+        s_rbeg, s_qbeg, s_len = (cat([g[0][f] for g in got]) for f in (1, 2, 3))
+        s_score, ch_rid, ch_seed = (cat([g[1][f] for g in got]) for f in (0, 2, 4))
+        c_off = _rebased([g[1][1] for g in got])
+        cs_off = _rebased([g[1][3] for g in got])
+        fr = cat([g[2] for g in got])
+        jobs = tuple(cp.concatenate([g[3][f] for g in got]) for f in range(6))
+    return [s_off, s_rbeg, s_qbeg, s_len, s_score, c_off, ch_rid, cs_off, ch_seed, None, fr], jobs

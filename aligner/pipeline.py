@@ -9,9 +9,7 @@ concatenated in read order, so the bytes never depend on -t or -K.
 """
 from __future__ import annotations
 
-import queue
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -21,11 +19,13 @@ from g3align.aligner.extend import NF
 from g3align.aligner.memstage import (
     assemble,
     assemble_rescue,
+    chain_gpu,
     chain_range,
     empty_pre,
     ext_jobs_cpu,
     ext_jobs_gpu,
     gpu_halving,
+    join_pieces,
     rep_len_csr,
     rep_len_gpu,
     rescue_sw_cpu,
@@ -33,6 +33,7 @@ from g3align.aligner.memstage import (
 )
 from g3align.aligner.options import score_matrix
 from g3align.aligner.pair import pestat, regions_range, rescue_jobs_range, sam_pe_range
+from g3align.aligner.reads import prefetch
 
 
 def _bytes_csr(strings):
@@ -91,47 +92,51 @@ class MemAligner:
         p = self.params
         st = self.stage_times
         t = time.perf_counter()
+        n = batch.n
         if self._fm_dev is not None:
             import cupy as cp
             from g3align.aligner.smem_gpu import collect_intv_batch_gpu, seed_pos_batch_gpu
             seq_d = cp.asarray(batch.seq)
             off_d = cp.asarray(seq_off)
             dev = (seq_d, off_d)
+            ts = [0.0, 0.0]
 
-            def seed_reads(a, b):  # reads [a, b): (fr, s_rbeg, s_qbeg, s_len, s_rid, s_off) on the host
+            def seed_chain(a, b):  # reads [a, b): seeds and chains on the GPU -> host `pre` parts, device jobs
+                t0 = time.perf_counter()
                 sd = seq_d[int(seq_off[a]):int(seq_off[b])]
                 od = off_d[a:b + 1] - off_d[a]
                 mb, me, mk, ms, ioff = collect_intv_batch_gpu(self._fm_dev, sd, od, p)
                 fr = cp.asnumpy(rep_len_gpu(mb, me, ms, ioff, p.max_occ))
-                return (fr,) + seed_pos_batch_gpu(self._fm_dev, self.offsets, mb, me, mk, ms, ioff, p.max_occ,
-                                                  to_host=True)
-            got = gpu_halving(seed_reads, batch.n)
-            if len(got) == 1:
-                fr, seeds = got[0][0], got[0][1:]
-            else:  # out of GPU memory: the reads were seeded in pieces
-                fr = np.concatenate([g[0] for g in got])
-                seeds = [np.concatenate([g[f] for g in got]) for f in range(1, 5)]
-                s_off = np.zeros(batch.n + 1, np.int64)
-                np.cumsum(np.concatenate([np.diff(g[5]) for g in got]), out=s_off[1:])
-                seeds.append(s_off)
+                seeds = seed_pos_batch_gpu(self._fm_dev, self.offsets, mb, me, mk, ms, ioff, p.max_occ)
+                del mb, me, mk, ms, ioff
+                h_seeds = [cp.asnumpy(x) for x in (seeds[4], seeds[0], seeds[1], seeds[2])]
+                t1 = time.perf_counter()
+                so = seq_off[a:b + 1] - seq_off[a]
+                ch, jobs = chain_gpu(p, self.mat, self.offsets, self.l_pac, self.pac,
+                                     batch.seq[int(seq_off[a]):int(seq_off[b])], so, od, seeds, read_base=a)
+                ts[0] += t1 - t0
+                ts[1] += time.perf_counter() - t1
+                return h_seeds, ch, fr, jobs
+            got = gpu_halving(seed_chain, n)
+            pre, jobs = join_pieces(got)
+            st["seeding"] = st.get("seeding", 0.0) + ts[0]
+            st["chaining"] = st.get("chaining", 0.0) + ts[1]
+            t = time.perf_counter()
+            pre[9] = ext_jobs_gpu(p, self.mat, self._pac_dev, self.l_pac, seq_d, off_d, jobs)
         else:
             from g3align.aligner.smem_gpu import collect_intv_batch_cpu, seed_pos_batch_cpu
             mb, me, mk, ms, ioff = collect_intv_batch_cpu(self.fm, batch.seq, seq_off, p)
             fr = rep_len_csr(mb, me, ms, ioff, p.max_occ)
             seeds = seed_pos_batch_cpu(self.fm, self.offsets, mb, me, mk, ms, ioff, p.max_occ)
-        s_rbeg, s_qbeg, s_len, s_rid, s_off = (np.ascontiguousarray(a) for a in seeds)
-        t = _lap(st, "seeding", t)
-        n = batch.n
+            s_rbeg, s_qbeg, s_len, s_rid, s_off = (np.ascontiguousarray(a) for a in seeds)
+            t = _lap(st, "seeding", t)
 
-        def chains(r):
-            return chain_range(self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1], p, self.mat,
-                               s_off, s_rbeg, s_qbeg, s_len, s_rid)
-        parts = self._map(chains, self._ranges(seq_off, n))
-        pre, jobs = assemble(n, s_off, s_rbeg, s_qbeg, s_len, parts, fr)
-        t = _lap(st, "chaining", t)
-        if self._fm_dev is not None:
-            pre[9] = ext_jobs_gpu(p, self.mat, self._pac_dev, self.l_pac, seq_d, off_d, jobs)
-        else:
+            def chains(r):
+                return chain_range(self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1], p, self.mat,
+                                   s_off, s_rbeg, s_qbeg, s_len, s_rid)
+            parts = self._map(chains, self._ranges(seq_off, n))
+            pre, jobs = assemble(n, s_off, s_rbeg, s_qbeg, s_len, parts, fr)
+            t = _lap(st, "chaining", t)
             pre[9] = ext_jobs_cpu(p, self.mat, self.l_pac, self.pac, batch.seq, seq_off, jobs, self._map,
                                   8 * self.n_threads)
         _lap(st, "extension", t)
@@ -337,43 +342,6 @@ SE_STAGED_CHUNK = 10_000_000
 def se_chunk(aligner: MemAligner, chunk: int) -> int:
     """Batch size (bases) for single-end input: -K, or SE_STAGED_CHUNK on the staged path."""
     return min(chunk, SE_STAGED_CHUNK) if aligner.staged else chunk
-
-
-def prefetch(batches, depth: int = 2):
-    """Iterate `batches` in a background thread, up to `depth` items ahead, so reading and parsing the
-    next batch overlaps aligning the current one. An exception of the producer (e.g. ReadFormatError)
-    is raised here at the point of the stream where it happened; items are never reordered."""
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    end = object()
-
-    def produce():
-        try:
-            for b in batches:
-                while not stop.is_set():
-                    try:
-                        q.put((b, None), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            q.put((end, None))
-        except BaseException as e:  # handed to the consumer
-            q.put((end, e))
-
-    th = threading.Thread(target=produce, name="g3align-reader", daemon=True)
-    th.start()
-    try:
-        while True:
-            b, err = q.get()
-            if b is end:
-                if err is not None:
-                    raise err
-                return
-            yield b
-    finally:
-        stop.set()
 
 
 def ahead(fn, items, depth: int = 1):

@@ -28,11 +28,17 @@ one gather, one decode and one split. Python never loops over the characters of 
 """
 from __future__ import annotations
 
+import copy
 import gzip
 import io
+import os
+import queue
 import sys
+import threading
 import zlib
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -53,6 +59,17 @@ del _i
 
 DEFAULT_CHUNK_SIZE = 10_000_000      # bwa mem: opt->chunk_size * n_threads, overridden by -K
 DEFAULT_BLOCK_SIZE = 1 << 22         # bytes read (and parsed) at a time
+PARSE_THREADS = min(4, os.cpu_count() or 1)  # FASTQ blocks parsed at once (shared by all open files)
+PARSE_AHEAD = 2 * PARSE_THREADS      # blocks in flight per file
+_POOL: list = []
+_POOL_LOCK = threading.Lock()
+
+
+def _parse_pool() -> ThreadPoolExecutor:
+    with _POOL_LOCK:
+        if not _POOL:
+            _POOL.append(ThreadPoolExecutor(PARSE_THREADS, thread_name_prefix="g3align-parse"))
+        return _POOL[0]
 
 _NL, _CR, _AT, _GT, _PLUS = 10, 13, ord("@"), ord(">"), ord("+")
 
@@ -459,6 +476,9 @@ def _pieces(fh: BinaryIO, p: _Parser, block_size: int) -> Iterator[ReadBatch]:
 
 
 def _fastq_pieces(fh: BinaryIO, p: _Parser, carry: bytes, block_size: int) -> Iterator[ReadBatch]:
+    """Blocks of whole records are parsed on the parse pool (up to PARSE_AHEAD at a time; the parsing
+    kernels release the GIL) and yielded in file order; a block's error is raised when its turn comes."""
+    pending: deque = deque()
     while True:
         data = fh.read(block_size)
         if not data:
@@ -473,8 +493,15 @@ def _fastq_pieces(fh: BinaryIO, p: _Parser, carry: bytes, block_size: int) -> It
         n_full = (len(nl) // 4) * 4
         if n_full:
             cut = int(nl[n_full - 1]) + 1
-            yield p.fastq(carry, arr, nl[:n_full])
+            q = copy.copy(p)  # the block's parser state; p moves on to the next block at once
+            p.n_rec += n_full // 4
+            p.n_line += n_full
+            pending.append(_parse_pool().submit(q.fastq, carry, arr, nl[:n_full]))
             carry = carry[cut:]
+        while pending and (len(pending) > PARSE_AHEAD or pending[0].done()):
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
     # end of file: keep only the trailing blank lines that complete the last record
     lines = carry.split(b"\n")
     if lines and lines[-1] == b"":
@@ -582,7 +609,9 @@ def _pair_pieces(path1: str, path2: str, block_size: int, trim_readno: bool
     """Lockstep pieces of two files, as *interleaved* batches (r1, r2, r1, r2, ...).
 
     When one file has fewer records the extra records of the other are dropped with bwa's warning."""
-    it1, it2 = iter_pieces(path1, block_size, trim_readno), iter_pieces(path2, block_size, trim_readno)
+    # each file is parsed in its own thread (the parsing kernels release the GIL), a few pieces ahead
+    it1 = prefetch(iter_pieces(path1, block_size, trim_readno))
+    it2 = prefetch(iter_pieces(path2, block_size, trim_readno))
     q1: list[ReadBatch] = []
     q2: list[ReadBatch] = []
     n1 = n2 = 0
@@ -737,3 +766,40 @@ __all__ = [
     "read_batches",
     "read_pair_batches",
 ]
+
+
+def prefetch(batches, depth: int = 2):
+    """Iterate `batches` in a background thread, up to `depth` items ahead, so reading and parsing the
+    next batch overlaps aligning the current one. An exception of the producer (e.g. ReadFormatError)
+    is raised here at the point of the stream where it happened; items are never reordered."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def produce():
+        try:
+            for b in batches:
+                while not stop.is_set():
+                    try:
+                        q.put((b, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put((end, None))
+        except BaseException as e:  # handed to the consumer
+            q.put((end, e))
+
+    th = threading.Thread(target=produce, name="g3align-reader", daemon=True)
+    th.start()
+    try:
+        while True:
+            b, err = q.get()
+            if b is end:
+                if err is not None:
+                    raise err
+                return
+            yield b
+    finally:
+        stop.set()

@@ -107,11 +107,21 @@ def main():
     res = {}
     devs = a.devices.split(",")
     for dev in devs:
+        pool = None
+        if dev == "gpu":
+            import cupy as cp
+            pool = cp.get_default_memory_pool()
+            used0 = pool.used_bytes()
         al = MemAligner(ref, fm, opt, device=dev)
-        # warm-up: compile numba kernels / NVRTC module on a small batch (not timed)
-        warm = next(read_batches(f1, chunk_size=20000))
+        if pool is not None:
+            idx_b = pool.used_bytes() - used0
+            rows.append(("GPU memory: chr20 index on the device (FM + SA + pac)", f"{idx_b / 2**30:.2f} GiB",
+                         f"{idx_b / ref.l_pac:.2f} B/bp -> {idx_b / ref.l_pac * 3.1e9 / 2**30:.1f} GiB at 3.1 Gbp"))
+        # warm-up: compile numba kernels / NVRTC modules, and CuPy's kernels for batch-sized arrays, on
+        # a 3-Mbase batch (not timed)
+        warm = next(read_batches(f1, chunk_size=3_000_000))
         al.align_batch_se(warm)
-        wp = next(read_pair_batches(f1, f2, chunk_size=20000))
+        wp = next(read_pair_batches(f1, f2, chunk_size=3_000_000))
         al.align_batch_pe(wp)
         al.stage_times.clear()
         for mode in ("se", "pe"):
@@ -125,6 +135,9 @@ def main():
                 n = 2 * a.pairs
             out = sink.parts
             dt = time.time() - t
+            if pool is not None:  # the pool keeps freed blocks: its size is the run's high-water mark
+                rows.append((f"GPU memory pool after the {mode.upper()} run (index + batches in flight)",
+                             f"{pool.total_bytes() / 2**30:.2f} GiB", ""))
             res[(dev, mode)] = (b"".join(out), dt, n)
             log(f"{dev} {mode}: {n} reads in {dt:.2f} s ({n / dt:,.0f} reads/s)")
             if al.stage_times:

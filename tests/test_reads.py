@@ -332,6 +332,20 @@ def test_error_line_numbers_after_blocks(tmp_path):
             list(iter_pieces(p, block_size=bs))
 
 
+def test_parallel_blocks_keep_order_and_raise_in_turn(tmp_path):
+    # FASTQ blocks are parsed on a thread pool: pieces still come in file order with the right first_id,
+    # and a bad block raises only after every block before it was yielded
+    text = "".join(f"@r{i}\n{'ACGT'[i % 4] * (1 + i % 37)}\n+\n{'I' * (1 + i % 37)}\n" for i in range(3000))
+    p = write(tmp_path, "o.fq", text + "@bad\nACGT\n+\nIII\n" + GOOD * 50)
+    got = []
+    with pytest.raises(ReadFormatError, match=r"record 3001 \(line 12004\)"):
+        for b in iter_pieces(p, block_size=997):
+            assert b.first_id == sum(x.n for x in got)
+            got.append(b)
+    recs = as_records(ReadBatch.concat(got))  # every block before the bad record's block, in order
+    assert len(recs) > 2900 and [r[0] for r in recs] == [f"r{i}" for i in range(len(recs))]
+
+
 # --------------------------------------------------------------------------------------------------
 # Chunking
 
