@@ -351,21 +351,27 @@ def ahead(fn, items, depth: int = 1):
     return prefetch((fn(x) for x in items), depth)
 
 
+PE_AHEAD = 2  # parts whose regions are computed ahead of the consumer (run_mem_pe)
+
+
 def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
     """Paired-end: `parts` yields (part, end_of_batch) as reads.read_pair_batch_parts does (a whole -K
     batch is (batch, True)). A reader thread parses ahead; a second thread prepares the next part (seeds,
-    chains, extensions: the GPU stages) while this one computes the current part's regions. Insert-size
-    statistics once the -K batch is complete; then pairing part by part, the next part's mate rescue
-    (GPU) overlapping this part's pairing and SAM records."""
+    chains, extensions: the GPU stages) while a third computes the regions of the part before it on the
+    CPU threads (regions do not depend on the rest of the batch), so the next -K batch is under way while
+    this thread pairs the current one. Insert-size statistics once a -K batch is complete; then pairing
+    part by part, the next part's mate rescue (GPU) overlapping this part's pairing and SAM records."""
     n_reads = 0
     t0 = time.time()
     states = []
     t1 = time.time()
     resc = ThreadPoolExecutor(1, thread_name_prefix="g3align-rescue")
     try:
-        for (prep, end) in ahead(lambda it: (aligner.prepare(it[0]), it[1]), prefetch(parts)):
-            if prep[0].n:
-                states.append(aligner.pe_regions_of(prep))
+        preps = ahead(lambda it: (aligner.prepare(it[0]) if it[0].n else None, it[1]), prefetch(parts))
+        for (state, end) in ahead(lambda it: (aligner.pe_regions_of(it[0]) if it[0] is not None else None, it[1]),
+                                  preps, depth=PE_AHEAD):
+            if state is not None:
+                states.append(state)
             if not end:
                 continue
             n = sum(s[0].n for s in states)

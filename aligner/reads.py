@@ -182,15 +182,14 @@ def interleave(b1: ReadBatch, b2: ReadBatch) -> ReadBatch:
     d1, d2 = np.ascontiguousarray(off[0:-1:2]), np.ascontiguousarray(off[1::2])
     s1, s2 = b1.seq_off[:-1] - b1.seq_off[0], b2.seq_off[:-1] - b2.seq_off[0]
     seq = np.empty(int(off[-1]), np.uint8)
-    _gather(b1.seq, s1, l1, d1, seq, -1)
-    _gather(b2.seq, s2, l2, d2, seq, -1)
     has_qual = b1.has_qual and b2.has_qual
+    qual = np.empty(int(off[-1]), np.uint8) if has_qual else np.zeros(0, np.uint8)
+    jobs = [(b1.seq, s1, l1, d1, seq), (b2.seq, s2, l2, d2, seq)]
     if has_qual:
-        qual = np.empty(int(off[-1]), np.uint8)
-        _gather(b1.qual, s1, l1, d1, qual, -1)
-        _gather(b2.qual, s2, l2, d2, qual, -1)
-    else:
-        qual = np.zeros(0, np.uint8)
+        jobs += [(b1.qual, s1, l1, d1, qual), (b2.qual, s2, l2, d2, qual)]
+    # disjoint destinations: the copies run at once on the parse pool (the kernel releases the GIL)
+    for f in [_parse_pool().submit(_gather, *j, -1) for j in jobs]:
+        f.result()
     names = [None] * (2 * n)
     names[0::2], names[1::2] = b1.names, b2.names
     comments = [None] * (2 * n)

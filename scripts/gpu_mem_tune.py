@@ -12,14 +12,25 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import Future
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from g3align.aligner import pipeline as pl  # noqa: E402
+from g3align.aligner import reads  # noqa: E402
 from g3align.aligner.options import MemOpt  # noqa: E402
 from g3align.aligner.reads import read_batches, read_pair_batch_parts, read_pair_batches  # noqa: E402
 from g3align.index.fasta import read_fasta  # noqa: E402
 from g3align.index.fm import build_fm  # noqa: E402
 from gpu_check import _ListSink, simulate_pairs, write_fastq  # noqa: E402
+
+
+class _Inline:
+    """An executor that runs each job at once in the caller's thread (parsing without the pool)."""
+
+    def submit(self, fn, *a):
+        f = Future()
+        f.set_result(fn(*a))
+        return f
 
 
 def main():
@@ -30,6 +41,7 @@ def main():
     ap.add_argument("--se-chunks", default="2500000,5000000,10000000,20000000")
     ap.add_argument("--pe-parts", default="5000000,10000000,20000000")
     ap.add_argument("--threads", default=str(os.cpu_count()))
+    ap.add_argument("--parse", default="pool,inline", help="FASTQ block parsing: on the pool and/or inline")
     a = ap.parse_args()
     work = os.path.join(a.out, "tune")
     os.makedirs(work, exist_ok=True)
@@ -41,19 +53,24 @@ def main():
     f1, f2 = os.path.join(work, "r1.fq"), os.path.join(work, "r2.fq")
     write_fastq(f1, r1, 1)
     write_fastq(f2, r2, 2)
-    for _rep in range(2):  # parsing alone (the reader threads' share of the wall time)
-        t = time.time()
-        n = sum(b.n for b in read_batches(f1, chunk_size=10_000_000))
-        t1 = time.time()
-        m = sum(b.n for b, _ in read_pair_batch_parts(f1, f2, chunk_size=160_000_000, part_bases=20_000_000))
-        print(f"parse only: SE {n} reads {t1 - t:.2f} s, PE {m} reads {time.time() - t1:.2f} s", flush=True)
+    inline = {"pool": reads._parse_pool, "inline": lambda: _Inline()}
+    for mode in a.parse.split(","):  # parsing alone (the reader threads' share of the wall time)
+        reads._parse_pool = inline[mode]
+        for _rep in range(2):
+            t = time.time()
+            n = sum(b.n for b in read_batches(f1, chunk_size=10_000_000))
+            t1 = time.time()
+            m = sum(b.n for b, _ in read_pair_batch_parts(f1, f2, chunk_size=160_000_000, part_bases=20_000_000))
+            print(f"parse only ({mode}): SE {n} reads {t1 - t:.2f} s, PE {m} reads {time.time() - t1:.2f} s",
+                  flush=True)
     ref_out = {}
-    for nt in (int(x) for x in a.threads.split(",")):
+    for nt, mode in ((int(x), m) for x in a.threads.split(",") for m in a.parse.split(",")):
+        reads._parse_pool = inline[mode]
         opt = MemOpt()
         opt.n_threads = nt
         al = pl.MemAligner(ref, fm, opt, device="gpu")
-        al.align_batch_se(next(read_batches(f1, chunk_size=20000)))
-        al.align_batch_pe(next(read_pair_batches(f1, f2, chunk_size=20000)))
+        al.align_batch_se(next(read_batches(f1, chunk_size=3_000_000)))
+        al.align_batch_pe(next(read_pair_batches(f1, f2, chunk_size=3_000_000)))
         for ch in (int(x) for x in a.se_chunks.split(",")):
             al.stage_times.clear()
             sink = _ListSink()
@@ -63,7 +80,7 @@ def main():
             out = b"".join(sink.parts)
             same = ref_out.setdefault("se", out) == out
             st = ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in al.stage_times.items())
-            print(f"threads {nt} SE chunk {ch}: {dt:.2f} s same={same} | {st}", flush=True)
+            print(f"threads {nt} parse {mode} SE chunk {ch}: {dt:.2f} s same={same} | {st}", flush=True)
         for part in (int(x) for x in a.pe_parts.split(",")):
             al.stage_times.clear()
             sink = _ListSink()
@@ -74,7 +91,7 @@ def main():
             out = b"".join(sink.parts)
             same = ref_out.setdefault("pe", out) == out
             st = ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in al.stage_times.items())
-            print(f"threads {nt} PE part {part}: {dt:.2f} s same={same} | {st}", flush=True)
+            print(f"threads {nt} parse {mode} PE part {part}: {dt:.2f} s same={same} | {st}", flush=True)
 
 
 if __name__ == "__main__":
