@@ -9,7 +9,9 @@ concatenated in read order, so the bytes never depend on -t or -K.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -75,6 +77,7 @@ class MemAligner:
         self.staged = staged or device == "gpu"
         self._fm_dev = None
         self._pac_dev = None
+        self._tls = threading.local()
         if device == "gpu":
             import cupy as cp
             from g3align.aligner.smem_gpu import fm_to_device
@@ -82,6 +85,19 @@ class MemAligner:
             self._pac_dev = cp.asarray(self.pac)
 
     _NO_IV = (np.zeros(0, np.int64),) * 5
+
+    def _gpu_stream(self):
+        """The calling thread's own non-blocking CUDA stream (a context), so the GPU stages that run in
+        different pipeline threads (next part's seeding/extension, this part's mate rescue) overlap on
+        the device instead of queueing on the legacy default stream. Each stage ends by copying its
+        result to the host, which synchronises its stream before another thread uses its arrays."""
+        if self._fm_dev is None:
+            return contextlib.nullcontext()
+        st = getattr(self._tls, "stream", None)
+        if st is None:
+            import cupy as cp
+            st = self._tls.stream = cp.cuda.Stream(non_blocking=True)
+        return st
 
     def _pre(self, batch, seq_off):
         """Staged batch state (memstage.py) for the GPU path or its CPU twin, empty_pre() otherwise; and the
@@ -93,6 +109,11 @@ class MemAligner:
         st = self.stage_times
         t = time.perf_counter()
         n = batch.n
+        with self._gpu_stream():
+            return self._pre_staged(batch, seq_off, p, st, t, n)
+
+    def _pre_staged(self, batch, seq_off, p, st, t, n):
+        dev = None
         if self._fm_dev is not None:
             import cupy as cp
             from g3align.aligner.smem_gpu import collect_intv_batch_gpu, seed_pos_batch_gpu
@@ -161,7 +182,8 @@ class MemAligner:
         sw_off, key, jb = assemble_rescue(batch.n // 2, self._map(jobs, pair_ranges))
         if dev is not None and p.o_ins > 0:
             seq_d, off_d = dev
-            res = rescue_sw_gpu(p, self.mat, self._pac_dev, self.l_pac, seq_d, off_d, jb)
+            with self._gpu_stream():
+                res = rescue_sw_gpu(p, self.mat, self._pac_dev, self.l_pac, seq_d, off_d, jb)
         else:
             res = rescue_sw_cpu(p, self.mat, self.l_pac, self.pac, batch.seq, seq_off, jb, self._map,
                                 8 * self.n_threads)
