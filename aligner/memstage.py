@@ -4,8 +4,9 @@ The per-read CPU kernel (core.align1_core) seeds, chains and extends one read at
 batch goes through stages instead, each over the whole batch:
 
     seeds     collect_intv + seed positions (kernels/smem.cu) and rep_len (kernels/memext.cu)
-    chains    chain_range (CPU, numba nogil, read ranges on threads): chains, chain filter,
-              flt_chained_seeds and each chain's reference window
+    chains    chains, chain filter, flt_chained_seeds and each chain's reference window: on the GPU
+              kernels/memchain.cu (chain_gpu; reads that need flt_chained_seeds' SW go to the CPU), with
+              chain_range (numba nogil, read ranges on threads) as its twin
     extension every seed of every kept chain extended (left, then right from the left score) as one
               job: kernels/memext.cu (one thread per job) or ext_jobs_range, its numba twin
     regions   core.align1_from_chains: bwa's chain2aln decisions (which seeds are covered by earlier

@@ -218,18 +218,8 @@ def test_host_chain_kernel_many_seeds(rep, lib, name):
     np.testing.assert_array_equal(j2[0], want[1][0] + 1000)
 
 
-def test_nvcc_compiles(tmp_path):
-    if shutil.which("nvcc") is None:
-        pytest.skip("nvcc not on PATH")
-    r = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-std=c++17", str(CU), "-o",
-                        str(tmp_path / "memchain.cubin")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert "warning" not in r.stderr.lower(), r.stderr
-    for k in ("chain_kernel", "chain_compact_kernel"):
-        assert f"Function properties for {k}" in r.stderr, r.stderr
-    n_fun = r.stderr.count("Function properties for")
-    assert r.stderr.count(" 0 bytes spill stores") == n_fun, r.stderr
-
+def test_nvcc_compiles(nvcc_spill_free):
+    nvcc_spill_free(CU, ("chain_kernel", "chain_compact_kernel"))
 
 needs_gpu = pytest.mark.skipif(_gpu() is None, reason="no CuPy/GPU")
 

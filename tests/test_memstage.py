@@ -749,19 +749,8 @@ def test_rescue_lookup_falls_back(data):
 # 3. nvcc
 # ------------------------------------------------------------------------------------------------
 
-def test_nvcc_compiles(tmp_path):
-    if shutil.which("nvcc") is None:
-        pytest.skip("nvcc not on PATH")
-    r = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-std=c++17", str(CU), "-o",
-                        str(tmp_path / "memext.cubin")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert "warning" not in r.stderr.lower(), r.stderr
-    for k in ("mem_ext_kernel", "rep_len_kernel", "mem_sw_kernel"):
-        assert f"Function properties for {k}" in r.stderr, r.stderr
-    n_fun = r.stderr.count("Function properties for")  # every kernel of the file, spill-free
-    assert r.stderr.count(" 0 bytes spill stores") == n_fun, r.stderr
-    assert r.stderr.count(" 0 bytes spill loads") == n_fun, r.stderr
-
+def test_nvcc_compiles(nvcc_spill_free):
+    nvcc_spill_free(CU, ("mem_ext_kernel", "rep_len_kernel", "mem_sw_kernel"))
 
 # ------------------------------------------------------------------------------------------------
 # 4. GPU == CPU (skipped without a GPU)

@@ -1,0 +1,28 @@
+"""Shared test fixtures."""
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def nvcc_spill_free(tmp_path):
+    """check(cu, kernels=(), flags=()): compile a kernels/*.cu file with `nvcc -arch=sm_90 -cubin -Xptxas -v`
+    (no GPU needed; skipped without nvcc), assert no warnings, that every named kernel was built and that
+    every function of the file is free of register spills; returns the number of functions."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not on PATH")
+
+    def check(cu, kernels=(), flags=()):
+        r = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-std=c++17", *flags, str(cu), "-o",
+                            str(tmp_path / f"{Path(cu).stem}.cubin")], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert "warning" not in r.stderr.lower(), r.stderr
+        for k in kernels:
+            assert f"Function properties for {k}" in r.stderr, r.stderr
+        n_fun = r.stderr.count("Function properties for")
+        assert r.stderr.count(" 0 bytes spill stores") == n_fun, r.stderr
+        assert r.stderr.count(" 0 bytes spill loads") == n_fun, r.stderr
+        return n_fun
+    return check
