@@ -7,17 +7,27 @@ current device.  Modules are memoized per (device, name, defines), as cupyx does
 from __future__ import annotations
 
 import importlib.resources
+import re
 from pathlib import Path
 
 _CACHE: dict = {}
 
 
-def kernel_source(name: str) -> str:
-    """Text of kernels/<name>.cu."""
+def _read(fname: str) -> str:
     try:
-        return importlib.resources.files("g3align.kernels").joinpath(f"{name}.cu").read_text()
+        return importlib.resources.files("g3align.kernels").joinpath(fname).read_text()
     except (ModuleNotFoundError, FileNotFoundError, TypeError):
-        return (Path(__file__).parent / f"{name}.cu").read_text()
+        return (Path(__file__).parent / fname).read_text()
+
+
+# `#include "x.cuh"` of a header in kernels/: inlined here (NVRTC compiles a string and has no file of
+# it); nvcc and the host-C++ test builds resolve the same line next to the .cu file.
+_INCLUDE = re.compile(r'^#include "([A-Za-z0-9_]+\.cuh)"[ \t]*$', re.M)
+
+
+def kernel_source(name: str) -> str:
+    """Text of kernels/<name>.cu, its kernels/*.cuh includes inlined."""
+    return _INCLUDE.sub(lambda m: _read(m.group(1)), _read(f"{name}.cu"))
 
 
 def define_lines(defines: dict | None) -> str:

@@ -15,6 +15,8 @@
 //   ch_rid, cs_off, ch_seed and the extension job list (memext.cu mem_ext_kernel's j_* arrays).
 typedef long long i64;
 
+#include "bns.cuh"
+
 // CP (int32): w, max_chain_gap, min_chain_weight, min_seed_len, max_chain_extend, a, o_del, e_del, o_ins, e_ins
 #define CP_W 0
 #define CP_GAP 1
@@ -323,22 +325,6 @@ __device__ __forceinline__ i64 cal_max_gap(const int* P, i64 qlen) {
     int l = l_del > l_ins ? l_del : l_ins;
     l = l > 1 ? l : 1;
     return l < (P[CP_W] << 1) ? l : (P[CP_W] << 1);
-}
-
-__device__ i64 pos2rid(const i64* off, i64 n_ctg, i64 l_pac, i64 pos_f) {
-    if (pos_f >= l_pac) return -1;
-    i64 left = 0, mid = 0, right = n_ctg;
-    while (left < right) {
-        mid = (left + right) >> 1;
-        if (pos_f >= off[mid]) {
-            if (mid == n_ctg - 1) break;
-            if (pos_f < off[mid + 1]) break;
-            left = mid + 1;
-        } else {
-            right = mid;
-        }
-    }
-    return mid;
 }
 
 // mem_chain2aln's reference window of the chain with seeds sd[0:m], clipped like bns_fetch_seq

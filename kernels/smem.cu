@@ -484,22 +484,7 @@ extern "C" __global__ void compact_kernel(
 // occ_off is the exclusive scan of c_i (n_intv + 1 entries).
 // ------------------------------------------------------------------------------------------------
 
-// bwa's bns_pos2rid on the contig table offsets[0..n_ctg]
-__device__ __forceinline__ i64 pos2rid(const i64* off, i64 n_ctg, i64 l_pac, i64 pos_f) {
-    if (pos_f >= l_pac) return -1;
-    i64 left = 0, mid = 0, right = n_ctg;
-    while (left < right) {
-        mid = (left + right) >> 1;
-        if (pos_f >= off[mid]) {
-            if (mid == n_ctg - 1) break;
-            if (pos_f < off[mid + 1]) break;
-            left = mid + 1;
-        } else {
-            right = mid;
-        }
-    }
-    return mid;
-}
+#include "bns.cuh"
 
 __device__ __forceinline__ i64 intv2rid(const i64* off, i64 n_ctg, i64 l_pac, i64 rb, i64 re) {
     if (rb < l_pac && re > l_pac) return -2;

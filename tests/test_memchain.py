@@ -248,3 +248,11 @@ def test_gpu_chain(data, key, name):  # noqa: F811
 def test_gpu_chain_many_seeds(rep, name):
     got, want = _chain_gpu(rep, rep["rep"], OPTS[name])
     _check(got, want)
+
+
+def test_loader_inlines_headers():
+    """NVRTC gets one string: kernels/loader.py inlines `#include "x.cuh"` (here bns.cuh's pos2rid, shared with
+    smem.cu); nvcc and the host builds above resolve the same line next to the file."""
+    for name in ("memchain", "smem"):
+        src = loader.kernel_source(name)
+        assert '#include "' not in src and src.count("i64 pos2rid(") == 1
