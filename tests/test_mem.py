@@ -278,6 +278,40 @@ def test_interleaved_equals_two_files(lambda_index, tmp_path):
     assert records(a) == records(b)
 
 
+@pytest.mark.parametrize("mode", ["se", "pe"])
+def test_error_deep_in_input_through_pipeline_threads(lambda_index, tmp_path, mode):
+    """A bad record far into the input (many -K batches, FASTQ blocks parsed on the pool, batches prepared in
+    the pipeline's threads) ends the run with one error line naming file and record, a non-zero exit and no
+    traceback; the batches before it are written, nothing after it."""
+    reads = []
+    for i in (1, 2):  # 30 renamed copies of the lambda reads: several 4-MB parsing blocks
+        lines = gzip.decompress(open(os.path.join(DATA, f"lambda_R{i}.fq.gz"), "rb").read()).split(b"\n")[:-1]
+        out = []
+        for c in range(30):
+            for k in range(0, len(lines), 4):
+                out += [b"@c%d_%s" % (c, lines[k][1:]), *lines[k + 1:k + 4]]
+        reads.append(out)
+    r1, r2 = reads
+    bad = len(r1) // 4 - 300
+    f1, f2 = tmp_path / "r1.fq", tmp_path / "r2.fq"
+    f1.write_bytes(b"\n".join(r1) + b"\n")
+    broken = r2[:]
+    broken[4 * bad + 1] = broken[4 * bad + 1][:-1]  # sequence one base shorter than its quality
+    f2.write_bytes(b"\n".join(broken) + b"\n")
+    assert f2.stat().st_size > 16 << 20
+    files = [str(f2)] if mode == "se" else [str(f1), str(f2)]
+    p = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "mem", "-K", "20000", lambda_index, *files],
+                       capture_output=True, timeout=600)
+    err = p.stderr.decode()
+    assert p.returncode != 0 and "Traceback" not in err
+    line = [ln for ln in err.split("\n") if ln.startswith("[E::")]
+    assert len(line) == 1 and "r2.fq" in line[0] and f"record {bad + 1}" in line[0], err[-2000:]
+    names = [r.split("\t")[0].encode() for r in records(p.stdout)]
+    want = [r2[4 * k][1:].split()[0].split(b"/")[0] for k in range(bad)]
+    got = list(dict.fromkeys(names))  # read order, one entry per read
+    assert 10000 < len(got) < bad and got == want[:len(got)]  # whole batches before the bad record, in order
+
+
 @pytest.mark.parametrize("case", ["short_r2", "names", "odd_interleaved"])
 def test_bad_pairs(lambda_index, tmp_path, case):
     rec = "@{n}\nACGTACGTACGTACGTACGTACGTACGT\n+\nIIIIIIIIIIIIIIIIIIIIIIIIIIII\n"
