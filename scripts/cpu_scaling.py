@@ -29,6 +29,7 @@ def main():
     ap.add_argument("--pairs", type=int, default=200000)
     ap.add_argument("--out", default=".")
     ap.add_argument("--threads", default="1,2,4,8,16")
+    ap.add_argument("--prep-device", default="gpu", help="where the batch is prepared (cpu: the staged CPU twin)")
     a = ap.parse_args()
     work = os.path.join(a.out, "scaling")
     os.makedirs(work, exist_ok=True)
@@ -44,7 +45,7 @@ def main():
     pe = next(read_pair_batches(f1, f2, chunk_size=1 << 40))
     opt = MemOpt()
     opt.n_threads = 16
-    g = MemAligner(ref, fm, opt, device="gpu")
+    g = MemAligner(ref, fm, opt, device=a.prep_device, staged=True)
     g.align_batch_se(next(read_batches(f1, chunk_size=3_000_000)))
     prep_se = g.prepare(se)
     prep_pe = g.prepare(pe)
