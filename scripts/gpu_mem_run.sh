@@ -2,7 +2,8 @@
 # `g3align mem --device gpu` on the GPU box (issue 4): GPU tests of the staged mem path, then
 # scripts/gpu_check.py (chr20, simulated pairs: GPU SAM == CPU SAM, stage times, bwa mem -t 16 in the
 # same run).  Needs .devdata/human_GRCh37_chr20.fa.gz, .devdata/bwa and the pydivsufsort wheel in .whl/ (carry them).  Results under $OUT.
-#   PAIRS (default 500000), PYTEST_TIMEOUT, PYTEST_K (none | all (default) | a -k expression), CHECK=0 skips the check
+#   PAIRS (default 500000), PYTEST_TIMEOUT, PYTEST_K (none | all (default) | a -k expression), CHECK=0 skips the check,
+#   CLI=1 adds the CLI end-to-end runs; with .devdata/minimap2 carried, minimap2 -ax sr runs for context
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 mkdir -p /tmp/pkg/g3align && cp g3align/__init__.py /tmp/pkg/g3align/
@@ -16,5 +17,9 @@ if [ "${PYTEST_K:-all}" != "none" ]; then
         | tail -5 | tee "$OUT/pytest_mem.txt"
 fi
 [ "${CHECK:-1}" = 0 ] && exit 0
+EXTRA=()
+[ -x .devdata/minimap2 ] && EXTRA+=(--minimap2 .devdata/minimap2)   # context peer, when carried
+[ "${CLI:-0}" = 1 ] && EXTRA+=(--cli)                                # CLI end to end, index load apart
 timeout ${CHECK_TIMEOUT:-420} python3 scripts/gpu_check.py --fasta .devdata/human_GRCh37_chr20.fa.gz \
-    --pairs ${PAIRS:-500000} --threads $(nproc) --bwa .devdata/bwa --out "$OUT" 2>&1 | tee "$OUT/gpu_check.log" | tail -40
+    --pairs ${PAIRS:-500000} --threads $(nproc) --bwa .devdata/bwa --out "$OUT" "${EXTRA[@]}" 2>&1 \
+    | tee "$OUT/gpu_check.log" | tail -40
