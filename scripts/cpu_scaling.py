@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 
@@ -18,9 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from g3align.aligner.options import MemOpt  # noqa: E402
 from g3align.aligner.pipeline import MemAligner  # noqa: E402
 from g3align.aligner.reads import read_batches, read_pair_batches  # noqa: E402
-from g3align.index.fasta import read_fasta  # noqa: E402
-from g3align.index.fm import build_fm  # noqa: E402
-from gpu_check import simulate_pairs, write_fastq  # noqa: E402
+from gpu_check import reference_and_reads  # noqa: E402
 
 
 def main():
@@ -31,16 +28,7 @@ def main():
     ap.add_argument("--threads", default="1,2,4,8,16")
     ap.add_argument("--prep-device", default="gpu", help="where the batch is prepared (cpu: the staged CPU twin)")
     a = ap.parse_args()
-    work = os.path.join(a.out, "scaling")
-    os.makedirs(work, exist_ok=True)
-    fa = os.path.join(work, "ref.fa")
-    subprocess.run(f"zcat {a.fasta} > {fa}", shell=True, check=True)
-    ref = read_fasta(fa)
-    fm = build_fm(ref.pac)
-    r1, r2 = simulate_pairs(ref.pac, ref.hole_off, ref.hole_len, a.pairs, 150, 7)
-    f1, f2 = os.path.join(work, "r1.fq"), os.path.join(work, "r2.fq")
-    write_fastq(f1, r1, 1)
-    write_fastq(f2, r2, 2)
+    fa, ref, fm, f1, f2, _ = reference_and_reads(a.fasta, a.pairs, os.path.join(a.out, "scaling"))
     se = next(read_batches(f1, chunk_size=1 << 40))
     pe = next(read_pair_batches(f1, f2, chunk_size=1 << 40))
     opt = MemOpt()

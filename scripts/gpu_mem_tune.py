@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 from concurrent.futures import Future
@@ -19,9 +18,7 @@ from g3align.aligner import pipeline as pl  # noqa: E402
 from g3align.aligner import reads  # noqa: E402
 from g3align.aligner.options import MemOpt  # noqa: E402
 from g3align.aligner.reads import read_batches, read_pair_batch_parts, read_pair_batches  # noqa: E402
-from g3align.index.fasta import read_fasta  # noqa: E402
-from g3align.index.fm import build_fm  # noqa: E402
-from gpu_check import _ListSink, simulate_pairs, write_fastq  # noqa: E402
+from gpu_check import _ListSink, reference_and_reads  # noqa: E402
 
 
 class _Inline:
@@ -43,16 +40,7 @@ def main():
     ap.add_argument("--threads", default=str(os.cpu_count()))
     ap.add_argument("--parse", default="pool,inline", help="FASTQ block parsing: on the pool and/or inline")
     a = ap.parse_args()
-    work = os.path.join(a.out, "tune")
-    os.makedirs(work, exist_ok=True)
-    fa = os.path.join(work, "ref.fa")
-    subprocess.run(f"zcat {a.fasta} > {fa}", shell=True, check=True)
-    ref = read_fasta(fa)
-    fm = build_fm(ref.pac)
-    r1, r2 = simulate_pairs(ref.pac, ref.hole_off, ref.hole_len, a.pairs, 150, 7)
-    f1, f2 = os.path.join(work, "r1.fq"), os.path.join(work, "r2.fq")
-    write_fastq(f1, r1, 1)
-    write_fastq(f2, r2, 2)
+    fa, ref, fm, f1, f2, _ = reference_and_reads(a.fasta, a.pairs, os.path.join(a.out, "tune"))
     inline = {"pool": reads._parse_pool, "inline": lambda: _Inline()}
     for mode in a.parse.split(","):  # parsing alone (the reader threads' share of the wall time)
         reads._parse_pool = inline[mode]
