@@ -374,15 +374,8 @@ def _compact_a(u, v, a):
 # the DP chainer
 # ---------------------------------------------------------------------------------------------
 @nb.njit(cache=True, nogil=True)
-def lchain_dp(max_dist_x, max_dist_y, bw, max_skip, max_iter, min_cnt, min_sc, chn_pen_gap, chn_pen_skip,
-              is_cdna, n_seg, a):
-    """mg_lchain_dp. a: anchors sorted by a[:,0]. Returns (a_chained, u) as minimap2 leaves them:
-    chains ordered by target position of their first anchor, anchors of chain k back to back."""
-    n = a.shape[0]
-    if n == 0:
-        return np.empty((0, 2), np.uint64), np.empty(0, np.uint64)
-    pg = np.float32(chn_pen_gap)
-    ps = np.float32(chn_pen_skip)
+def dp_limits(max_dist_x, max_dist_y, bw, is_cdna):
+    """mg_lchain_dp's adjusted (max_dist_x, max_dist_y, max_drop)."""
     max_drop = bw
     if max_dist_x < bw:
         max_dist_x = bw
@@ -390,10 +383,17 @@ def lchain_dp(max_dist_x, max_dist_y, bw, max_skip, max_iter, min_cnt, min_sc, c
         max_dist_y = bw
     if is_cdna:
         max_drop = INT32_MAX
-    p = np.empty(n, np.int64)
-    f = np.empty(n, np.int64)
-    v = np.empty(n, np.int64)
-    t = np.zeros(n, np.int64)
+    return max_dist_x, max_dist_y, max_drop
+
+
+@nb.njit(cache=True, nogil=True)
+def dp_scores(max_dist_x, max_dist_y, bw, max_skip, max_iter, pg, ps, is_cdna, n_seg, a, f, p, v, t):
+    """The DP of mg_lchain_dp over anchors a (sorted, limits from dp_limits): best chain score f[i] ending
+    at anchor i, its predecessor p[i] (-1: none) and v[i], the peak score on that chain; t is scratch.
+    kernels/lchain.cu's lchain_dp_kernel computes the same per read."""
+    n = a.shape[0]
+    for i in range(n):
+        t[i] = 0
     umdx = np.uint64(max_dist_x)
     st = 0
     max_ii = -1
@@ -441,10 +441,33 @@ def lchain_dp(max_dist_x, max_dist_y, bw, max_skip, max_iter, min_cnt, min_sc, c
         v[i] = v[max_j] if (max_j >= 0 and v[max_j] > max_f) else max_f
         if max_ii < 0 or (xi - a[max_ii, 0] <= umdx and f[max_ii] < f[i]):
             max_ii = i
+
+
+@nb.njit(cache=True, nogil=True)
+def dp_chains(max_drop, min_cnt, min_sc, a, f, p, v, t):
+    """mg_lchain_dp after its DP: backtracking and the chained anchors (see lchain_dp)."""
     u, vv = chain_backtrack(f, p, t, min_cnt, min_sc, max_drop)
     if u.shape[0] == 0:
         return np.empty((0, 2), np.uint64), u
     return _compact_a(u, vv, a)
+
+
+@nb.njit(cache=True, nogil=True)
+def lchain_dp(max_dist_x, max_dist_y, bw, max_skip, max_iter, min_cnt, min_sc, chn_pen_gap, chn_pen_skip,
+              is_cdna, n_seg, a):
+    """mg_lchain_dp. a: anchors sorted by a[:,0]. Returns (a_chained, u) as minimap2 leaves them:
+    chains ordered by target position of their first anchor, anchors of chain k back to back."""
+    n = a.shape[0]
+    if n == 0:
+        return np.empty((0, 2), np.uint64), np.empty(0, np.uint64)
+    max_dist_x, max_dist_y, max_drop = dp_limits(max_dist_x, max_dist_y, bw, is_cdna)
+    f = np.empty(n, np.int64)
+    p = np.empty(n, np.int64)
+    v = np.empty(n, np.int64)
+    t = np.empty(n, np.int64)
+    dp_scores(max_dist_x, max_dist_y, bw, max_skip, max_iter, np.float32(chn_pen_gap), np.float32(chn_pen_skip),
+              is_cdna, n_seg, a, f, p, v, t)
+    return dp_chains(max_drop, min_cnt, min_sc, a, f, p, v, t)
 
 
 # ---------------------------------------------------------------------------------------------
