@@ -31,7 +31,7 @@ OUT ?= gpu_out
 gpu-check:
 	mkdir -p $(OUT)
 	PYTHONSAFEPATH=1 $(PYTHON) -m pytest -q tests/test_smem_gpu.py tests/test_memstage.py tests/test_memchain.py \
-	    tests/test_pairwise.py tests/test_mmsketch_gpu.py tests/test_mmseed_gpu.py
+	    tests/test_pairwise.py tests/test_mmsketch_gpu.py tests/test_mmseed_gpu.py tests/test_lchain_gpu.py
 	$(PYTHON) scripts/gpu_check.py --fasta .devdata/human_GRCh37_chr20.fa.gz --pairs 1000000 \
 	    --out $(OUT) --bwa .devdata/bwa
 	$(PYTHON) scripts/gpu_seed_bench.py --fasta .devdata/human_GRCh37_chr20.fa.gz --out $(OUT)

@@ -8,7 +8,8 @@ OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 mkdir -p /tmp/pkg/g3align && cp g3align/__init__.py /tmp/pkg/g3align/
 for d in aligner index kernels; do ln -sfn "$PWD/$d" /tmp/pkg/g3align/$d; done
 export PYTHONPATH=/tmp/pkg PYTHONSAFEPATH=1 NUMBA_NUM_THREADS=$(nproc) PYTHONUNBUFFERED=1
-timeout ${PYTEST_TIMEOUT:-300} python3 -m pytest -q tests/test_map.py -k "gpu_seeding or batch_seeding" 2>&1 | tail -3 \
+timeout ${PYTEST_TIMEOUT:-300} python3 -m pytest -q tests/test_map.py tests/test_lchain_gpu.py \
+    -k "gpu_seeding or batch_seeding or gpu_kernel" 2>&1 | tail -3 \
     | tee "$OUT/pytest_map.txt"
 D=.devdata; REF=$D/ecoli_K12_MG1655.fa.gz
 TIMEFORMAT=%R
