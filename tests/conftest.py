@@ -1,4 +1,5 @@
 """Shared test fixtures."""
+import ctypes
 import shutil
 import subprocess
 from pathlib import Path
@@ -26,3 +27,23 @@ def nvcc_spill_free(tmp_path):
         assert r.stderr.count(" 0 bytes spill loads") == n_fun, r.stderr
         return n_fun
     return check
+
+
+@pytest.fixture(scope="session")
+def host_cuda(tmp_path_factory):
+    """build(cu, shim, flags=()) -> ctypes.CDLL: a kernels/*.cu file compiled as host C++ (g++), through `shim`,
+    C++ source that defines the CUDA built-ins it needs and `#include KERNEL_FILE` (replaced by the .cu path)
+    plus extern "C" drivers that run the kernel one emulated thread at a time. Skipped without g++."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not on PATH")
+
+    def build(cu, shim, flags=("-O2",)):
+        d = tmp_path_factory.mktemp(f"{Path(cu).stem}host")
+        src = d / "shim.cpp"
+        src.write_text(shim.replace("KERNEL_FILE", f'"{cu}"'))
+        so = d / f"lib{Path(cu).stem}.so"
+        r = subprocess.run(["g++", *flags, "-std=c++17", "-shared", "-fPIC", "-Wall", "-Wno-unknown-pragmas", str(src),
+                            "-o", str(so)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return ctypes.CDLL(str(so))
+    return build

@@ -11,8 +11,6 @@ sr, sr paired-end, random reads, random chains), batched per preset in CSR form.
 import ctypes
 import gzip
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -75,18 +73,8 @@ def _csr(items):
 
 
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    if shutil.which("g++") is None:
-        pytest.skip("g++ not on PATH")
-    d = tmp_path_factory.mktemp("lchainhost")
-    src = d / "lchain.cpp"
-    src.write_text(SHIM.replace("KERNEL_FILE", f'"{CU}"'))
-    so = d / "liblchain.so"
-    r = subprocess.run(["g++", "-O2", "-std=c++17", "-ffp-contract=off", "-shared", "-fPIC", "-Wall", str(src), "-o",
-                        str(so)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return ctypes.CDLL(str(so))
-
+def lib(host_cuda):
+    return host_cuda(CU, SHIM, ("-O2", "-ffp-contract=off"))
 
 def _p(x):
     assert x.flags.c_contiguous

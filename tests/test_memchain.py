@@ -11,8 +11,6 @@
 3. chain_gpu on the GPU == the same (needs CuPy and a GPU; skipped otherwise).
 """
 import ctypes
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -63,18 +61,8 @@ extern "C" void host_compact(i64 n, const i64* s_off, const i64* s_rbeg, const i
 
 
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    if shutil.which("g++") is None:
-        pytest.skip("g++ not on PATH")
-    d = tmp_path_factory.mktemp("memchainhost")
-    src = d / "memchain.cpp"
-    src.write_text(SHIM.replace("KERNEL_FILE", f'"{CU}"'))
-    so = d / "libmemchain.so"
-    r = subprocess.run(["g++", "-O2", "-std=c++17", "-shared", "-fPIC", "-Wall", "-Wno-unknown-pragmas", str(src),
-                        "-o", str(so)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return ctypes.CDLL(str(so))
-
+def lib(host_cuda):
+    return host_cuda(CU, SHIM)
 
 def _p(a):
     assert a.flags.c_contiguous

@@ -19,8 +19,6 @@
 import ctypes
 import gzip
 import itertools
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -389,16 +387,8 @@ extern "C" int host_launch(const char* name, long long n, unsigned block, const 
 
 
 @pytest.fixture(scope="module")
-def host_lib(tmp_path_factory):
-    if shutil.which("g++") is None:
-        pytest.skip("g++ not on PATH")
-    d = tmp_path_factory.mktemp("mmseedhost")
-    src = d / "shim.cpp"
-    src.write_text(HOST_SHIM.replace("KERNEL_FILE", f'"{CU}"'))
-    so = d / "libmmseed.so"
-    subprocess.run(["g++", "-O1", "-std=c++17", "-shared", "-fPIC", "-Wall", "-Wno-unknown-pragmas", str(src), "-o",
-                    str(so)], check=True)
-    return ctypes.CDLL(str(so))
+def host_lib(host_cuda):
+    return host_cuda(CU, HOST_SHIM, ("-O1",))
 
 
 def _slot(x):
