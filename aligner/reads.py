@@ -687,13 +687,10 @@ def _batch_parts_from(pieces: Iterator[ReadBatch], chunk_size: int, step: int, l
                 cat = ReadBatch.concat(pending)
                 cum = np.zeros(cat.n + 1, np.int64)
                 np.cumsum(lens_of(cat), out=cum[1:])
-                q = done_reads + int(np.searchsorted(cum, chunk_size - done_bases, side="left"))
-                q = max(q, 1)
-                r = q % step
-                if r:
-                    q += step - r
-                q -= done_reads
-                if q <= cat.n:
+                # _batches_from's cut, continued after the parts already yielded: they hold a multiple of
+                # `step` reads and fewer than chunk_size bases
+                q = _cut(cum, 0, chunk_size - done_bases, step)
+                if q >= 0:
                     yield cat.slice(0, q), True
                     rest = cat.slice(q, cat.n)
                     pending, n_pend = ([rest], rest.bases) if rest.n else ([], 0)

@@ -18,6 +18,7 @@ from g3align.aligner.reads import (
     iter_pieces,
     read_all,
     read_batches,
+    read_pair_batch_parts,
     read_pair_batches,
 )
 
@@ -379,6 +380,35 @@ def test_chunk_sizes_same_records(tmp_path, gz):
             assert [b.n for b in batches] == bwa_batches(lens, k), (k, bs)
             assert as_records(ReadBatch.concat(batches)) == as_records(whole)
             assert [b.first_id for b in batches] == np.cumsum([0] + [b.n for b in batches])[:-1].tolist()
+
+
+def test_pair_batch_parts_concatenate_to_the_batches(tmp_path):
+    # read_pair_batch_parts: each -K batch arrives as parts of an even number of reads (the last one
+    # flagged end_of_batch) that concatenate to exactly read_pair_batches' batch, for any part size
+    rng = random.Random(11)
+    n = 301
+    l1 = [rng.choice([0, 5, 20, 150]) for _ in range(n)]
+    l2 = [rng.choice([0, 7, 30, 150]) for _ in range(n)]
+    p1 = write(tmp_path, "r1.fq", "".join(f"@p{i}/1\n{'C' * x}\n+\n{'1' * x}\n" for i, x in enumerate(l1)))
+    p2 = write(tmp_path, "r2.fq", "".join(f"@p{i}/2\n{'G' * x}\n+\n{'2' * x}\n" for i, x in enumerate(l2)))
+    n_checked = 0
+    for k in (1, 150, 1000, 5000, 10 ** 6):
+        for part in (1, 300, 2000, 10 ** 7):
+            for bs in (50, 4096, 1 << 20):
+                want = list(read_pair_batches(p1, p2, chunk_size=k, block_size=bs))
+                got, cur = [], []
+                for b, end in read_pair_batch_parts(p1, p2, chunk_size=k, part_bases=part, block_size=bs):
+                    assert b.n % 2 == 0
+                    cur.append(b)
+                    if end:
+                        got.append(ReadBatch.concat(cur))
+                        cur = []
+                assert not cur
+                assert [b.n for b in got] == [b.n for b in want], (k, part, bs)
+                for g, w in zip(got, want):
+                    assert g.first_id == w.first_id and as_records(g) == as_records(w)
+                n_checked += len(want)
+    assert n_checked > 100
 
 
 def test_pairs_lockstep_and_interleave(tmp_path):
