@@ -72,16 +72,12 @@ def align1_from_chains(offsets, l_pac, pac, q, opt, mat, i, pre):
 
 
 @nb.njit(cache=True)
-def align1_in_batch(fm, offsets, l_pac, pac, seq, seq_off, i, opt, mat, iv_b, iv_e, iv_k, iv_s, iv_off, pre):
+def align1_in_batch(fm, offsets, l_pac, pac, seq, seq_off, i, opt, mat, pre):
     """Regions of read i of a batch: from the staged batch state `pre` (memstage.py) when it is not
-    empty, else from the batch's precomputed seeds (GPU seeding, CSR over reads) when iv_off is not
-    empty, else seeded here."""
+    empty, else seeded, chained and extended here."""
     q = seq[seq_off[i]:seq_off[i + 1]]
     if pre[5].shape[0] > 0:
         return align1_from_chains(offsets, l_pac, pac, q, opt, mat, i, pre)
-    if iv_off.shape[0] > 0:
-        a, b = iv_off[i], iv_off[i + 1]
-        return align1_from_intv(fm, offsets, l_pac, pac, q, opt, mat, iv_b[a:b], iv_e[a:b], iv_k[a:b], iv_s[a:b])
     return align1_core(fm, offsets, l_pac, pac, q, opt, mat)
 
 
@@ -220,17 +216,14 @@ def reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, nam
 
 @nb.njit(cache=True, nogil=True)
 def align_range_se(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual, has_qual,
-                   names, name_off, comments, com_off, rg_id, first_id, i0, i1, opt, mat,
-                   iv_b, iv_e, iv_k, iv_s, iv_off, pre):
-    """CPU kernel: SAM bytes for reads [i0, i1) of a batch (read ids first_id + i). With iv_off of
-    length n+1 the seeds come precomputed (GPU seeding, CSR over reads); with a non-empty `pre` the
-    chains and extensions do (memstage.py); otherwise the kernel seeds itself."""
+                   names, name_off, comments, com_off, rg_id, first_id, i0, i1, opt, mat, pre):
+    """CPU kernel: SAM bytes for reads [i0, i1) of a batch (read ids first_id + i). With a non-empty `pre`
+    the chains and seed extensions come precomputed (memstage.py); otherwise the kernel seeds itself."""
     buf = np.empty(1024 + 600 * (i1 - i0), np.uint8)
     nbuf = 0
     for i in range(i0, i1):
         q = seq[seq_off[i]:seq_off[i + 1]]
-        R, nreg, fr = align1_in_batch(fm, offsets, l_pac, pac, seq, seq_off, i, opt, mat, iv_b, iv_e, iv_k, iv_s,
-                                      iv_off, pre)
+        R, nreg, fr = align1_in_batch(fm, offsets, l_pac, pac, seq, seq_off, i, opt, mat, pre)
         qu = qual[seq_off[i]:seq_off[i + 1]] if has_qual else _EMPTY_U8
         buf, nbuf = reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q,
                                names[name_off[i]:name_off[i + 1]], qu, has_qual,

@@ -413,11 +413,13 @@ def chain_gpu(opt, mat, offsets, l_pac, pac, seq, seq_off, seq_off_d, seeds_d, r
     return host, jobs
 
 
-def _rebased(offs):
+def concat_offsets(offs):
     """Concatenate CSR offset arrays (each starting at 0) into one."""
     out = [offs[0]]
+    base = int(offs[0][-1])
     for o in offs[1:]:
-        out.append(o[1:] + out[-1][-1])
+        out.append(o[1:] + base)
+        base += int(o[-1])
     return np.concatenate(out) if len(out) > 1 else out[0]
 
 
@@ -431,11 +433,11 @@ def join_pieces(got):
         import cupy as cp
 
         cat = np.concatenate
-        s_off = _rebased([g[0][0] for g in got])
+        s_off = concat_offsets([g[0][0] for g in got])
         s_rbeg, s_qbeg, s_len = (cat([g[0][f] for g in got]) for f in (1, 2, 3))
         s_score, ch_rid, ch_seed = (cat([g[1][f] for g in got]) for f in (0, 2, 4))
-        c_off = _rebased([g[1][1] for g in got])
-        cs_off = _rebased([g[1][3] for g in got])
+        c_off = concat_offsets([g[1][1] for g in got])
+        cs_off = concat_offsets([g[1][3] for g in got])
         fr = cat([g[2] for g in got])
         jobs = tuple(cp.concatenate([g[3][f] for g in got]) for f in range(6))
     return [s_off, s_rbeg, s_qbeg, s_len, s_score, c_off, ch_rid, cs_off, ch_seed, None, fr], jobs

@@ -60,15 +60,14 @@ MAX_STDDEV = 4.0
 
 # ------------------------------------------------------------------ stage 1: regions of every read
 @nb.njit(cache=True, nogil=True)
-def regions_range(fm, offsets, l_pac, pac, seq, seq_off, i0, i1, opt, mat, iv_b, iv_e, iv_k, iv_s, iv_off, pre):
-    """Regions of reads [i0, i1) concatenated: (R_cat, counts). Seeds precomputed when iv_off is given,
-    chains and extensions when `pre` is (see core.align_range_se)."""
+def regions_range(fm, offsets, l_pac, pac, seq, seq_off, i0, i1, opt, mat, pre):
+    """Regions of reads [i0, i1) concatenated: (R_cat, counts). Chains and seed extensions precomputed
+    when `pre` is not empty (see core.align_range_se)."""
     tot = 0
     R_cat = np.empty((64, NF), np.int64)
     cnt = np.zeros(i1 - i0, np.int64)
     for i in range(i0, i1):
-        R, n, lrep = align1_in_batch(fm, offsets, l_pac, pac, seq, seq_off, i, opt, mat, iv_b, iv_e, iv_k, iv_s,
-                                     iv_off, pre)
+        R, n, lrep = align1_in_batch(fm, offsets, l_pac, pac, seq, seq_off, i, opt, mat, pre)
         if tot + n > R_cat.shape[0]:
             R2 = np.empty((max(2 * R_cat.shape[0], tot + n), NF), np.int64)
             R2[:tot] = R_cat[:tot]
@@ -232,11 +231,9 @@ def _rc(ms):
 
 
 @nb.njit(cache=True)
-def matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, a_row, l_ms, ms, Rm, nm, sw_key, sw_res, key0):
-    """mem_matesw: rescue the mate near region a_row in the orientations not yet seen.
-    sw_key/sw_res: precomputed local alignments of this pair (rescue_jobs_range keys, key0 + r for
-    orientation r; from the GPU or its twin); an alignment not among them is computed here.
-    Returns (Rm, nm, n_attempts)."""
+def _seen_orientations(l_pac, p_low, p_high, p_failed, a_row, Rm, nm):
+    """mem_matesw's skip[r]: orientation r needs no rescue (no statistics for it, or a mate region Rm[:nm]
+    already lies within its insert-size bounds of a_row)."""
     skip = np.zeros(4, np.int64)
     for r in range(4):
         skip[r] = 1 if p_failed[r] else 0
@@ -244,6 +241,16 @@ def matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, a_row, l_ms, 
         r, dist = infer_dir(l_pac, a_row[RB], Rm[i, RB])
         if dist >= p_low[r] and dist <= p_high[r]:
             skip[r] = 1
+    return skip
+
+
+@nb.njit(cache=True)
+def matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, a_row, l_ms, ms, Rm, nm, sw_key, sw_res, key0):
+    """mem_matesw: rescue the mate near region a_row in the orientations not yet seen.
+    sw_key/sw_res: precomputed local alignments of this pair (rescue_jobs_range keys, key0 + r for
+    orientation r; from the GPU or its twin); an alignment not among them is computed here.
+    Returns (Rm, nm, n_attempts)."""
+    skip = _seen_orientations(l_pac, p_low, p_high, p_failed, a_row, Rm, nm)
     if skip[0] + skip[1] + skip[2] + skip[3] == 4:
         return Rm, nm, 0
     n = 0
@@ -330,16 +337,9 @@ def rescue_jobs_range(opt, offsets, l_pac, p_low, p_high, p_failed, seq_off, R_c
             cand = _candidates(opt, Ra, Ra.shape[0])
             for jj in range(cand.shape[0]):
                 a_row = Ra[cand[jj]]
+                skip = _seen_orientations(l_pac, p_low, p_high, p_failed, a_row, Rm, Rm.shape[0])
                 for r in range(4):
-                    if p_failed[r]:
-                        continue
-                    hit = False
-                    for i in range(Rm.shape[0]):
-                        rr, dist = infer_dir(l_pac, a_row[RB], Rm[i, RB])
-                        if rr == r and dist >= p_low[r] and dist <= p_high[r]:
-                            hit = True
-                            break
-                    if hit:
+                    if skip[r]:
                         continue
                     rb, re, rid, is_rev, xtra = rescue_window(opt, offsets, l_pac, p_low, p_high, a_row, l_ms, r)
                     if a_row[RID] != rid or re - rb < opt.min_seed_len:

@@ -10,6 +10,7 @@ concatenated in read order, so the bytes never depend on -t or -K.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import threading
 import time
@@ -23,6 +24,7 @@ from g3align.aligner.memstage import (
     assemble_rescue,
     chain_gpu,
     chain_range,
+    concat_offsets,
     empty_pre,
     ext_jobs_cpu,
     ext_jobs_gpu,
@@ -54,9 +56,7 @@ def _bytes_csr(strings):
     return np.delete(arr, nl), off
 
 
-_MALLOC_TUNED: list = []
-
-
+@functools.cache
 def tune_malloc() -> bool:
     """glibc only, once per process: serve large blocks from the heap (mmap threshold 1 GiB) and never trim
     it (trim threshold 2 GiB), like MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_ in the environment.
@@ -65,18 +65,14 @@ def tune_malloc() -> bool:
     in the kernel. On the H100 box (scripts/cpu_scaling.py, 16 threads) the environment variables took
     the CPU stages from 7.5-8x to 10-12x their 1-thread speed. The cost: freed memory stays in the process.
     Returns whether glibc took both settings."""
-    if _MALLOC_TUNED:
-        return _MALLOC_TUNED[0]
-    ok = False
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-            libc = ctypes.CDLL("libc.so.6")
-            ok = bool(libc.mallopt(-3, 1 << 30)) & bool(libc.mallopt(-1, 2**31 - 1))  # M_MMAP_, M_TRIM_THRESHOLD
-        except (OSError, AttributeError):
-            ok = False
-    _MALLOC_TUNED.append(ok)
-    return ok
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(-3, 1 << 30)) & bool(libc.mallopt(-1, 2**31 - 1))  # M_MMAP_, M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        return False
 
 
 class MemAligner:
@@ -111,8 +107,6 @@ class MemAligner:
             self._fm_dev = fm_to_device(fm)
             self._pac_dev = cp.asarray(self.pac)
 
-    _NO_IV = (np.zeros(0, np.int64),) * 5
-
     def _gpu_stream(self):
         """The calling thread's own non-blocking CUDA stream (a context), so the GPU stages that run in
         different pipeline threads (next part's seeding/extension, this part's mate rescue) overlap on
@@ -129,17 +123,16 @@ class MemAligner:
     def _pre(self, batch, seq_off):
         """Staged batch state (memstage.py) for the GPU path or its CPU twin, empty_pre() otherwise; and the
         batch's reads on the GPU (seq, seq_off device arrays) for the rescue stage, or None."""
-        dev = None
         if not self.staged:
-            return empty_pre(), dev
+            return empty_pre(), None
+        with self._gpu_stream():
+            return self._pre_staged(batch, seq_off)
+
+    def _pre_staged(self, batch, seq_off):
         p = self.params
         st = self.stage_times
         t = time.perf_counter()
         n = batch.n
-        with self._gpu_stream():
-            return self._pre_staged(batch, seq_off, p, st, t, n)
-
-    def _pre_staged(self, batch, seq_off, p, st, t, n):
         dev = None
         if self._fm_dev is not None:
             import cupy as cp
@@ -275,7 +268,7 @@ class MemAligner:
 
         def stage1(r):
             return regions_range(self.fm, self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1],
-                                 self.params, self.mat, *self._NO_IV, pre)
+                                 self.params, self.mat, pre)
         parts = self._map(stage1, self._ranges(seq_off, n)) if n else []
         R_cat = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, NF), np.int64)
         counts = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
@@ -290,12 +283,7 @@ class MemAligner:
             R_cat, reg_off = states[0][2], states[0][3]
         else:
             R_cat = np.concatenate([s[2] for s in states])
-            offs = [np.zeros(1, np.int64)]
-            base = 0
-            for s in states:
-                offs.append(s[3][1:] + base)
-                base += int(s[3][-1])
-            reg_off = np.concatenate(offs)
+            reg_off = concat_offsets([s[3] for s in states])
         n = reg_off.shape[0] - 1
         return pestat(self.params, self.l_pac, R_cat, reg_off, n // 2, log)
 
@@ -346,7 +334,7 @@ class MemAligner:
             return align_range_se(self.fm, self.offsets, self.l_pac, self.pac, self.ctg_names, self.ctg_off,
                                   batch.seq, seq_off, qual, batch.has_qual, names, name_off, comments,
                                   com_off, self.rg_id, int(batch.first_id), r[0], r[1], self.params, self.mat,
-                                  *self._NO_IV, pre)
+                                  pre)
 
         out = b"".join(o.tobytes() for o in self._map(run, self._ranges(seq_off, n)))
         _lap(self.stage_times, "regions+sam", t)

@@ -657,7 +657,7 @@ def _rescue(data, variant, key="pe"):
         names, name_off, comments, com_off, seq_off, qual = al._read_arrays(batch)
         pre, _ = al._pre(batch, seq_off)
         R_cat, cnt = regions_range(al.fm, al.offsets, al.l_pac, al.pac, batch.seq, seq_off, 0, batch.n, al.params,
-                                   al.mat, *al._NO_IV, pre)
+                                   al.mat, pre)
         reg_off = np.zeros(batch.n + 1, np.int64)
         np.cumsum(cnt, out=reg_off[1:])
         low, high, failed, avg, std = pestat(al.params, al.l_pac, R_cat, reg_off, batch.n // 2, None)
