@@ -283,14 +283,19 @@ def rescue_sw_cpu(opt, mat, l_pac, pac, seq, seq_off, jobs, map_fn=map, parts: i
 
 
 def rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block: int = 128, ws_bytes: int = 256 << 20,
-                  to_host: bool = True):
-    """Rescue alignments on the GPU (kernels/memext.cu mem_sw_kernel, one thread per job, largest windows
-    first). Only for o_ins > 0 (bwa's SIMD order differs otherwise: the caller uses the CPU twin). Out of
-    GPU memory, the jobs run in halves (gpu_halving)."""
-    return _in_halves(_rescue_sw_gpu, opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_bytes, to_host)
+                  to_host: bool = True, warp: bool = True):
+    """Rescue alignments on the GPU (kernels/memext.cu): one warp per job (mem_sw_warp<C>, mates of at most
+    SW_WARP_MAX bases; `warp` False: none) and one thread per job (mem_sw_kernel) for the rest, largest
+    windows first. Only for o_ins > 0 (bwa's SIMD order differs otherwise: the caller uses the CPU twin).
+    Out of GPU memory, the jobs run in halves (gpu_halving)."""
+    return _in_halves(lambda *a: _rescue_sw_gpu(*a, warp=warp), opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs,
+                      block, ws_bytes, to_host)
 
 
-def _rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_bytes, to_host):
+SW_WARP_MAX = 256  # longest mate for mem_sw_warp<C> (32 lanes x C <= 8 padded query columns)
+
+
+def _rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_bytes, to_host, warp=True):
     import cupy as cp
     from g3align.kernels.loader import get_module
 
@@ -300,21 +305,37 @@ def _rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_byt
     R = cp.zeros((n, 8), cp.int64)
     if n == 0:
         return cp.asnumpy(R) if to_host else R
-    k = get_module("memext").get_function("mem_sw_kernel")
+    mod = get_module("memext")
     mate, wrb, wre, wrev, wx = (cp.asarray(a, dtype=cp.int64) for a in jobs)
     tlen = wre - wrb
     bl_off = cp.zeros(n + 1, cp.int64)
     cp.cumsum(2 * (tlen + 1), out=bl_off[1:])
     bl = cp.empty(int(bl_off[-1]), cp.int32)
     lm = seq_off_d[mate + 1] - seq_off_d[mate]
-    nmax = (int(lm.max()) + 15) // 16 * 16 + 16
     order = cp.argsort(-(tlen * lm), kind="stable").astype(cp.int64)
-    t_max = max(block, ws_bytes // (4 * 3 * nmax) // block * block)
-    n_thr = min(t_max, (n + block - 1) // block * block)
-    ws = cp.empty(3 * nmax * n_thr, cp.int32)
-    k((n_thr // block,), (block,),
-      (seq_d, seq_off_d, pac_d, np.int64(l_pac), cp.asarray(ext_params(opt)), cp.asarray(mat.astype(np.int8)),
-       order, np.int64(n), mate, wrb, wre, wrev, wx, bl_off, ws, np.int32(nmax), bl, R))
+    P = cp.asarray(ext_params(opt))
+    M = cp.asarray(mat.astype(np.int8))
+    if warp:
+        in_warp = lm[order] <= SW_WARP_MAX
+        ow = order[in_warp]
+        order = order[~in_warp]
+        if ow.shape[0]:
+            padded = (int(lm[ow].max()) + 15) // 16 * 16
+            c = max(1, (padded + 31) // 32)
+            wb = max(32, block // 32 * 32)
+            n_blk = min((int(ow.shape[0]) * 32 + wb - 1) // wb, 1 << 20)
+            mod.get_function(f"mem_sw_warp{c}")(
+                (n_blk,), (wb,), (seq_d, seq_off_d, pac_d, np.int64(l_pac), P, M, ow, np.int64(ow.shape[0]), mate,
+                                  wrb, wre, wrev, wx, bl_off, bl, R))
+    m = int(order.shape[0])
+    if m:
+        nmax = (int(lm[order].max()) + 15) // 16 * 16 + 16
+        t_max = max(block, ws_bytes // (4 * 3 * nmax) // block * block)
+        n_thr = min(t_max, (m + block - 1) // block * block)
+        ws = cp.empty(3 * nmax * n_thr, cp.int32)
+        mod.get_function("mem_sw_kernel")(
+            (n_thr // block,), (block,), (seq_d, seq_off_d, pac_d, np.int64(l_pac), P, M, order, np.int64(m), mate,
+                                         wrb, wre, wrev, wx, bl_off, ws, np.int32(nmax), bl, R))
     return cp.asnumpy(R) if to_host else R
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 import threading
 import time
@@ -37,7 +38,7 @@ from g3align.aligner.memstage import (
 )
 from g3align.aligner.options import score_matrix
 from g3align.aligner.pair import pestat, regions_range, rescue_jobs_range, sam_pe_range
-from g3align.aligner.reads import prefetch
+from g3align.aligner.reads import gather_bytes, prefetch
 
 
 def _bytes_csr(strings):
@@ -54,6 +55,19 @@ def _bytes_csr(strings):
     ends = np.append(nl, arr.shape[0])
     np.cumsum(ends - np.concatenate([[0], nl + 1]), out=off[1:])
     return np.delete(arr, nl), off
+
+
+WORKER_NICE = 5  # nice increment of the CPU pool's worker threads on the GPU path (0: none)
+TRACE: list | None = None  # when a list: (stage, thread, t0, t1) of every stage lap (scripts/gpu_check.py)
+
+
+def _lower_priority(nice: int):
+    """Pool-thread initializer: raise this thread's nice value by `nice` (Linux: per-thread priority)."""
+    if nice > 0 and hasattr(os, "setpriority"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + nice)
+        except OSError:
+            pass
 
 
 @functools.cache
@@ -95,7 +109,11 @@ class MemAligner:
         if self.n_threads > 1:
             tune_malloc()
         self.stage_times: dict = {}  # seconds per stage, summed over batches (wall clock)
-        self._pool = ThreadPoolExecutor(self.n_threads) if self.n_threads > 1 else None
+        # on the GPU path the pool's workers run at a lower priority (WORKER_NICE): the threads that feed the
+        # GPU and order the stages (prepare, regions, rescue, main) must not wait behind 16 busy workers
+        nice = WORKER_NICE if device == "gpu" else 0
+        self._pool = (ThreadPoolExecutor(self.n_threads, initializer=_lower_priority, initargs=(nice,))
+                      if self.n_threads > 1 else None)
         self.device = device
         self.staged = staged or device == "gpu"
         self._fm_dev = None
@@ -186,30 +204,67 @@ class MemAligner:
 
     _NO_SW = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 8), np.int64))
 
-    def _rescue(self, batch, seq_off, R_cat, reg_off, pes, pair_ranges, dev):
-        """Staged path: the batch's speculative mate-rescue alignments (pair.rescue_jobs_range) on the GPU
-        (dev: the batch's reads there, from _pre) or by the CPU twin -> (sw_off, sw_key, sw_res) for
-        sam_pe_range; empty otherwise."""
-        if not self.staged or batch.n < 2:
-            return self._NO_SW
+    def _rescue(self, states, pes):
+        """Staged path: the speculative mate-rescue alignments (pair.rescue_jobs_range) of several parts of
+        one -K batch -> [(sw_off, sw_key, sw_res) for sam_pe_range] per part (empty when not staged). The jobs
+        of every part are made on the CPU threads; their mates are gathered into one array and all jobs
+        aligned in one GPU launch (one warp per job), or by the CPU twin."""
+        if not self.staged:
+            return [self._NO_SW] * len(states)
         t = time.perf_counter()
         low, high, failed, avg, std = pes
         p = self.params
+        tasks = [(k, r) for k, s in enumerate(states) if s[0].n >= 2 for r in self._pair_ranges(s[0].n, s[1][4])]
 
-        def jobs(r):
-            return rescue_jobs_range(p, self.offsets, self.l_pac, low, high, failed, seq_off, R_cat, reg_off,
-                                     r[0], r[1])
-        sw_off, key, jb = assemble_rescue(batch.n // 2, self._map(jobs, pair_ranges))
-        if dev is not None and p.o_ins > 0:
-            seq_d, off_d = dev
-            with self._gpu_stream():
-                res = rescue_sw_gpu(p, self.mat, self._pac_dev, self.l_pac, seq_d, off_d, jb)
-        else:
-            res = rescue_sw_cpu(p, self.mat, self.l_pac, self.pac, batch.seq, seq_off, jb, self._map,
-                                8 * self.n_threads)
+        def jobs(task):
+            k, (a, b) = task
+            _, arrays, R_cat, reg_off = states[k]
+            return rescue_jobs_range(p, self.offsets, self.l_pac, low, high, failed, arrays[4], R_cat, reg_off,
+                                     a, b)
+        got = self._map(jobs, tasks)
+        per, i = [], 0
+        for k, s in enumerate(states):
+            m = sum(1 for x in tasks if x[0] == k)
+            per.append(assemble_rescue(s[0].n // 2, got[i:i + m]) if m else self._NO_SW)
+            i += m
+        counts = [int(x[1].shape[0]) for x in per]
+        n_job = sum(counts)
+        res = np.zeros((n_job, 8), np.int64)
+        if n_job:
+            # the jobs' mates, gathered into one array (job j's mate is read j there)
+            lens, starts, srcs, wins = [], [], [], []
+            for s, x in zip(states, per):
+                if x[1].shape[0]:
+                    so = s[1][4]
+                    m = x[2][0]
+                    lens.append(so[m + 1] - so[m])
+                    starts.append(so[m])
+                    srcs.append(s[0].seq)
+                    wins.append(x[2][1:])
+            ln = np.concatenate(lens)
+            off = np.zeros(n_job + 1, np.int64)
+            np.cumsum(ln, out=off[1:])
+            seq = np.empty(int(off[-1]), np.uint8)
+            j = 0
+            for src, st, n_ in zip(srcs, starts, lens):
+                gather_bytes(src, st, n_, off[j:j + len(n_)], seq, -1)
+                j += len(n_)
+            jb = (np.arange(n_job, dtype=np.int64),) + tuple(np.concatenate([w[f] for w in wins]) for f in range(4))
+            t1 = time.perf_counter()
+            if self._fm_dev is not None and p.o_ins > 0:
+                import cupy as cp
+                with self._gpu_stream():
+                    res = rescue_sw_gpu(p, self.mat, self._pac_dev, self.l_pac, cp.asarray(seq), cp.asarray(off), jb)
+            else:
+                res = rescue_sw_cpu(p, self.mat, self.l_pac, self.pac, seq, off, jb, self._map, 8 * self.n_threads)
+            _lap(self.stage_times, "rescue_sw", t1)
+        out, j = [], 0
+        for x, c in zip(per, counts):
+            out.append((x[0], x[1], res[j:j + c]))
+            j += c
         _lap(self.stage_times, "rescue", t)
-        self.stage_times["rescue_jobs"] = self.stage_times.get("rescue_jobs", 0) + int(key.shape[0])
-        return sw_off, key, res
+        self.stage_times["rescue_jobs"] = self.stage_times.get("rescue_jobs", 0) + n_job
+        return out
 
     def _ranges(self, seq_off, n):
         """Contiguous read ranges with about equal bases, several per thread for balance."""
@@ -250,8 +305,10 @@ class MemAligner:
         """The GPU-heavy front of a batch (or part): its read arrays and staged state (_pre: seeds,
         chains, extensions). The pipeline runs it one batch ahead, in its own thread (`ahead`), so the
         GPU stages of batch k+1 overlap the CPU stages of batch k. Returns (batch, arrays, pre, dev)."""
+        t = time.perf_counter()
         arrays = self._read_arrays(batch)
         pre, dev = self._pre(batch, arrays[4]) if batch.n else (empty_pre(), None)
+        _lap(self.stage_times, "prepare", t)
         return batch, arrays, pre, dev
 
     def pe_regions(self, batch):
@@ -275,7 +332,7 @@ class MemAligner:
         reg_off = np.zeros(n + 1, np.int64)
         np.cumsum(counts, out=reg_off[1:])
         _lap(self.stage_times, "regions", t)
-        return batch, arrays, R_cat, reg_off, dev
+        return batch, arrays, R_cat, reg_off  # (prepare's reads on the GPU are dropped here)
 
     def pe_stat(self, states, log=None):
         """Insert-size statistics (bwa's mem_pestat) over all parts of one -K batch."""
@@ -285,7 +342,10 @@ class MemAligner:
             R_cat = np.concatenate([s[2] for s in states])
             reg_off = concat_offsets([s[3] for s in states])
         n = reg_off.shape[0] - 1
-        return pestat(self.params, self.l_pac, R_cat, reg_off, n // 2, log)
+        t = time.perf_counter()
+        res = pestat(self.params, self.l_pac, R_cat, reg_off, n // 2, log)
+        _lap(self.stage_times, "pestat", t)
+        return res
 
     def pe_pairs(self, state, pes) -> bytes:
         """Stage 2 of paired-end on one part: mate rescue, pairing, SAM records."""
@@ -293,17 +353,18 @@ class MemAligner:
 
     def pe_rescue(self, state, pes):
         """The part's mate-rescue alignments (GPU on the staged path), for pe_sam."""
-        batch, arrays, R_cat, reg_off, dev = state
-        if batch.n == 0:
-            return self._NO_SW
-        return self._rescue(batch, arrays[4], R_cat, reg_off, pes, self._pair_ranges(batch.n, arrays[4]), dev)
+        return self._rescue([state], pes)[0]
+
+    def pe_rescue_group(self, states, pes):
+        """pe_rescue of several parts of one -K batch at once (one GPU launch): a list, one per part."""
+        return self._rescue(states, pes)
 
     def _pair_ranges(self, n, seq_off):
         return self._ranges(seq_off[::2].copy(), n // 2) if n >= 2 else [(0, 0)]
 
     def pe_sam(self, state, pes, sw) -> bytes:
         """Pairing and SAM records of one part, given its rescue alignments (pe_rescue)."""
-        batch, (names, name_off, comments, com_off, seq_off, qual), R_cat, reg_off, dev = state
+        batch, (names, name_off, comments, com_off, seq_off, qual), R_cat, reg_off = state
         n = batch.n
         if n == 0:
             return b""
@@ -344,6 +405,8 @@ class MemAligner:
 def _lap(times: dict, stage: str, t0: float) -> float:
     t = time.perf_counter()
     times[stage] = times.get(stage, 0.0) + t - t0
+    if TRACE is not None:
+        TRACE.append((stage, threading.current_thread().name, t0, t))
     return t
 
 
@@ -381,14 +444,31 @@ def se_chunk(aligner: MemAligner, chunk: int) -> int:
     return min(chunk, SE_STAGED_CHUNK) if aligner.staged else chunk
 
 
-def ahead(fn, items, depth: int = 1):
+def ahead(fn, items, depth: int = 1, name: str = "g3align-ahead"):
     """fn(item) for each item, computed in a background thread up to `depth` items ahead of the consumer
     (prefetch over a lazy map): the staged path prepares batch k+1 (GPU seeding, chaining, extension)
     while the caller finishes batch k on the CPU threads. Order and exceptions as in prefetch."""
-    return prefetch((fn(x) for x in items), depth)
+    return prefetch((fn(x) for x in items), depth, name)
 
 
 PE_AHEAD = 2  # parts whose regions are computed ahead of the consumer (run_mem_pe)
+RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
+
+
+def rescue_groups(states, bases: int | None = None):
+    """Consecutive parts of a -K batch in groups of about `bases` bases (RESCUE_GROUP_BASES): one mate-
+    rescue launch per group, the next group's rescue overlapping this group's pairing."""
+    bases = RESCUE_GROUP_BASES if bases is None else bases
+    groups, cur, acc = [], [], 0
+    for st in states:
+        cur.append(st)
+        acc += st[0].bases
+        if acc >= bases:
+            groups.append(cur)
+            cur, acc = [], 0
+    if cur:
+        groups.append(cur)
+    return groups
 
 
 def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
@@ -397,16 +477,18 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
     chains, extensions: the GPU stages) while a third computes the regions of the part before it on the
     CPU threads (regions do not depend on the rest of the batch), so the next -K batch is under way while
     this thread pairs the current one. Insert-size statistics once a -K batch is complete; then pairing
-    part by part, the next part's mate rescue (GPU) overlapping this part's pairing and SAM records."""
+    part by part, the mate rescue of the next group of parts (one GPU launch, rescue_groups) overlapping
+    this group's pairing and SAM records."""
     n_reads = 0
     t0 = time.time()
     states = []
     t1 = time.time()
     resc = ThreadPoolExecutor(1, thread_name_prefix="g3align-rescue")
     try:
-        preps = ahead(lambda it: (aligner.prepare(it[0]) if it[0].n else None, it[1]), prefetch(parts))
+        preps = ahead(lambda it: (aligner.prepare(it[0]) if it[0].n else None, it[1]), prefetch(parts),
+                      name="g3align-prepare")
         for (state, end) in ahead(lambda it: (aligner.pe_regions_of(it[0]) if it[0] is not None else None, it[1]),
-                                  preps, depth=PE_AHEAD):
+                                  preps, depth=PE_AHEAD, name="g3align-regions"):
             if state is not None:
                 states.append(state)
             if not end:
@@ -416,12 +498,14 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
             log(f"[M::process] read {n} sequences ({bases} bp)...", verbose)
             if states:
                 p = pes if pes is not None else aligner.pe_stat(states, log=lambda m: log(m, verbose))
-                fut = resc.submit(aligner.pe_rescue, states[0], p)
-                for i, st in enumerate(states):
-                    sw = fut.result()
-                    if i + 1 < len(states):
-                        fut = resc.submit(aligner.pe_rescue, states[i + 1], p)
-                    sink.write_sam_bytes(aligner.pe_sam(st, p, sw))
+                groups = rescue_groups(states)
+                fut = resc.submit(aligner.pe_rescue_group, groups[0], p)
+                for i, group in enumerate(groups):
+                    sws = fut.result()
+                    if i + 1 < len(groups):
+                        fut = resc.submit(aligner.pe_rescue_group, groups[i + 1], p)
+                    for st, sw in zip(group, sws):
+                        sink.write_sam_bytes(aligner.pe_sam(st, p, sw))
             n_reads += n
             log(f"[M::mem_process_seqs] Processed {n} reads in {time.time() - t1:.3f} real sec", verbose)
             states = []
@@ -437,7 +521,7 @@ def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
     n_reads = 0
     t0 = time.time()
     t1 = time.time()
-    for prep in ahead(aligner.prepare, prefetch(batches)):
+    for prep in ahead(aligner.prepare, prefetch(batches), name="g3align-prepare"):
         sam = aligner.finish_se(prep)
         sink.write_sam_bytes(sam)
         n_reads += prep[0].n

@@ -188,7 +188,7 @@ def interleave(b1: ReadBatch, b2: ReadBatch) -> ReadBatch:
     if has_qual:
         jobs += [(b1.qual, s1, l1, d1, qual), (b2.qual, s2, l2, d2, qual)]
     # disjoint destinations: the copies run at once on the parse pool (the kernel releases the GIL)
-    for f in [_parse_pool().submit(_gather, *j, -1) for j in jobs]:
+    for f in [_parse_pool().submit(gather_bytes, *j, -1) for j in jobs]:
         f.result()
     names = [None] * (2 * n)
     names[0::2], names[1::2] = b1.names, b2.names
@@ -214,7 +214,7 @@ def _gather_codes(arr, starts, lens, off, table, out):
 
 
 @nb.njit(cache=True, nogil=True)
-def _gather(arr, starts, lens, off, out, sep):
+def gather_bytes(arr, starts, lens, off, out, sep):
     """Copy arr[starts[i]:starts[i]+lens[i]] to out[off[i]:...]; when sep >= 0 a byte `sep` follows
     each piece (then off must leave room for it)."""
     for i in range(len(starts)):
@@ -246,7 +246,7 @@ def _strings(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> list[str]
     off = np.zeros(n + 1, np.int64)
     np.cumsum(lens + 1, out=off[1:])
     out = np.empty(int(off[-1]), np.uint8)
-    _gather(arr, starts, lens, off, out, _NL)
+    gather_bytes(arr, starts, lens, off, out, _NL)
     res = out.tobytes().decode("utf-8", "surrogateescape").split("\n")
     res.pop()
     return res
@@ -359,9 +359,9 @@ class _Parser:
             raise self.error(rec, ln + 3, f"sequence and quality lengths differ ({int(slen[i])} vs "
                              f"{int(qlen[i])})")
         qual = np.empty(int(off[-1]), np.uint8)
-        _gather(arr, qs, qlen, off, qual, -1)
+        gather_bytes(arr, qs, qlen, off, qual, -1)
         raw = np.empty(int(off[-1]), np.uint8)
-        _gather(arr, ss, slen, off, raw, -1)
+        gather_bytes(arr, ss, slen, off, raw, -1)
         names, comments = self._split_headers(arr, hs + 1, he)
         batch = ReadBatch(names, comments, codes, off, qual, True, self.n_rec, raw)
         self.n_rec += n
@@ -733,11 +733,11 @@ def deinterleave(b: ReadBatch) -> tuple[ReadBatch, ReadBatch]:
         np.cumsum(ln, out=off[1:])
         src = np.ascontiguousarray(b.seq_off[k:-1:2] - b.seq_off[0])
         seq = np.empty(int(off[-1]), np.uint8)
-        _gather(b.seq, src, ln, off, seq, -1)
+        gather_bytes(b.seq, src, ln, off, seq, -1)
         qual = b.qual[:0]
         if b.has_qual:
             qual = np.empty(int(off[-1]), np.uint8)
-            _gather(b.qual, src, ln, off, qual, -1)
+            gather_bytes(b.qual, src, ln, off, qual, -1)
         out.append(ReadBatch(b.names[k::2], b.comments[k::2], seq, off, qual, b.has_qual,
                              b.first_id // 2))
     return out[0], out[1]
@@ -764,7 +764,7 @@ __all__ = [
 ]
 
 
-def prefetch(batches, depth: int = 2):
+def prefetch(batches, depth: int = 2, name: str = "g3align-reader"):
     """Iterate `batches` in a background thread, up to `depth` items ahead, so reading and parsing the
     next batch overlaps aligning the current one. An exception of the producer (e.g. ReadFormatError)
     is raised here at the point of the stream where it happened; items are never reordered."""
@@ -787,7 +787,7 @@ def prefetch(batches, depth: int = 2):
         except BaseException as e:  # handed to the consumer
             q.put((end, e))
 
-    th = threading.Thread(target=produce, name="g3align-reader", daemon=True)
+    th = threading.Thread(target=produce, name=name, daemon=True)
     th.start()
     try:
         while True:

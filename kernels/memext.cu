@@ -450,3 +450,310 @@ extern "C" __global__ void mem_sw_kernel(const u8* __restrict__ seq, const i64* 
         o[7] = 0;
     }
 }
+
+// ------------------------------------------------------------------------------------------------
+// Mate rescue, one warp per job (mem_sw_warp<C>): the same sw_pass results, computed as a wavefront
+// along the warp. Lane l keeps query columns [l*C, l*C + C) of the padded query in registers (H of
+// the previous target row, E, the query codes) and works on target row s - l at step s; lane l - 1
+// hands it, through one shuffle per value, the row's F and H leaving its last column (the next row's
+// diagonal), the running row maximum packed as h * 256 + (255 - j) (first column wins ties, as the
+// plain scan) and the row's target base. The last active lane owns the per-row bookkeeping (gmax, te,
+// qe, the row-maximum list for the sub-optimal score, the stop of KSW_XSTOP / 8-bit saturation) in
+// row order, so the result equals sw_pass's cell for cell. Padded query length <= 32 * C <= 256.
+// The host build (tests) runs the 32 lanes of a warp in lock step (sw_pass_warp's #else branch).
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define G3_REAL_WARP 1
+#endif
+
+template <int C>
+struct SwLane {
+    int hp[C], e[C], qs[C];  // H(i-1, j), E(i, j), query code of column j (-1: padding, score 0)
+    int cnt, diag;           // active columns; H(i-1, j0-1)
+};
+
+struct SwRow {
+    int fh, mx;  // F | H(i, last column) << 16; packed running row maximum
+};
+
+struct SwBook {
+    int gmax, te, qe, n_b, stop;
+};
+
+template <int C>
+__device__ __forceinline__ void sw_lane_init(SwLane<C>& L, int lane, const u8* __restrict__ ms, int l_ms,
+                                             int is_rev, int qrev_end, int qlen, int nlen) {
+    const int j0 = lane * C;
+    const int c = nlen - j0;
+    L.cnt = c < 0 ? 0 : (c > C ? C : c);
+    L.diag = 0;
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+        L.hp[k] = 0;
+        L.e[k] = 0;
+        L.qs[k] = (k < L.cnt && j0 + k < qlen) ? sw_q(ms, l_ms, is_rev, qrev_end, j0 + k) : -1;
+    }
+}
+
+// One target row (base t) over the lane's columns, given the left lane's message for that row.
+template <int C>
+__device__ __forceinline__ SwRow sw_lane_row(SwLane<C>& L, int lane, int t, SwRow in, const int* mat, int byte_,
+                                             int shift, int cap, int e_del, int oe_del, int e_ins, int oe_ins) {
+    int f = in.fh & 0xffff;
+    int diag = L.diag;
+    L.diag = in.fh >> 16;
+    int best = in.mx, hl = 0;
+    const int* mrow = mat + 5 * t;
+    const int j0 = lane * C;
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+        if (k < L.cnt) {
+            int s = L.qs[k] >= 0 ? mrow[L.qs[k]] : 0;
+            if (byte_) s = (s + shift) & 0xff;
+            int mm = diag + s;
+            mm = mm > cap ? cap : mm;
+            mm -= shift;
+            mm = mm < 0 ? 0 : mm;
+            diag = L.hp[k];
+            int e = L.e[k];
+            int h = mm > e ? mm : e;
+            h = f > h ? f : h;
+            L.hp[k] = h;
+            hl = h;
+            const int key = h * 256 + (255 - (j0 + k));
+            best = key > best ? key : best;
+            e -= e_del;
+            e = e < 0 ? 0 : e;
+            int u = h - oe_del;
+            L.e[k] = u > e ? u : e;
+            f -= e_ins;
+            f = f < 0 ? 0 : f;
+            u = h - oe_ins;
+            f = u > f ? u : f;
+        }
+    }
+    SwRow o;
+    o.fh = f | (hl << 16);
+    o.mx = best;
+    return o;
+}
+
+// Row i's maximum (packed key) in row order: sw_pass's per-row bookkeeping.
+__device__ __forceinline__ void sw_book_row(SwBook& B, int i, int key, int minsc, int endsc, int byte_, int shift,
+                                            int* bsc, int* bte) {
+    const int imax = key < 0 ? 0 : key >> 8;
+    if (imax >= minsc) {
+        if (B.n_b == 0 || bte[B.n_b - 1] + 1 != i) {
+            bsc[B.n_b] = imax;
+            bte[B.n_b] = i;
+            ++B.n_b;
+        } else if (bsc[B.n_b - 1] < imax) {
+            bsc[B.n_b - 1] = imax;
+            bte[B.n_b - 1] = i;
+        }
+    }
+    if (imax > B.gmax) {
+        B.gmax = imax;
+        B.te = i;
+        B.qe = 255 - (key & 255);
+        if (B.gmax >= endsc || (byte_ && B.gmax + shift >= 255)) B.stop = 1;
+    }
+}
+
+__device__ __forceinline__ int sw_target(const u8* __restrict__ pac, i64 l_pac, i64 rb, int tfl, int i) {
+    const i64 ti = (tfl >= 0 && i <= tfl) ? tfl - i : i;
+    return ref_base(pac, l_pac, rb + ti);
+}
+
+template <int C>
+__device__ SwOut sw_pass_warp(int lane, const u8* __restrict__ ms, int l_ms, int is_rev, int qrev_end, int qlen,
+                              const u8* __restrict__ pac, i64 l_pac, i64 rb, int tfl, int tlen, const int* mat,
+                              int mn, int mxs, int o_del, int e_del, int o_ins, int e_ins, int xtra, int byte_,
+                              int* bsc, int* bte) {
+    const int p = byte_ ? 16 : 8;
+    const int nlen = (qlen + p - 1) / p * p;
+    const int qmax = mxs & 0xff;
+    const int shift = byte_ ? (256 - (mn & 0xff)) & 0xff : 0;
+    const int cap = byte_ ? 255 : 32767;
+    const int minsc = (xtra & KSW_XSUBO) ? (xtra & 0xffff) : 0x10000;
+    const int endsc = (xtra & KSW_XSTOP) ? (xtra & 0xffff) : 0x10000;
+    const int oe_del = o_del + e_del, oe_ins = o_ins + e_ins;
+    const int last = nlen > 0 ? (nlen - 1) / C : 0;  // the lane that completes each row
+    SwBook B;
+    B.gmax = 0;
+    B.te = -1;
+    B.qe = nlen > 0 ? 0 : -1;
+    B.n_b = 0;
+    B.stop = 0;
+#ifdef G3_REAL_WARP
+    SwLane<C> L;
+    sw_lane_init<C>(L, lane, ms, l_ms, is_rev, qrev_end, qlen, nlen);
+    SwRow out;
+    out.fh = 0;
+    out.mx = -1;
+    int tout = 0;
+    for (int s = 0; s < tlen + last; ++s) {
+        SwRow in;
+        in.fh = __shfl_up_sync(0xffffffffu, out.fh, 1);
+        in.mx = __shfl_up_sync(0xffffffffu, out.mx, 1);
+        int t = __shfl_up_sync(0xffffffffu, tout, 1);
+        if (lane == 0) {
+            in.fh = 0;
+            in.mx = -1;
+            t = s < tlen ? sw_target(pac, l_pac, rb, tfl, s) : 0;
+        }
+        const int i = s - lane;
+        if (lane <= last && i >= 0 && i < tlen) {
+            out = sw_lane_row<C>(L, lane, t, in, mat, byte_, shift, cap, e_del, oe_del, e_ins, oe_ins);
+            tout = t;
+            if (lane == last) sw_book_row(B, i, out.mx, minsc, endsc, byte_, shift, bsc, bte);
+        }
+        if (__shfl_sync(0xffffffffu, B.stop, last)) break;
+    }
+    B.gmax = __shfl_sync(0xffffffffu, B.gmax, last);
+    B.te = __shfl_sync(0xffffffffu, B.te, last);
+    B.qe = __shfl_sync(0xffffffffu, B.qe, last);
+    B.n_b = __shfl_sync(0xffffffffu, B.n_b, last);
+    __syncwarp();
+#else  // host build: the warp's 32 lanes in lock step, messages double-buffered as the shuffles
+    (void)lane;
+    SwLane<C> L[32];
+    SwRow out[32], prev[32];
+    int tout[32], tprev[32];
+    for (int l = 0; l < 32; ++l) {
+        sw_lane_init<C>(L[l], l, ms, l_ms, is_rev, qrev_end, qlen, nlen);
+        out[l].fh = 0;
+        out[l].mx = -1;
+        tout[l] = 0;
+    }
+    for (int s = 0; s < tlen + last; ++s) {
+        for (int l = 0; l < 32; ++l) {
+            prev[l] = out[l];
+            tprev[l] = tout[l];
+        }
+        for (int l = 0; l < 32; ++l) {
+            SwRow in;
+            int t;
+            if (l == 0) {
+                in.fh = 0;
+                in.mx = -1;
+                t = s < tlen ? sw_target(pac, l_pac, rb, tfl, s) : 0;
+            } else {
+                in = prev[l - 1];
+                t = tprev[l - 1];
+            }
+            const int i = s - l;
+            if (l <= last && i >= 0 && i < tlen) {
+                out[l] = sw_lane_row<C>(L[l], l, t, in, mat, byte_, shift, cap, e_del, oe_del, e_ins, oe_ins);
+                tout[l] = t;
+                if (l == last) sw_book_row(B, i, out[l].mx, minsc, endsc, byte_, shift, bsc, bte);
+            }
+        }
+        if (B.stop) break;
+    }
+#endif
+    SwOut o;
+    if (byte_ && B.gmax + shift >= 255) {
+        o.score = 255;
+        o.te = B.te;
+        o.qe = -1;
+        o.score2 = -1;
+        o.te2 = -1;
+        return o;
+    }
+    int score2 = -1, te2 = -1;
+    if (B.n_b > 0) {
+        const int r = (B.gmax + qmax - 1) / qmax;
+        const int low = B.te - r, high = B.te + r;
+        for (int x = 0; x < B.n_b; ++x) {
+            const int e = bte[x];
+            if ((e < low || e > high) && bsc[x] > score2) {
+                score2 = bsc[x];
+                te2 = e;
+            }
+        }
+    }
+    o.score = B.gmax;
+    o.te = B.te;
+    o.qe = B.qe;
+    o.score2 = score2;
+    o.te2 = te2;
+    return o;
+}
+
+// mem_sw_kernel's jobs, one warp each (jobs with mates of at most 32 * C padded bases).
+template <int C>
+__device__ void mem_sw_warp_body(const u8* __restrict__ seq, const i64* __restrict__ seq_off,
+                                 const u8* __restrict__ pac, i64 l_pac, const int* __restrict__ P,
+                                 const i8* __restrict__ mat_g, const i64* __restrict__ order, i64 n_job,
+                                 const i64* __restrict__ mate, const i64* __restrict__ wrb,
+                                 const i64* __restrict__ wre, const i64* __restrict__ wrev,
+                                 const i64* __restrict__ wx, const i64* __restrict__ bl_off, int* bl,
+                                 i64* __restrict__ R) {
+    __shared__ int mat[25];
+    load_mat(mat, mat_g);
+    int mn = 127, mxs = 0;
+    for (int k = 0; k < 25; ++k) {
+        mn = mat[k] < mn ? mat[k] : mn;
+        mxs = mat[k] > mxs ? mat[k] : mxs;
+    }
+    const int o_del = P[P_ODEL], e_del = P[P_EDEL], o_ins = P[P_OINS], e_ins = P[P_EINS];
+    const int lane = (int)(threadIdx.x & 31);
+#ifndef G3_REAL_WARP
+    if (lane != 0) return;  // host build: lane 0's call runs the whole warp
+#endif
+    const i64 n_warp = ((i64)gridDim.x * blockDim.x) >> 5;
+    const i64 wid = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    for (i64 kk = wid; kk < n_job; kk += n_warp) {
+        const i64 k = order[kk];
+        const i64 m = mate[k];
+        const u8* ms = seq + seq_off[m];
+        const int l_ms = (int)(seq_off[m + 1] - seq_off[m]);
+        const int is_rev = (int)wrev[k], xtra = (int)wx[k];
+        const i64 rb = wrb[k];
+        const int tlen = (int)(wre[k] - rb);
+        const int byte_ = (xtra & KSW_XBYTE) != 0;
+        int* bsc = bl + bl_off[k];
+        int* bte = bsc + (tlen + 1);
+        SwOut a = sw_pass_warp<C>(lane, ms, l_ms, is_rev, -1, l_ms, pac, l_pac, rb, -1, tlen, mat, mn, mxs, o_del,
+                                  e_del, o_ins, e_ins, xtra, byte_, bsc, bte);
+        int tb = -1, qb = -1;
+        if (!((xtra & KSW_XSTART) == 0 || ((xtra & KSW_XSUBO) != 0 && a.score < (xtra & 0xffff)))) {
+            SwOut b = sw_pass_warp<C>(lane, ms, l_ms, is_rev, a.qe, a.qe + 1, pac, l_pac, rb, a.te, tlen, mat, mn,
+                                      mxs, o_del, e_del, o_ins, e_ins, KSW_XSTOP | a.score, byte_, bsc, bte);
+            if (b.score == a.score) {
+                tb = a.te - b.te;
+                qb = a.qe - b.qe;
+            }
+        }
+        if (lane == 0) {
+            i64* o = R + 8 * k;
+            o[0] = a.score;
+            o[1] = a.te;
+            o[2] = a.qe;
+            o[3] = a.score2;
+            o[4] = a.te2;
+            o[5] = tb;
+            o[6] = qb;
+            o[7] = 0;
+        }
+    }
+}
+
+#define G3_SW_WARP(C)                                                                                          \
+    extern "C" __global__ void mem_sw_warp##C(                                                                 \
+        const u8* __restrict__ seq, const i64* __restrict__ seq_off, const u8* __restrict__ pac, i64 l_pac,    \
+        const int* __restrict__ P, const i8* __restrict__ mat_g, const i64* __restrict__ order, i64 n_job,     \
+        const i64* __restrict__ mate, const i64* __restrict__ wrb, const i64* __restrict__ wre,                \
+        const i64* __restrict__ wrev, const i64* __restrict__ wx, const i64* __restrict__ bl_off, int* bl,     \
+        i64* __restrict__ R) {                                                                                 \
+        mem_sw_warp_body<C>(seq, seq_off, pac, l_pac, P, mat_g, order, n_job, mate, wrb, wre, wrev, wx, bl_off, \
+                            bl, R);                                                                            \
+    }
+G3_SW_WARP(1)
+G3_SW_WARP(2)
+G3_SW_WARP(3)
+G3_SW_WARP(4)
+G3_SW_WARP(5)
+G3_SW_WARP(6)
+G3_SW_WARP(7)
+G3_SW_WARP(8)

@@ -14,6 +14,7 @@ share of records identical to bwa's. Prints a table last and writes OUT/gpu_chec
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -21,6 +22,7 @@ import sys
 import time
 
 import numpy as np
+from g3align.aligner import pipeline
 from g3align.aligner.options import MemOpt
 from g3align.aligner.pipeline import MemAligner, run_mem_pe, run_mem_se, se_chunk
 from g3align.aligner.reads import read_batches, read_pair_batch_parts, read_pair_batches
@@ -92,6 +94,24 @@ class _ListSink:
         self.parts.append(b)
 
 
+def gantt(events, t0, t1, step=0.1):
+    """Text timeline of pipeline.TRACE events: one row per (thread, stage), one column per `step` seconds
+    ('#': the stage ran for at least half of the column)."""
+    n = int((t1 - t0) / step) + 1
+    rows = {}
+    for stage, thread, a, b in events:
+        busy = rows.setdefault((thread, stage), [0.0] * n)
+        for c in range(max(0, int((a - t0) / step)), min(n, int((b - t0) / step) + 1)):
+            lo, hi = t0 + c * step, t0 + (c + 1) * step
+            busy[c] += max(0.0, min(b, hi) - max(a, lo))
+    w = max(len(f"{t} {s}") for t, s in rows) if rows else 10
+    out = [f"{'':{w}} |" + "".join(str(c // 10 % 10) if c % 10 == 0 else " " for c in range(n)) + "| (x%.1f s)" % step]
+    for (t, s), busy in sorted(rows.items(), key=lambda kv: min(e[2] for e in events if (e[1], e[0]) == kv[0])):
+        out.append(f"{t + ' ' + s:{w}} |" + "".join("#" if x >= step / 2 else ("." if x > 0 else " ") for x in busy)
+                   + "|")
+    return "\n".join(out)
+
+
 def body(sam: bytes):
     return [ln for ln in sam.split(b"\n") if ln and not ln.startswith(b"@")]
 
@@ -127,6 +147,9 @@ def main():
     ap.add_argument("--bwa", default=None)
     ap.add_argument("--devices", default="cpu,gpu")
     ap.add_argument("--minimap2", default=None, help="also time minimap2 -ax sr -t N on the same FASTQ (context)")
+    ap.add_argument("--pe-variants", default="",
+                    help="';'-separated pipeline settings (e.g. 'WORKER_NICE=0;RESCUE_GROUP_BASES=1') for extra GPU PE "
+                         "runs, timed beside the default and checked against its SAM")
     ap.add_argument("--cli", action="store_true",
                     help="also run the g3align CLI end to end (index file load included, reported apart)")
     a = ap.parse_args()
@@ -164,7 +187,10 @@ def main():
         al.stage_times.clear()
         for mode in ("se", "pe"):
             sink = _ListSink()
+            if dev == "gpu":
+                pipeline.TRACE = []
             t = time.time()
+            tp = time.perf_counter()
             if mode == "se":  # as `g3align mem`: reader thread ahead, SE batches of se_chunk bases
                 run_mem_se(al, read_batches(f1, chunk_size=se_chunk(al, K)), sink, verbose=0)
                 n = a.pairs
@@ -173,6 +199,13 @@ def main():
                 n = 2 * a.pairs
             out = sink.parts
             dt = time.time() - t
+            if pipeline.TRACE is not None:
+                g = gantt(pipeline.TRACE, tp, time.perf_counter())
+                open(os.path.join(a.out, f"trace_{mode}.txt"), "w").write(g + "\n")
+                json.dump([(e[0], e[1], e[2] - tp, e[3] - tp) for e in pipeline.TRACE],
+                          open(os.path.join(a.out, f"trace_{mode}.json"), "w"))
+                log(g)
+                pipeline.TRACE = None
             if pool is not None:  # the pool keeps freed blocks: its size is the run's high-water mark
                 rows.append((f"GPU memory pool after the {mode.upper()} run (index + batches in flight)",
                              f"{pool.total_bytes() / 2**30:.2f} GiB", ""))
@@ -184,6 +217,23 @@ def main():
                 rows.append((f"stages {dev} {mode.upper()}", parts, ""))
                 log(f"  stages: {parts}")
             al.stage_times.clear()
+    for spec in filter(None, a.pe_variants.split(";")):
+        saved = {}
+        for kv in spec.split(","):
+            k, v = kv.split("=")
+            saved[k] = getattr(pipeline, k)
+            setattr(pipeline, k, type(saved[k])(v))
+        al = MemAligner(ref, fm, opt, device="gpu")
+        sink = _ListSink()
+        t = time.time()
+        run_mem_pe(al, read_pair_batch_parts(f1, f2, chunk_size=K), sink, verbose=0)
+        dt = time.time() - t
+        same = b"".join(sink.parts) == res[("gpu", "pe")][0]
+        rows.append((f"g3align PE --device gpu, {spec}", f"{dt:.2f} s",
+                     f"{2 * a.pairs / dt:,.0f} reads/s; SAM {'identical' if same else 'DIFFERENT'}"))
+        log(rows[-1])
+        for k, v in saved.items():
+            setattr(pipeline, k, v)
     for mode in ("se", "pe"):
         if len(devs) == 2:
             same = res[("cpu", mode)][0] == res[("gpu", mode)][0]

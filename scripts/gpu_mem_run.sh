@@ -3,7 +3,8 @@
 # scripts/gpu_check.py (chr20, simulated pairs: GPU SAM == CPU SAM, stage times, bwa mem -t 16 in the
 # same run).  Needs .devdata/human_GRCh37_chr20.fa.gz, .devdata/bwa and the pydivsufsort wheel in .whl/ (carry them).  Results under $OUT.
 #   PAIRS (default 500000), PYTEST_TIMEOUT, PYTEST_K (none | all (default) | a -k expression), CHECK=0 skips the check,
-#   CLI=1 adds the CLI end-to-end runs; with .devdata/minimap2 carried, minimap2 -ax sr runs for context
+#   CLI=1 adds the CLI end-to-end runs; with .devdata/minimap2 carried, minimap2 -ax sr runs for context;
+#   PE_VARIANTS='WORKER_NICE=0;PE_AHEAD=4' adds GPU PE runs with other pipeline settings (gpu_check --pe-variants)
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 mkdir -p /tmp/pkg/g3align && cp g3align/__init__.py /tmp/pkg/g3align/
@@ -20,6 +21,7 @@ fi
 EXTRA=()
 [ -x .devdata/minimap2 ] && EXTRA+=(--minimap2 .devdata/minimap2)   # context peer, when carried
 [ "${CLI:-0}" = 1 ] && EXTRA+=(--cli)                                # CLI end to end, index load apart
+[ -n "${PE_VARIANTS:-}" ] && EXTRA+=(--pe-variants "$PE_VARIANTS")  # extra GPU PE runs with other pipeline settings
 timeout ${CHECK_TIMEOUT:-420} python3 scripts/gpu_check.py --fasta .devdata/human_GRCh37_chr20.fa.gz \
     --pairs ${PAIRS:-500000} --threads $(nproc) --bwa .devdata/bwa --out "$OUT" "${EXTRA[@]}" 2>&1 \
     | tee "$OUT/gpu_check.log" | tail -40

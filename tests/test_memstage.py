@@ -518,6 +518,28 @@ extern "C" void host_sw(long long n_thr, unsigned block, const uint8_t* seq, con
     mem_sw_kernel(seq, seq_off, pac, l_pac, P, mat, order, n_job, mate, wrb, wre, wrev, wx, bl_off, ws, nmax, bl, R);
   }
 }
+typedef void (*SwWarpFn)(const uint8_t*, const i64*, const uint8_t*, i64, const int*, const int8_t*, const i64*,
+    i64, const i64*, const i64*, const i64*, const i64*, const i64*, const i64*, int*, i64*);
+// mem_sw_warp<C>: every thread called in order; lane 0 of each warp runs the warp's 32 lanes in lock step
+extern "C" void host_sw_warp(int C, long long n_thr, unsigned block, const uint8_t* seq, const i64* seq_off,
+    const uint8_t* pac, i64 l_pac, const int* P, const int8_t* mat, const i64* order, i64 n_job,
+    const i64* mate, const i64* wrb, const i64* wre, const i64* wrev, const i64* wx, const i64* bl_off,
+    int* bl, i64* R) {
+  SwWarpFn fns[9] = {0, mem_sw_warp1, mem_sw_warp2, mem_sw_warp3, mem_sw_warp4, mem_sw_warp5, mem_sw_warp6,
+                     mem_sw_warp7, mem_sw_warp8};
+  blockDim.x = block; gridDim.x = (unsigned)(n_thr / block);
+#ifdef __CUDA_ARCH__
+  blockIdx.x = 0;
+  for (unsigned x = 0; x < block; ++x) {
+    threadIdx.x = x;
+    fns[C](seq, seq_off, pac, l_pac, P, mat, order, 0, mate, wrb, wre, wrev, wx, bl_off, bl, R);
+  }
+#endif
+  for (long long t = 0; t < n_thr; ++t) {
+    blockIdx.x = (unsigned)(t / block); threadIdx.x = (unsigned)(t % block);
+    fns[C](seq, seq_off, pac, l_pac, P, mat, order, n_job, mate, wrb, wre, wrev, wx, bl_off, bl, R);
+  }
+}
 extern "C" void host_rep_len(unsigned n_blocks, unsigned block, const i64* mb, const i64* me, const i64* ms,
     const i64* off, i64 n, i64 max_occ, i64* fr) {
   blockDim.x = block; gridDim.x = n_blocks;
@@ -729,6 +751,48 @@ def test_host_emulated_sw_kernel(data, host_libs, variant):
         assert len(bad) == 0, (f"{len(bad)} of {n} differ; job {bad[0]}: kernel {got[bad[0]]} twin {want[bad[0]]}")
 
 
+def _host_sw_warp(lib, c, p, mat, ref, seq, seq_off, jobs, order, block, n_thr, rng):
+    mate, wrb, wre, wrev, wx = (np.ascontiguousarray(a, np.int64) for a in jobs)
+    n = len(mate)
+    bl_off = np.zeros(n + 1, np.int64)
+    np.cumsum(2 * (wre - wrb + 1), out=bl_off[1:])
+    bl = rng.integers(-9, 9, int(bl_off[-1])).astype(np.int32)  # garbage row-maximum lists
+    R = np.full((n, 8), -5, np.int64)
+    R[np.setdiff1d(np.arange(n), order)] = 0
+    i64 = ctypes.c_int64
+    lib.host_sw_warp(ctypes.c_int(c), ctypes.c_longlong(n_thr), ctypes.c_uint(block), _p(seq), _p(seq_off),
+                     _p(np.ascontiguousarray(ref.pac, np.uint8)), i64(int(ref.l_pac)), _p(ms.ext_params(p)),
+                     _p(np.ascontiguousarray(mat.astype(np.int8))), _p(np.ascontiguousarray(order, np.int64)),
+                     i64(len(order)), _p(mate), _p(wrb), _p(wre), _p(wrev), _p(wx), _p(bl_off), _p(bl), _p(R))
+    return R
+
+
+@pytest.mark.parametrize("variant", ["default", "scoring"])
+def test_host_emulated_sw_warp_kernel(data, host_libs, variant):
+    """mem_sw_warp<C> (a wavefront over the 32 lanes of a warp, host build in lock step) == the twin, for
+    every C that holds the mates (more columns per lane than needed included), grids smaller than the job
+    list, and the device branch's shared-matrix load."""
+    ref = data["ref"]
+    p, mat, seq, seq_off, sw_off, keys, jobs, want = _rescue(data, variant)
+    n = len(jobs[0])
+    lm = np.diff(seq_off)[jobs[0]]
+    ok = np.nonzero(lm <= ms.SW_WARP_MAX)[0]  # the rest run on mem_sw_kernel
+    assert len(ok) > 50 and lm[ok].max() > 200 and (lm > ms.SW_WARP_MAX).any()
+    assert ((jobs[4][ok] & 0x10000) != 0).any() and ((jobs[4][ok] & 0x10000) == 0).any()  # 8- and 16-bit
+    c_min = ((int(lm[ok].max()) + 15) // 16 * 16 + 31) // 32
+    rng = np.random.default_rng(9)
+    runs = [(host_libs["host"], c_min, ok, 128, (len(ok) * 32 + 127) // 128 * 128),
+            (host_libs["host"], 8, rng.permutation(ok), 64, 128),
+            (host_libs["device_branch"], min(8, c_min + 1), rng.permutation(ok), 32, 96)]
+    want = want.copy()
+    want[np.setdiff1d(np.arange(n), ok)] = 0
+    for lib, c, order, block, n_thr in runs:
+        got = _host_sw_warp(lib, c, p, mat, ref, seq, seq_off, jobs, order, block, n_thr, rng)
+        bad = np.nonzero((got != want).any(axis=1))[0]
+        assert len(bad) == 0, (f"C={c}: {len(bad)} of {n} differ; job {bad[0]}: kernel {got[bad[0]]} "
+                               f"twin {want[bad[0]]}")
+
+
 def test_rescue_lookup_falls_back(data):
     """matesw computes an alignment missing from the precomputed set: dropping every precomputed
     result (or keeping them) gives the same SAM."""
@@ -738,11 +802,48 @@ def test_rescue_lookup_falls_back(data):
     orig = al._rescue
 
     def drop(*a, **k):
-        sw_off, key, res = orig(*a, **k)
-        return np.zeros_like(sw_off), key[:0], res[:0]
+        return [(np.zeros_like(sw_off), key[:0], res[:0]) for sw_off, key, res in orig(*a, **k)]
     al._rescue = drop
     _check_sam(al.align_batch_pe(data["pe"]), want)
     assert al.stage_times["rescue_jobs"] > 0
+
+
+class _Sink:
+    def __init__(self):
+        self.parts = []
+
+    def write_sam_bytes(self, b):
+        self.parts.append(b)
+
+
+def _pe_in_parts(al, batch, n_parts, group_bases, monkeypatch):
+    """run_mem_pe over one -K batch cut into n_parts parts, mate rescue in groups of group_bases bases."""
+    from g3align.aligner import pipeline
+
+    monkeypatch.setattr(pipeline, "RESCUE_GROUP_BASES", group_bases)
+    n_pairs = batch.n // 2
+    cuts = [2 * (n_pairs * i // n_parts) for i in range(n_parts + 1)]
+    parts = [(batch.slice(a, b), i == n_parts - 1) for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:]))]
+    sink = _Sink()
+    pipeline.run_mem_pe(al, iter(parts), sink, verbose=0)
+    return b"".join(sink.parts)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_grouped_rescue_in_parts(data, device, monkeypatch):
+    """A -K batch in parts, its mate rescue in groups of parts (one launch each: the mates gathered into one
+    array): the SAM equals the per-read path's for one group, a group per part and groups in between, and
+    the rescue jobs are the same number."""
+    if device == "gpu" and _gpu() is None:
+        pytest.skip("no CuPy/GPU")
+    want = _per_read_sam(data, "default", "pe")
+    batch = data["pe"]
+    jobs = set()
+    for n_parts, group in ((1, 1 << 40), (5, 1), (7, 3 * batch.bases // 7), (7, 1 << 40)):
+        al = MemAligner(data["ref"], data["fm"], _opt("default", 2), device=device, staged=True)
+        _check_sam(_pe_in_parts(al, batch, n_parts, group, monkeypatch), want)
+        jobs.add(al.stage_times["rescue_jobs"])
+    assert len(jobs) == 1 and jobs.pop() > 0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -750,7 +851,8 @@ def test_rescue_lookup_falls_back(data):
 # ------------------------------------------------------------------------------------------------
 
 def test_nvcc_compiles(nvcc_spill_free):
-    nvcc_spill_free(CU, ("mem_ext_kernel", "rep_len_kernel", "mem_sw_kernel"))
+    nvcc_spill_free(CU, ("mem_ext_kernel", "rep_len_kernel", "mem_sw_kernel")
+                    + tuple(f"mem_sw_warp{c}" for c in range(1, 9)))
 
 # ------------------------------------------------------------------------------------------------
 # 4. GPU == CPU (skipped without a GPU)
@@ -815,8 +917,11 @@ def test_gpu_rescue_sw(data, variant):
     ref = data["ref"]
     p, mat, seq, seq_off, sw_off, keys, jobs, want = _rescue(data, variant)
     pac_d, seq_d, off_d = cp.asarray(ref.pac), cp.asarray(seq), cp.asarray(seq_off)
-    for block, ws_bytes in ((128, 256 << 20), (32, 32 * 4 * 3 * 200)):
-        got = ms.rescue_sw_gpu(p, mat, pac_d, int(ref.l_pac), seq_d, off_d, jobs, block=block, ws_bytes=ws_bytes)
+    assert (np.diff(seq_off)[jobs[0]] > ms.SW_WARP_MAX).any()  # both kernels in one call
+    for block, ws_bytes, warp in ((128, 256 << 20, True), (32, 32 * 4 * 3 * 200, True), (128, 256 << 20, False),
+                                  (32, 32 * 4 * 3 * 200, False)):
+        got = ms.rescue_sw_gpu(p, mat, pac_d, int(ref.l_pac), seq_d, off_d, jobs, block=block, ws_bytes=ws_bytes,
+                               warp=warp)
         np.testing.assert_array_equal(got, want)
 
 
