@@ -9,6 +9,7 @@ concatenated in read order, so the bytes never depend on -t or -K.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import os
@@ -116,6 +117,8 @@ class MemAligner:
                       if self.n_threads > 1 else None)
         self.device = device
         self.staged = staged or device == "gpu"
+        # the CPU twin's prepare already runs on the pool's threads: one part at a time there
+        self.prep_workers = PREP_WORKERS if device == "gpu" else 1
         self._fm_dev = None
         self._pac_dev = None
         self._tls = threading.local()
@@ -178,8 +181,8 @@ class MemAligner:
                 return h_seeds, ch, fr, jobs
             got = gpu_halving(seed_chain, n)
             pre, jobs = join_pieces(got)
-            st["seeding"] = st.get("seeding", 0.0) + ts[0]
-            st["chaining"] = st.get("chaining", 0.0) + ts[1]
+            _add(st, "seeding", ts[0])
+            _add(st, "chaining", ts[1])
             t = time.perf_counter()
             pre[9] = ext_jobs_gpu(p, self.mat, self._pac_dev, self.l_pac, seq_d, off_d, jobs)
         else:
@@ -199,7 +202,7 @@ class MemAligner:
             pre[9] = ext_jobs_cpu(p, self.mat, self.l_pac, self.pac, batch.seq, seq_off, jobs, self._map,
                                   8 * self.n_threads)
         _lap(st, "extension", t)
-        st["jobs"] = st.get("jobs", 0) + int(jobs[0].shape[0])
+        _add(st, "jobs", int(jobs[0].shape[0]))
         return tuple(pre), dev
 
     _NO_SW = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 8), np.int64))
@@ -263,7 +266,7 @@ class MemAligner:
             out.append((x[0], x[1], res[j:j + c]))
             j += c
         _lap(self.stage_times, "rescue", t)
-        self.stage_times["rescue_jobs"] = self.stage_times.get("rescue_jobs", 0) + n_job
+        _add(self.stage_times, "rescue_jobs", n_job)
         return out
 
     def _ranges(self, seq_off, n):
@@ -402,9 +405,18 @@ class MemAligner:
         return out
 
 
+_TIMES_LOCK = threading.Lock()
+
+
+def _add(times: dict, key: str, v):
+    """times[key] += v (pipeline threads share the dict)."""
+    with _TIMES_LOCK:
+        times[key] = times.get(key, 0) + v
+
+
 def _lap(times: dict, stage: str, t0: float) -> float:
     t = time.perf_counter()
-    times[stage] = times.get(stage, 0.0) + t - t0
+    _add(times, stage, t - t0)
     if TRACE is not None:
         TRACE.append((stage, threading.current_thread().name, t0, t))
     return t
@@ -444,14 +456,36 @@ def se_chunk(aligner: MemAligner, chunk: int) -> int:
     return min(chunk, SE_STAGED_CHUNK) if aligner.staged else chunk
 
 
-def ahead(fn, items, depth: int = 1, name: str = "g3align-ahead"):
-    """fn(item) for each item, computed in a background thread up to `depth` items ahead of the consumer
-    (prefetch over a lazy map): the staged path prepares batch k+1 (GPU seeding, chaining, extension)
-    while the caller finishes batch k on the CPU threads. Order and exceptions as in prefetch."""
-    return prefetch((fn(x) for x in items), depth, name)
+def ahead(fn, items, depth: int = 1, name: str = "g3align-ahead", workers: int = 1):
+    """fn(item) for each item, computed in background threads up to `depth` items ahead of the consumer:
+    the staged path prepares batch k+1 (GPU seeding, chaining, extension) while the caller finishes batch
+    k on the CPU threads. workers == 1: one thread (prefetch over a lazy map); more: that many items are
+    computed at once (each thread with its own CUDA stream), results still in order. Exceptions as in
+    prefetch: raised at the point of the stream where they happened."""
+    if workers <= 1:
+        return prefetch((fn(x) for x in items), depth, name)
+    return _ahead_pool(fn, items, depth, name, workers)
 
 
-PE_AHEAD = 2  # parts whose regions are computed ahead of the consumer (run_mem_pe)
+def _ahead_pool(fn, items, depth, name, workers):
+    pool = ThreadPoolExecutor(workers, thread_name_prefix=name)
+    pend: collections.deque = collections.deque()
+    try:
+        for x in items:
+            pend.append(pool.submit(fn, x))
+            while len(pend) > depth + workers - 1:
+                yield pend.popleft().result()
+        while pend:
+            yield pend.popleft().result()
+    finally:
+        for f in pend:
+            f.cancel()
+        pool.shutdown(wait=True)
+
+
+PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
+PREP_WORKERS = 2  # parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
+SWITCH_INTERVAL = 0.0  # > 0: sys.setswitchinterval for the run (GIL hand-over between pipeline threads)
 RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
 
 
@@ -480,13 +514,15 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
     part by part, the mate rescue of the next group of parts (one GPU launch, rescue_groups) overlapping
     this group's pairing and SAM records."""
     n_reads = 0
+    if SWITCH_INTERVAL > 0:
+        sys.setswitchinterval(SWITCH_INTERVAL)
     t0 = time.time()
     states = []
     t1 = time.time()
     resc = ThreadPoolExecutor(1, thread_name_prefix="g3align-rescue")
     try:
         preps = ahead(lambda it: (aligner.prepare(it[0]) if it[0].n else None, it[1]), prefetch(parts),
-                      name="g3align-prepare")
+                      name="g3align-prepare", workers=aligner.prep_workers)
         for (state, end) in ahead(lambda it: (aligner.pe_regions_of(it[0]) if it[0] is not None else None, it[1]),
                                   preps, depth=PE_AHEAD, name="g3align-regions"):
             if state is not None:
@@ -519,9 +555,11 @@ def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
     """Single-end: a reader thread parses ahead, a second thread prepares the next batch (the GPU stages)
     while this one computes the current batch's regions and SAM records."""
     n_reads = 0
+    if SWITCH_INTERVAL > 0:
+        sys.setswitchinterval(SWITCH_INTERVAL)
     t0 = time.time()
     t1 = time.time()
-    for prep in ahead(aligner.prepare, prefetch(batches), name="g3align-prepare"):
+    for prep in ahead(aligner.prepare, prefetch(batches), name="g3align-prepare", workers=aligner.prep_workers):
         sam = aligner.finish_se(prep)
         sink.write_sam_bytes(sam)
         n_reads += prep[0].n

@@ -945,3 +945,37 @@ def test_gpu_out_of_memory_runs_in_halves(data, monkeypatch):
         al = MemAligner(data["ref"], data["fm"], _opt("default", 2), device="gpu")
         _check_sam(_run(al, data, mode), _per_read_sam(data, "default", mode))
         assert al.stage_times["jobs"] > 500
+
+
+# ------------------------------------------------------------------------------------------------
+# pipeline.ahead: results in order with several workers, errors where they happened
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("workers,depth", [(1, 1), (2, 1), (3, 4)])
+def test_ahead_keeps_order_and_raises_in_place(workers, depth):
+    import random
+    import threading
+    import time as _t
+
+    from g3align.aligner.pipeline import ahead
+
+    rng = random.Random(workers)
+    delays = [rng.random() * 0.004 for _ in range(40)]
+    names = set()
+
+    def fn(i):
+        names.add(threading.current_thread().name)
+        _t.sleep(delays[i])  # later items often finish first
+        if i == 25:
+            raise ValueError("item 25")
+        return i * i
+    got = []
+    with pytest.raises(ValueError, match="item 25"):
+        for x in ahead(fn, iter(range(40)), depth=depth, name="t-ahead", workers=workers):
+            got.append(x)
+    assert got == [i * i for i in range(25)]
+    assert all(n.startswith("t-ahead") for n in names) and (workers == 1 or len(names) > 1)
+    # a consumer that stops early: the workers are shut down, nothing hangs
+    it = ahead(lambda i: i, iter(range(1000)), depth=depth, name="t-ahead", workers=workers)
+    assert [next(it) for _ in range(3)] == [0, 1, 2]
+    it.close()
