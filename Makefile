@@ -35,6 +35,7 @@ gpu-check:
 	$(PYTHON) scripts/gpu_check.py --fasta .devdata/human_GRCh37_chr20.fa.gz --pairs 1000000 \
 	    --out $(OUT) --bwa .devdata/bwa
 	$(PYTHON) scripts/gpu_seed_bench.py --fasta .devdata/human_GRCh37_chr20.fa.gz --out $(OUT)
+	$(PYTHON) scripts/gpu_stage_bench.py --fasta .devdata/human_GRCh37_chr20.fa.gz --out $(OUT)
 
 # Regenerate data/golden/* with the installed bwa (see data/README.md).
 golden:

@@ -280,6 +280,38 @@ struct SwOut {
     int score, te, qe, score2, te2;
 };
 
+// A pass's result from its best score (gmax at target row te, query qe) and row-maximum list
+// (bsc/bte, n_b entries): the sub-optimal score outside te +- the best score's span; 8-bit saturation.
+__device__ __forceinline__ SwOut sw_finish(int gmax, int te, int qe, int n_b, int byte_, int shift, int qmax,
+                                           const int* bsc, const int* bte) {
+    SwOut o;
+    o.te = te;
+    if (byte_ && gmax + shift >= 255) {
+        o.score = 255;
+        o.qe = -1;
+        o.score2 = -1;
+        o.te2 = -1;
+        return o;
+    }
+    int score2 = -1, te2 = -1;
+    if (n_b > 0) {
+        const int r = (gmax + qmax - 1) / qmax;
+        const int low = te - r, high = te + r;
+        for (int x = 0; x < n_b; ++x) {
+            const int e = bte[x];
+            if ((e < low || e > high) && bsc[x] > score2) {
+                score2 = bsc[x];
+                te2 = e;
+            }
+        }
+    }
+    o.score = gmax;
+    o.qe = qe;
+    o.score2 = score2;
+    o.te2 = te2;
+    return o;
+}
+
 // query(j) = mate base j of the aligned orientation, reversed when qrev (reverse pass);
 // target(i) = reference rb + i, with its first tfl + 1 bases reversed (reverse pass) when tfl >= 0.
 __device__ __forceinline__ int sw_q(const u8* __restrict__ ms, int l_ms, int is_rev, int qrev_end, int j) {
@@ -370,85 +402,7 @@ __device__ SwOut sw_pass(const u8* __restrict__ ms, int l_ms, int is_rev, int qr
         hprev = hcur;
         hcur = tmp;
     }
-    SwOut o;
-    if (byte_ && gmax + shift >= 255) {
-        o.score = 255;
-        o.te = te;
-        o.qe = -1;
-        o.score2 = -1;
-        o.te2 = -1;
-        return o;
-    }
-    int score2 = -1, te2 = -1;
-    if (n_b > 0) {
-        const int r = (gmax + qmax - 1) / qmax;
-        const int low = te - r, high = te + r;
-        for (int x = 0; x < n_b; ++x) {
-            const int e = bte[x];
-            if ((e < low || e > high) && bsc[x] > score2) {
-                score2 = bsc[x];
-                te2 = e;
-            }
-        }
-    }
-    o.score = gmax;
-    o.te = te;
-    o.qe = qe;
-    o.score2 = score2;
-    o.te2 = te2;
-    return o;
-}
-
-extern "C" __global__ void mem_sw_kernel(const u8* __restrict__ seq, const i64* __restrict__ seq_off,
-                                         const u8* __restrict__ pac, i64 l_pac, const int* __restrict__ P,
-                                         const i8* __restrict__ mat_g, const i64* __restrict__ order, i64 n_job,
-                                         const i64* __restrict__ mate, const i64* __restrict__ wrb,
-                                         const i64* __restrict__ wre, const i64* __restrict__ wrev,
-                                         const i64* __restrict__ wx, const i64* __restrict__ bl_off,
-                                         int* ws, int nmax, int* bl, i64* __restrict__ R) {
-    __shared__ int mat[25];
-    load_mat(mat, mat_g);
-    int mn = 127, mxs = 0;
-    for (int k = 0; k < 25; ++k) {
-        mn = mat[k] < mn ? mat[k] : mn;
-        mxs = mat[k] > mxs ? mat[k] : mxs;
-    }
-    const int o_del = P[P_ODEL], e_del = P[P_EDEL], o_ins = P[P_OINS], e_ins = P[P_EINS];
-    const i64 T = (i64)gridDim.x * blockDim.x;
-    const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    int* my = ws + tid;
-    for (i64 kk = tid; kk < n_job; kk += T) {
-        const i64 k = order[kk];
-        const i64 m = mate[k];
-        const u8* ms = seq + seq_off[m];
-        const int l_ms = (int)(seq_off[m + 1] - seq_off[m]);
-        const int is_rev = (int)wrev[k], xtra = (int)wx[k];
-        const i64 rb = wrb[k];
-        const int tlen = (int)(wre[k] - rb);
-        const int byte_ = (xtra & KSW_XBYTE) != 0;
-        int* bsc = bl + bl_off[k];
-        int* bte = bsc + (tlen + 1);
-        SwOut a = sw_pass(ms, l_ms, is_rev, -1, l_ms, pac, l_pac, rb, -1, tlen, mat, mn, mxs, o_del, e_del, o_ins,
-                          e_ins, xtra, byte_, my, T, nmax, bsc, bte);
-        int tb = -1, qb = -1;
-        if (!((xtra & KSW_XSTART) == 0 || ((xtra & KSW_XSUBO) != 0 && a.score < (xtra & 0xffff)))) {
-            SwOut b = sw_pass(ms, l_ms, is_rev, a.qe, a.qe + 1, pac, l_pac, rb, a.te, tlen, mat, mn, mxs, o_del,
-                              e_del, o_ins, e_ins, KSW_XSTOP | a.score, byte_, my, T, nmax, bsc, bte);
-            if (b.score == a.score) {
-                tb = a.te - b.te;
-                qb = a.qe - b.qe;
-            }
-        }
-        i64* o = R + 8 * k;
-        o[0] = a.score;
-        o[1] = a.te;
-        o[2] = a.qe;
-        o[3] = a.score2;
-        o[4] = a.te2;
-        o[5] = tb;
-        o[6] = qb;
-        o[7] = 0;
-    }
+    return sw_finish(gmax, te, qe, n_b, byte_, shift, qmax, bsc, bte);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -651,33 +605,107 @@ __device__ SwOut sw_pass_warp(int lane, const u8* __restrict__ ms, int l_ms, int
         if (B.stop) break;
     }
 #endif
-    SwOut o;
-    if (byte_ && B.gmax + shift >= 255) {
-        o.score = 255;
-        o.te = B.te;
-        o.qe = -1;
-        o.score2 = -1;
-        o.te2 = -1;
-        return o;
+    return sw_finish(B.gmax, B.te, B.qe, B.n_b, byte_, shift, qmax, bsc, bte);
+}
+
+// Scores and gap penalties of the rescue kernels; the 5x5 matrix into shared memory first.
+struct SwSet {
+    int mn, mxs, o_del, e_del, o_ins, e_ins;
+};
+
+__device__ __forceinline__ SwSet sw_setup(int* mat, const i8* __restrict__ mat_g, const int* __restrict__ P) {
+    load_mat(mat, mat_g);
+    SwSet S;
+    S.mn = 127;
+    S.mxs = 0;
+    for (int k = 0; k < 25; ++k) {
+        S.mn = mat[k] < S.mn ? mat[k] : S.mn;
+        S.mxs = mat[k] > S.mxs ? mat[k] : S.mxs;
     }
-    int score2 = -1, te2 = -1;
-    if (B.n_b > 0) {
-        const int r = (B.gmax + qmax - 1) / qmax;
-        const int low = B.te - r, high = B.te + r;
-        for (int x = 0; x < B.n_b; ++x) {
-            const int e = bte[x];
-            if ((e < low || e > high) && bsc[x] > score2) {
-                score2 = bsc[x];
-                te2 = e;
-            }
+    S.o_del = P[P_ODEL];
+    S.e_del = P[P_EDEL];
+    S.o_ins = P[P_OINS];
+    S.e_ins = P[P_EINS];
+    return S;
+}
+
+// One pass of job k: C == 0 one thread (sw_pass, scratch column `ws` of stride T), else the warp.
+template <int C>
+__device__ __forceinline__ SwOut sw_any(int lane, int* ws, i64 T, int nmax, const u8* __restrict__ ms, int l_ms,
+                                        int is_rev, int qrev_end, int qlen, const u8* __restrict__ pac, i64 l_pac,
+                                        i64 rb, int tfl, int tlen, const int* mat, const SwSet& S, int xtra,
+                                        int byte_, int* bsc, int* bte) {
+    if constexpr (C == 0) {
+        (void)lane;
+        return sw_pass(ms, l_ms, is_rev, qrev_end, qlen, pac, l_pac, rb, tfl, tlen, mat, S.mn, S.mxs, S.o_del,
+                       S.e_del, S.o_ins, S.e_ins, xtra, byte_, ws, T, nmax, bsc, bte);
+    } else {
+        (void)ws;
+        (void)T;
+        (void)nmax;
+        return sw_pass_warp<C>(lane, ms, l_ms, is_rev, qrev_end, qlen, pac, l_pac, rb, tfl, tlen, mat, S.mn, S.mxs,
+                               S.o_del, S.e_del, S.o_ins, S.e_ins, xtra, byte_, bsc, bte);
+    }
+}
+
+// Rescue job k (ksw_align2 with KSW_XSUBO / KSW_XSTART as mem_matesw asks): the forward pass, the
+// reverse pass for the start, R[8k..8k+7] written by lane 0.
+template <int C>
+__device__ __forceinline__ void sw_job(i64 k, int lane, int* ws, i64 T, int nmax, const u8* __restrict__ seq,
+                                       const i64* __restrict__ seq_off, const u8* __restrict__ pac, i64 l_pac,
+                                       const int* mat, const SwSet& S, const i64* __restrict__ mate,
+                                       const i64* __restrict__ wrb, const i64* __restrict__ wre,
+                                       const i64* __restrict__ wrev, const i64* __restrict__ wx,
+                                       const i64* __restrict__ bl_off, int* bl, i64* __restrict__ R) {
+    const i64 m = mate[k];
+    const u8* ms = seq + seq_off[m];
+    const int l_ms = (int)(seq_off[m + 1] - seq_off[m]);
+    const int is_rev = (int)wrev[k], xtra = (int)wx[k];
+    const i64 rb = wrb[k];
+    const int tlen = (int)(wre[k] - rb);
+    const int byte_ = (xtra & KSW_XBYTE) != 0;
+    int* bsc = bl + bl_off[k];
+    int* bte = bsc + (tlen + 1);
+    SwOut a = sw_any<C>(lane, ws, T, nmax, ms, l_ms, is_rev, -1, l_ms, pac, l_pac, rb, -1, tlen, mat, S, xtra, byte_,
+                        bsc, bte);
+    int tb = -1, qb = -1;
+    if (!((xtra & KSW_XSTART) == 0 || ((xtra & KSW_XSUBO) != 0 && a.score < (xtra & 0xffff)))) {
+        SwOut b = sw_any<C>(lane, ws, T, nmax, ms, l_ms, is_rev, a.qe, a.qe + 1, pac, l_pac, rb, a.te, tlen, mat, S,
+                            KSW_XSTOP | a.score, byte_, bsc, bte);
+        if (b.score == a.score) {
+            tb = a.te - b.te;
+            qb = a.qe - b.qe;
         }
     }
-    o.score = B.gmax;
-    o.te = B.te;
-    o.qe = B.qe;
-    o.score2 = score2;
-    o.te2 = te2;
-    return o;
+    if (lane == 0) {
+        i64* o = R + 8 * k;
+        o[0] = a.score;
+        o[1] = a.te;
+        o[2] = a.qe;
+        o[3] = a.score2;
+        o[4] = a.te2;
+        o[5] = tb;
+        o[6] = qb;
+        o[7] = 0;
+    }
+}
+
+// One thread per job. Scratch: three interleaved int rows per thread (sw_pass) of `nmax` cells each;
+// the row-maximum list of job k in bl (2 * (tlen + 1) ints at bl_off[k]).
+extern "C" __global__ void mem_sw_kernel(const u8* __restrict__ seq, const i64* __restrict__ seq_off,
+                                         const u8* __restrict__ pac, i64 l_pac, const int* __restrict__ P,
+                                         const i8* __restrict__ mat_g, const i64* __restrict__ order, i64 n_job,
+                                         const i64* __restrict__ mate, const i64* __restrict__ wrb,
+                                         const i64* __restrict__ wre, const i64* __restrict__ wrev,
+                                         const i64* __restrict__ wx, const i64* __restrict__ bl_off,
+                                         int* ws, int nmax, int* bl, i64* __restrict__ R) {
+    __shared__ int mat[25];
+    const SwSet S = sw_setup(mat, mat_g, P);
+    const i64 T = (i64)gridDim.x * blockDim.x;
+    const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    for (i64 kk = tid; kk < n_job; kk += T)
+        sw_job<0>(order[kk], 0, ws + tid, T, nmax, seq, seq_off, pac, l_pac, mat, S, mate, wrb, wre, wrev, wx, bl_off,
+                  bl, R);
 }
 
 // mem_sw_kernel's jobs, one warp each (jobs with mates of at most 32 * C padded bases).
@@ -690,53 +718,16 @@ __device__ void mem_sw_warp_body(const u8* __restrict__ seq, const i64* __restri
                                  const i64* __restrict__ wx, const i64* __restrict__ bl_off, int* bl,
                                  i64* __restrict__ R) {
     __shared__ int mat[25];
-    load_mat(mat, mat_g);
-    int mn = 127, mxs = 0;
-    for (int k = 0; k < 25; ++k) {
-        mn = mat[k] < mn ? mat[k] : mn;
-        mxs = mat[k] > mxs ? mat[k] : mxs;
-    }
-    const int o_del = P[P_ODEL], e_del = P[P_EDEL], o_ins = P[P_OINS], e_ins = P[P_EINS];
+    const SwSet S = sw_setup(mat, mat_g, P);
     const int lane = (int)(threadIdx.x & 31);
 #ifndef G3_REAL_WARP
     if (lane != 0) return;  // host build: lane 0's call runs the whole warp
 #endif
     const i64 n_warp = ((i64)gridDim.x * blockDim.x) >> 5;
     const i64 wid = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    for (i64 kk = wid; kk < n_job; kk += n_warp) {
-        const i64 k = order[kk];
-        const i64 m = mate[k];
-        const u8* ms = seq + seq_off[m];
-        const int l_ms = (int)(seq_off[m + 1] - seq_off[m]);
-        const int is_rev = (int)wrev[k], xtra = (int)wx[k];
-        const i64 rb = wrb[k];
-        const int tlen = (int)(wre[k] - rb);
-        const int byte_ = (xtra & KSW_XBYTE) != 0;
-        int* bsc = bl + bl_off[k];
-        int* bte = bsc + (tlen + 1);
-        SwOut a = sw_pass_warp<C>(lane, ms, l_ms, is_rev, -1, l_ms, pac, l_pac, rb, -1, tlen, mat, mn, mxs, o_del,
-                                  e_del, o_ins, e_ins, xtra, byte_, bsc, bte);
-        int tb = -1, qb = -1;
-        if (!((xtra & KSW_XSTART) == 0 || ((xtra & KSW_XSUBO) != 0 && a.score < (xtra & 0xffff)))) {
-            SwOut b = sw_pass_warp<C>(lane, ms, l_ms, is_rev, a.qe, a.qe + 1, pac, l_pac, rb, a.te, tlen, mat, mn,
-                                      mxs, o_del, e_del, o_ins, e_ins, KSW_XSTOP | a.score, byte_, bsc, bte);
-            if (b.score == a.score) {
-                tb = a.te - b.te;
-                qb = a.qe - b.qe;
-            }
-        }
-        if (lane == 0) {
-            i64* o = R + 8 * k;
-            o[0] = a.score;
-            o[1] = a.te;
-            o[2] = a.qe;
-            o[3] = a.score2;
-            o[4] = a.te2;
-            o[5] = tb;
-            o[6] = qb;
-            o[7] = 0;
-        }
-    }
+    for (i64 kk = wid; kk < n_job; kk += n_warp)
+        sw_job<C>(order[kk], lane, nullptr, 0, 0, seq, seq_off, pac, l_pac, mat, S, mate, wrb, wre, wrev, wx, bl_off,
+                  bl, R);
 }
 
 #define G3_SW_WARP(C)                                                                                          \
