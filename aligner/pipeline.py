@@ -484,7 +484,7 @@ def _ahead_pool(fn, items, depth, name, workers):
 
 
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
-PREP_WORKERS = 2  # parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
+PREP_WORKERS = 2  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
 SWITCH_INTERVAL = 0.0  # > 0: sys.setswitchinterval for the run (GIL hand-over between pipeline threads)
 RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
 
@@ -559,7 +559,8 @@ def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
         sys.setswitchinterval(SWITCH_INTERVAL)
     t0 = time.time()
     t1 = time.time()
-    for prep in ahead(aligner.prepare, prefetch(batches), name="g3align-prepare", workers=aligner.prep_workers):
+    # one prepare thread: with two, single-end was no faster on the box (docs/BENCHMARKS.md, step 5)
+    for prep in ahead(aligner.prepare, prefetch(batches), name="g3align-prepare"):
         sam = aligner.finish_se(prep)
         sink.write_sam_bytes(sam)
         n_reads += prep[0].n
