@@ -142,10 +142,9 @@ class MemAligner:
         return st
 
     def _pre(self, batch, seq_off):
-        """Staged batch state (memstage.py) for the GPU path or its CPU twin, empty_pre() otherwise; and the
-        batch's reads on the GPU (seq, seq_off device arrays) for the rescue stage, or None."""
+        """Staged batch state (memstage.py) for the GPU path or its CPU twin, empty_pre() otherwise."""
         if not self.staged:
-            return empty_pre(), None
+            return empty_pre()
         with self._gpu_stream():
             return self._pre_staged(batch, seq_off)
 
@@ -154,13 +153,11 @@ class MemAligner:
         st = self.stage_times
         t = time.perf_counter()
         n = batch.n
-        dev = None
         if self._fm_dev is not None:
             import cupy as cp
             from g3align.aligner.smem_gpu import collect_intv_batch_gpu, seed_pos_batch_gpu
             seq_d = cp.asarray(batch.seq)
             off_d = cp.asarray(seq_off)
-            dev = (seq_d, off_d)
             ts = [0.0, 0.0]
 
             def seed_chain(a, b):  # reads [a, b): seeds and chains on the GPU -> host `pre` parts, device jobs
@@ -203,7 +200,7 @@ class MemAligner:
                                   8 * self.n_threads)
         _lap(st, "extension", t)
         _add(st, "jobs", int(jobs[0].shape[0]))
-        return tuple(pre), dev
+        return tuple(pre)
 
     _NO_SW = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 8), np.int64))
 
@@ -217,7 +214,8 @@ class MemAligner:
         t = time.perf_counter()
         low, high, failed, avg, std = pes
         p = self.params
-        tasks = [(k, r) for k, s in enumerate(states) if s[0].n >= 2 for r in self._pair_ranges(s[0].n, s[1][4])]
+        ranges = [self._pair_ranges(s[0].n, s[1][4]) if s[0].n >= 2 else [] for s in states]
+        tasks = [(k, r) for k, rs in enumerate(ranges) for r in rs]
 
         def jobs(task):
             k, (a, b) = task
@@ -225,11 +223,10 @@ class MemAligner:
             return rescue_jobs_range(p, self.offsets, self.l_pac, low, high, failed, arrays[4], R_cat, reg_off,
                                      a, b)
         got = self._map(jobs, tasks)
-        per, i = [], 0
-        for k, s in enumerate(states):
-            m = sum(1 for x in tasks if x[0] == k)
-            per.append(assemble_rescue(s[0].n // 2, got[i:i + m]) if m else self._NO_SW)
-            i += m
+        per, i = [], 0  # per part: (sw_off, key, jobs)
+        for s, rs in zip(states, ranges):
+            per.append(assemble_rescue(s[0].n // 2, got[i:i + len(rs)]))
+            i += len(rs)
         counts = [int(x[1].shape[0]) for x in per]
         n_job = sum(counts)
         res = np.zeros((n_job, 8), np.int64)
@@ -307,12 +304,12 @@ class MemAligner:
     def prepare(self, batch):
         """The GPU-heavy front of a batch (or part): its read arrays and staged state (_pre: seeds,
         chains, extensions). The pipeline runs it one batch ahead, in its own thread (`ahead`), so the
-        GPU stages of batch k+1 overlap the CPU stages of batch k. Returns (batch, arrays, pre, dev)."""
+        GPU stages of batch k+1 overlap the CPU stages of batch k. Returns (batch, arrays, pre)."""
         t = time.perf_counter()
         arrays = self._read_arrays(batch)
-        pre, dev = self._pre(batch, arrays[4]) if batch.n else (empty_pre(), None)
+        pre = self._pre(batch, arrays[4]) if batch.n else empty_pre()
         _lap(self.stage_times, "prepare", t)
-        return batch, arrays, pre, dev
+        return batch, arrays, pre
 
     def pe_regions(self, batch):
         """Stage 1 of paired-end on an interleaved part of a -K batch (an even number of reads): the
@@ -321,7 +318,7 @@ class MemAligner:
 
     def pe_regions_of(self, prep):
         """pe_regions from prepare()'s result."""
-        batch, arrays, pre, dev = prep
+        batch, arrays, pre = prep
         n = batch.n
         seq_off = arrays[4]
         t = time.perf_counter()
@@ -335,7 +332,7 @@ class MemAligner:
         reg_off = np.zeros(n + 1, np.int64)
         np.cumsum(counts, out=reg_off[1:])
         _lap(self.stage_times, "regions", t)
-        return batch, arrays, R_cat, reg_off  # (prepare's reads on the GPU are dropped here)
+        return batch, arrays, R_cat, reg_off
 
     def pe_stat(self, states, log=None):
         """Insert-size statistics (bwa's mem_pestat) over all parts of one -K batch."""
@@ -388,7 +385,7 @@ class MemAligner:
 
     def finish_se(self, prep) -> bytes:
         """Regions and SAM records of a single-end batch from prepare()'s result."""
-        batch, (names, name_off, comments, com_off, seq_off, qual), pre, _ = prep
+        batch, (names, name_off, comments, com_off, seq_off, qual), pre = prep
         n = batch.n
         if n == 0:
             return b""
@@ -485,7 +482,6 @@ def _ahead_pool(fn, items, depth, name, workers):
 
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
 PREP_WORKERS = 2  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
-SWITCH_INTERVAL = 0.0  # > 0: sys.setswitchinterval for the run (GIL hand-over between pipeline threads)
 RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
 
 
@@ -514,8 +510,6 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
     part by part, the mate rescue of the next group of parts (one GPU launch, rescue_groups) overlapping
     this group's pairing and SAM records."""
     n_reads = 0
-    if SWITCH_INTERVAL > 0:
-        sys.setswitchinterval(SWITCH_INTERVAL)
     t0 = time.time()
     states = []
     t1 = time.time()
@@ -555,8 +549,6 @@ def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
     """Single-end: a reader thread parses ahead, a second thread prepares the next batch (the GPU stages)
     while this one computes the current batch's regions and SAM records."""
     n_reads = 0
-    if SWITCH_INTERVAL > 0:
-        sys.setswitchinterval(SWITCH_INTERVAL)
     t0 = time.time()
     t1 = time.time()
     # one prepare thread: with two, single-end was no faster on the box (docs/BENCHMARKS.md, step 5)

@@ -65,7 +65,7 @@ def main():
     seeds = seed_pos_batch_gpu(al._fm_dev, al.offsets, mb, me, mk, mss, ioff, p.max_occ)
     bench("SA lookups -> seeds (seed_pos_batch_gpu)",
           lambda: seed_pos_batch_gpu(al._fm_dev, al.offsets, mb, me, mk, mss, ioff, p.max_occ))
-    ch, jobs = ms.chain_gpu(p, al.mat, al.offsets, al.l_pac, al.pac, batch.seq, seq_off, off_d, seeds)
+    _, jobs = ms.chain_gpu(p, al.mat, al.offsets, al.l_pac, al.pac, batch.seq, seq_off, off_d, seeds)
     bench("chaining + filtering (chain_gpu)",
           lambda: ms.chain_gpu(p, al.mat, al.offsets, al.l_pac, al.pac, batch.seq, seq_off, off_d, seeds))
     X = ms.ext_jobs_gpu(p, al.mat, al._pac_dev, al.l_pac, seq_d, off_d, jobs)

@@ -677,7 +677,7 @@ def _rescue(data, variant, key="pe"):
         ref, batch, opt = data["ref"], data[key], _opt(variant)
         al = MemAligner(ref, data["fm"], opt, staged=True)
         names, name_off, comments, com_off, seq_off, qual = al._read_arrays(batch)
-        pre, _ = al._pre(batch, seq_off)
+        pre = al._pre(batch, seq_off)
         R_cat, cnt = regions_range(al.fm, al.offsets, al.l_pac, al.pac, batch.seq, seq_off, 0, batch.n, al.params,
                                    al.mat, pre)
         reg_off = np.zeros(batch.n + 1, np.int64)
