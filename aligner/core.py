@@ -12,6 +12,7 @@ import numba as nb
 import numpy as np
 from g3align.aligner.chain import chain_and_filter, rep_len
 from g3align.aligner.extend import IS_ALT, NF, QB, SCORE, SECONDARY, SECONDARY_ALL, XF, chain2aln, flt_chained_seeds
+from g3align.aligner.nbshare import unowned
 from g3align.aligner.samout import F_ALL, F_KEEP_SUPP_MAPQ, F_NO_MULTI, gen_alt, reg2aln, write_record
 from g3align.aligner.select import INT_MAX, mark_primary_se, sort_dedup_patch
 from g3align.aligner.smem import collect_intv
@@ -219,6 +220,9 @@ def align_range_se(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qu
                    names, name_off, comments, com_off, rg_id, first_id, i0, i1, opt, mat, pre):
     """CPU kernel: SAM bytes for reads [i0, i1) of a batch (read ids first_id + i). With a non-empty `pre`
     the chains and seed extensions come precomputed (memstage.py); otherwise the kernel seeds itself."""
+    (fm, offsets, pac, ctg_names, ctg_off, seq, seq_off, qual, names, name_off, comments, com_off, rg_id, mat,
+     pre) = unowned((fm, offsets, pac, ctg_names, ctg_off, seq, seq_off, qual, names, name_off, comments, com_off,
+                     rg_id, mat, pre))
     buf = np.empty(1024 + 600 * (i1 - i0), np.uint8)
     nbuf = 0
     for i in range(i0, i1):

@@ -28,6 +28,7 @@ import numpy as np
 from g3align.aligner.bns import get_seq
 from g3align.aligner.chain import chain_seeds, rep_len
 from g3align.aligner.extend import XF, chain_window, ext_seed, flt_chained_seeds
+from g3align.aligner.nbshare import unowned
 
 # s_off: read r's seeds are [s_off[r], s_off[r+1]) of s_rbeg/s_qbeg/s_len/s_score;
 # c_off: read r's kept chains are [c_off[r], c_off[r+1]) of ch_rid; cs_off: chain c's seeds are
@@ -49,6 +50,8 @@ def chain_range(offsets, l_pac, pac, seq, seq_off, i0, i1, opt, mat, s_off, s_rb
     """Chains of reads [i0, i1) from their seeds. Returns
     (s_score for seeds [s_off[i0], s_off[i1]), n_chains per read, ch_rid, ch_r0, ch_r1, ch_n, ch_seed):
     ch_n seeds per chain, ch_seed their indices into the read's seeds, [ch_r0, ch_r1) the window."""
+    offsets, pac, seq, seq_off, mat, s_off, s_rbeg, s_qbeg, s_len, s_rid = unowned(
+        (offsets, pac, seq, seq_off, mat, s_off, s_rbeg, s_qbeg, s_len, s_rid))
     base = s_off[i0]
     s_score = s_len[base:s_off[i1]].copy()
     n_ch = np.zeros(i1 - i0, np.int64)
@@ -117,6 +120,8 @@ def rep_len_csr(mb, me, ms, off, max_occ):
 @nb.njit(cache=True, nogil=True)
 def ext_jobs_range(opt, mat, l_pac, pac, seq, seq_off, j_read, j_sq, j_sr, j_sl, j_r0, j_r1, j0, j1, X):
     """CPU twin of kernels/memext.cu: ext_seed for jobs [j0, j1) into X[j]."""
+    mat, pac, seq, seq_off, j_read, j_sq, j_sr, j_sl, j_r0, j_r1, X = unowned(
+        (mat, pac, seq, seq_off, j_read, j_sq, j_sr, j_sl, j_r0, j_r1, X))
     lmax = 0
     wmax = 0
     for j in range(j0, j1):
@@ -186,6 +191,42 @@ def _in_ranges(n, parts, map_fn, fn):
     list(map_fn(lambda r: fn(*r), [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]))
 
 
+PINNED_MIN = 1 << 16  # bytes: smaller host <-> device copies go the plain way
+
+
+def to_device(a):
+    """numpy -> a new cupy array, copied through pinned host memory (CuPy's pinned pool): a copy from
+    pageable memory runs at a fraction of the bus speed (10 Mbases of reads took ~5 ms on the box)."""
+    import cupy as cp
+    import cupyx
+
+    a = np.ascontiguousarray(a)
+    if a.nbytes < PINNED_MIN:
+        return cp.asarray(a)
+    h = cupyx.empty_pinned(a.shape, a.dtype)
+    np.copyto(h, a)
+    d = cp.empty(a.shape, a.dtype)
+    d.set(h)
+    cp.cuda.get_current_stream().synchronize()  # h returns to the pool when this function returns
+    return d
+
+
+def to_host(x) -> np.ndarray:
+    """cupy -> numpy in pinned host memory (waits for the copy, on the current stream); see to_device."""
+    import cupy as cp
+    import cupyx
+
+    x = cp.ascontiguousarray(x)
+    if x.nbytes < PINNED_MIN:
+        return cp.asnumpy(x)
+    h = cupyx.empty_pinned(x.shape, x.dtype)
+    x.get(out=h)
+    return h
+
+
+_to_host = to_host  # the launchers' `to_host` flag shadows the function inside them
+
+
 def gpu_halving(fn, n: int) -> list:
     """[fn(0, n)], or, when the GPU runs out of memory, fn over the two halves of [0, n) (recursively, the
     memory pool freed first): independent reads or jobs give the same result in pieces, so a batch
@@ -228,7 +269,7 @@ def _ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_byte
     n = int(jobs[0].shape[0])
     X = cp.zeros((n, XF), cp.int64)
     if n == 0:
-        return cp.asnumpy(X) if to_host else X
+        return _to_host(X) if to_host else X
     k = get_module("memext").get_function("mem_ext_kernel")
     jd = [cp.asarray(a, dtype=cp.int64) for a in jobs]
     j_read, j_sl = jd[0], jd[3]
@@ -243,7 +284,7 @@ def _ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_byte
     k((n_thr // block,), (block,),
       (seq_d, seq_off_d, pac_d, np.int64(l_pac), cp.asarray(ext_params(opt)), cp.asarray(mat.astype(np.int8)),
        order, np.int64(n), *jd, ws, X))
-    return cp.asnumpy(X) if to_host else X
+    return _to_host(X) if to_host else X
 
 
 def rep_len_gpu(mb, me, ms, off, max_occ, block: int = 128):
@@ -304,7 +345,7 @@ def _rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_byt
     n = int(jobs[0].shape[0])
     R = cp.zeros((n, 8), cp.int64)
     if n == 0:
-        return cp.asnumpy(R) if to_host else R
+        return _to_host(R) if to_host else R
     mod = get_module("memext")
     mate, wrb, wre, wrev, wx = (cp.asarray(a, dtype=cp.int64) for a in jobs)
     tlen = wre - wrb
@@ -336,7 +377,7 @@ def _rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_byt
         mod.get_function("mem_sw_kernel")(
             (n_thr // block,), (block,), (seq_d, seq_off_d, pac_d, np.int64(l_pac), P, M, order, np.int64(m), mate,
                                          wrb, wre, wrev, wx, bl_off, ws, np.int32(nmax), bl, R))
-    return cp.asnumpy(R) if to_host else R
+    return _to_host(R) if to_host else R
 
 
 # ------------------------------------------------------------------------------------------------
@@ -405,7 +446,7 @@ def chain_gpu(opt, mat, offsets, l_pac, pac, seq, seq_off, seq_off_d, seeds_d, r
                              np.int64(l_pac), cp.asarray(chain_params(opt)), np.float32(opt.mask_level),
                              np.float32(opt.drop_ratio), np.int64(n), scr_off, scr, *sl, n_ch, n_cs, cpu))
     del scr
-    s_score = cp.asnumpy(s_len)
+    s_score = to_host(s_len)
     idx = np.nonzero(cp.asnumpy(cpu))[0].astype(np.int64)
     if idx.shape[0]:  # long reads: the CPU twin, patched into the slot arrays
         h = [cp.asnumpy(a) for a in (s_off, s_rbeg, s_qbeg, s_len, s_rid)]
@@ -430,7 +471,7 @@ def chain_gpu(opt, mat, offsets, l_pac, pac, seq, seq_off, seq_off_d, seeds_d, r
             grid, (block,), (s_off, s_rbeg, s_qbeg, s_len, c_off, g_off, np.int64(n), np.int64(read_base), *sl,
                              ch_rid, cs_off, ch_seed, *jobs))
     cs_off[nc] = ng
-    host = (s_score, cp.asnumpy(c_off), cp.asnumpy(ch_rid), cp.asnumpy(cs_off), cp.asnumpy(ch_seed))
+    host = (s_score, to_host(c_off), to_host(ch_rid), to_host(cs_off), to_host(ch_seed))
     return host, jobs
 
 

@@ -42,6 +42,7 @@ from g3align.aligner.extend import (
 )
 from g3align.aligner.ksort import introsort
 from g3align.aligner.ksw import ksw_align2
+from g3align.aligner.nbshare import unowned
 from g3align.aligner.samout import F_ALL, gen_alt, reg2aln, write_record
 from g3align.aligner.select import approx_mapq_se, hash_64, mark_primary_se, sort_dedup_patch
 
@@ -63,6 +64,7 @@ MAX_STDDEV = 4.0
 def regions_range(fm, offsets, l_pac, pac, seq, seq_off, i0, i1, opt, mat, pre):
     """Regions of reads [i0, i1) concatenated: (R_cat, counts). Chains and seed extensions precomputed
     when `pre` is not empty (see core.align_range_se)."""
+    fm, offsets, pac, seq, seq_off, mat, pre = unowned((fm, offsets, pac, seq, seq_off, mat, pre))
     tot = 0
     R_cat = np.empty((64, NF), np.int64)
     cnt = np.zeros(i1 - i0, np.int64)
@@ -322,6 +324,8 @@ def rescue_jobs_range(opt, offsets, l_pac, p_low, p_high, p_failed, seq_off, R_c
     a rescue only adds skipped orientations, and a call missing here is computed in matesw).
     Returns (jobs per pair, J) with J rows (key, mate read, rb, re, is_rev, xtra);
     key = (side*max_matesw + anchor)*4 + r."""
+    offsets, p_low, p_high, p_failed, seq_off, R_cat, reg_off = unowned(
+        (offsets, p_low, p_high, p_failed, seq_off, R_cat, reg_off))
     cnt = np.zeros(j1 - j0, np.int64)
     J = np.empty((64, 6), np.int64)
     n = 0
@@ -363,6 +367,8 @@ def rescue_jobs_range(opt, offsets, l_pac, p_low, p_high, p_failed, seq_off, R_c
 def rescue_sw_range(opt, mat, l_pac, pac, seq, seq_off, mate, wrb, wre, wrev, wx, k0, k1, res):
     """CPU twin of kernels/memext.cu's mem_sw_kernel: ksw_align2 of rescue jobs [k0, k1) into res[k, 0:7]
     (score, te, qe, score2, te2, tb, qb)."""
+    mat, pac, seq, seq_off, mate, wrb, wre, wrev, wx, res = unowned(
+        (mat, pac, seq, seq_off, mate, wrb, wre, wrev, wx, res))
     for k in range(k0, k1):
         ms = seq[seq_off[mate[k]]:seq_off[mate[k] + 1]]
         qs = _rc(ms) if wrev[k] else ms
@@ -634,6 +640,10 @@ def sam_pe_range(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual
                  j0, j1, opt, mat, sw_off, sw_key, sw_res):
     """CPU kernel: SAM bytes for pairs [j0, j1) of an interleaved batch (reads 2j, 2j+1). sw_off (CSR over
     the batch's pairs, or empty), sw_key, sw_res: precomputed rescue alignments (rescue_jobs_range)."""
+    (offsets, pac, ctg_names, ctg_off, seq, seq_off, qual, names, name_off, comments, com_off, rg_id, R_cat,
+     reg_off, p_low, p_high, p_failed, p_avg, p_std, mat, sw_off, sw_key, sw_res) = unowned(
+        (offsets, pac, ctg_names, ctg_off, seq, seq_off, qual, names, name_off, comments, com_off, rg_id, R_cat,
+         reg_off, p_low, p_high, p_failed, p_avg, p_std, mat, sw_off, sw_key, sw_res))
     buf = np.empty(2048 + 1200 * (j1 - j0), np.uint8)
     nbuf = 0
     for j in range(j0, j1):

@@ -36,27 +36,12 @@ from g3align.aligner.memstage import (
     rep_len_gpu,
     rescue_sw_cpu,
     rescue_sw_gpu,
+    to_device,
+    to_host,
 )
 from g3align.aligner.options import score_matrix
 from g3align.aligner.pair import pestat, regions_range, rescue_jobs_range, sam_pe_range
-from g3align.aligner.reads import gather_bytes, prefetch
-
-
-def _bytes_csr(strings):
-    """list[str] (one line each: read names, comments) -> (uint8 bytes, int64 offsets), with one join and
-    one encode for the whole list instead of a Python loop over the reads."""
-    n = len(strings)
-    off = np.zeros(n + 1, np.int64)
-    if n == 0:
-        return np.zeros(0, np.uint8), off
-    arr = np.frombuffer("\n".join(strings).encode(), np.uint8)
-    nl = np.flatnonzero(arr == 10)
-    if nl.shape[0] != n - 1:
-        raise ValueError("a read name or comment holds a line break")
-    ends = np.append(nl, arr.shape[0])
-    np.cumsum(ends - np.concatenate([[0], nl + 1]), out=off[1:])
-    return np.delete(arr, nl), off
-
+from g3align.aligner.reads import bytes_csr, gather_bytes, prefetch
 
 WORKER_NICE = 5  # nice increment of the CPU pool's worker threads on the GPU path (0: none)
 TRACE: list | None = None  # when a list: (stage, thread, t0, t1) of every stage lap (scripts/gpu_check.py)
@@ -100,7 +85,7 @@ class MemAligner:
         self.opt = opt
         self.params = opt.to_numba()
         self.mat = score_matrix(opt.a, opt.b)
-        self.ctg_names, self.ctg_off = _bytes_csr(ref.names)
+        self.ctg_names, self.ctg_off = bytes_csr(ref.names)
         self.offsets = np.ascontiguousarray(ref.offsets, dtype=np.int64)
         self.pac = ref.pac
         self.l_pac = int(ref.l_pac)
@@ -154,10 +139,9 @@ class MemAligner:
         t = time.perf_counter()
         n = batch.n
         if self._fm_dev is not None:
-            import cupy as cp
             from g3align.aligner.smem_gpu import collect_intv_batch_gpu, seed_pos_batch_gpu
-            seq_d = cp.asarray(batch.seq)
-            off_d = cp.asarray(seq_off)
+            seq_d = to_device(batch.seq)
+            off_d = to_device(seq_off)
             ts = [0.0, 0.0]
 
             def seed_chain(a, b):  # reads [a, b): seeds and chains on the GPU -> host `pre` parts, device jobs
@@ -165,10 +149,10 @@ class MemAligner:
                 sd = seq_d[int(seq_off[a]):int(seq_off[b])]
                 od = off_d[a:b + 1] - off_d[a]
                 mb, me, mk, ms, ioff = collect_intv_batch_gpu(self._fm_dev, sd, od, p)
-                fr = cp.asnumpy(rep_len_gpu(mb, me, ms, ioff, p.max_occ))
+                fr = to_host(rep_len_gpu(mb, me, ms, ioff, p.max_occ))
                 seeds = seed_pos_batch_gpu(self._fm_dev, self.offsets, mb, me, mk, ms, ioff, p.max_occ)
                 del mb, me, mk, ms, ioff
-                h_seeds = [cp.asnumpy(x) for x in (seeds[4], seeds[0], seeds[1], seeds[2])]
+                h_seeds = [to_host(x) for x in (seeds[4], seeds[0], seeds[1], seeds[2])]
                 t1 = time.perf_counter()
                 so = seq_off[a:b + 1] - seq_off[a]
                 ch, jobs = chain_gpu(p, self.mat, self.offsets, self.l_pac, self.pac,
@@ -252,9 +236,8 @@ class MemAligner:
             jb = (np.arange(n_job, dtype=np.int64),) + tuple(np.concatenate([w[f] for w in wins]) for f in range(4))
             t1 = time.perf_counter()
             if self._fm_dev is not None and p.o_ins > 0:
-                import cupy as cp
                 with self._gpu_stream():
-                    res = rescue_sw_gpu(p, self.mat, self._pac_dev, self.l_pac, cp.asarray(seq), cp.asarray(off), jb)
+                    res = rescue_sw_gpu(p, self.mat, self._pac_dev, self.l_pac, to_device(seq), to_device(off), jb)
             else:
                 res = rescue_sw_cpu(p, self.mat, self.l_pac, self.pac, seq, off, jb, self._map, 8 * self.n_threads)
             _lap(self.stage_times, "rescue_sw", t1)
@@ -282,9 +265,9 @@ class MemAligner:
 
     def _read_arrays(self, batch):
         n = batch.n
-        names, name_off = _bytes_csr(batch.names)
+        names, name_off = batch.name_csr()
         if self.copy_comment:
-            comments, com_off = _bytes_csr(batch.comments)
+            comments, com_off = bytes_csr(batch.comments)
         else:
             comments, com_off = np.zeros(0, np.uint8), np.zeros(n + 1, np.int64)
         seq_off = np.ascontiguousarray(batch.seq_off - batch.seq_off[0], dtype=np.int64)
@@ -364,21 +347,28 @@ class MemAligner:
 
     def pe_sam(self, state, pes, sw) -> bytes:
         """Pairing and SAM records of one part, given its rescue alignments (pe_rescue)."""
-        batch, (names, name_off, comments, com_off, seq_off, qual), R_cat, reg_off = state
-        n = batch.n
-        if n == 0:
-            return b""
-        low, high, failed, avg, std = pes
-        t = time.perf_counter()
+        return self.pe_sam_group([state], pes, [sw])[0]
 
-        def stage2(r):
+    def pe_sam_group(self, states, pes, sws) -> list:
+        """pe_sam of several parts at once: the pair ranges of all parts go to the CPU threads together, so
+        the threads do not wait for the slowest range of each part in turn. Returns bytes per part."""
+        t = time.perf_counter()
+        tasks = [(k, r) for k, st in enumerate(states) if st[0].n for r in self._pair_ranges(st[0].n, st[1][4])]
+        low, high, failed, avg, std = pes
+
+        def stage2(task):
+            k, r = task
+            batch, (names, name_off, comments, com_off, seq_off, qual), R_cat, reg_off = states[k]
             return sam_pe_range(self.fm, self.offsets, self.l_pac, self.pac, self.ctg_names, self.ctg_off,
                                 batch.seq, seq_off, qual, batch.has_qual, names, name_off, comments, com_off,
                                 self.rg_id, R_cat, reg_off, low, high, failed, avg, std,
-                                int(batch.first_id) // 2, r[0], r[1], self.params, self.mat, *sw)
-        out = b"".join(o.tobytes() for o in self._map(stage2, self._pair_ranges(n, seq_off)))
+                                int(batch.first_id) // 2, r[0], r[1], self.params, self.mat, *sws[k])
+        got = self._map(stage2, tasks) if tasks else []
+        out = [[] for _ in states]
+        for (k, _), o in zip(tasks, got):
+            out[k].append(o.tobytes())
         _lap(self.stage_times, "pairing+sam", t)
-        return out
+        return [b"".join(x) for x in out]
 
     def align_batch_se(self, batch) -> bytes:
         return self.finish_se(self.prepare(batch))
@@ -534,8 +524,8 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
                     sws = fut.result()
                     if i + 1 < len(groups):
                         fut = resc.submit(aligner.pe_rescue_group, groups[i + 1], p)
-                    for st, sw in zip(group, sws):
-                        sink.write_sam_bytes(aligner.pe_sam(st, p, sw))
+                    for sam in aligner.pe_sam_group(group, p, sws):
+                        sink.write_sam_bytes(sam)
             n_reads += n
             log(f"[M::mem_process_seqs] Processed {n} reads in {time.time() - t1:.3f} real sec", verbose)
             states = []

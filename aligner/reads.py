@@ -98,6 +98,16 @@ class ReadBatch:
     has_qual: bool
     first_id: int = 0
     raw: np.ndarray | None = None    # uint8 sequence letters as in the file (same offsets), if kept
+    # the names again as bytes + offsets (read i: name_buf[name_off[i]:name_off[i+1]]), if the parser made
+    # them: the aligners' kernels read names this way (name_csr)
+    name_buf: np.ndarray | None = None
+    name_off: np.ndarray | None = None
+
+    def name_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """(uint8 bytes, int64 offsets starting at 0) of the read names."""
+        if self.name_buf is not None:
+            return self.name_buf, self.name_off
+        return bytes_csr(self.names)
 
     @property
     def n(self) -> int:
@@ -131,9 +141,13 @@ class ReadBatch:
         """Reads [i, j) as a new batch (arrays are views; offsets rebased to start at 0)."""
         a, b = int(self.seq_off[i] - self.seq_off[0]), int(self.seq_off[j] - self.seq_off[0])
         off = self.seq_off[i:j + 1] - self.seq_off[i]
+        nb_ = no = None
+        if self.name_buf is not None:
+            nb_ = self.name_buf[int(self.name_off[i]):int(self.name_off[j])]
+            no = self.name_off[i:j + 1] - self.name_off[i]
         return ReadBatch(self.names[i:j], self.comments[i:j], self.seq[a:b], off,
                          self.qual[a:b] if self.has_qual else self.qual[:0], self.has_qual,
-                         self.first_id + i, None if self.raw is None else self.raw[a:b])
+                         self.first_id + i, None if self.raw is None else self.raw[a:b], nb_, no)
 
     @staticmethod
     def empty(has_qual: bool = True, first_id: int = 0) -> ReadBatch:
@@ -160,7 +174,13 @@ class ReadBatch:
         seq = np.concatenate([p.seq for p in parts])
         qual = np.concatenate([p.qual for p in parts]) if has_qual else np.zeros(0, np.uint8)
         raw = np.concatenate([p.raw for p in parts]) if all(p.raw is not None for p in parts) else None
-        return ReadBatch(names, comments, seq, np.concatenate(offs), qual, has_qual, parts[0].first_id, raw)
+        nb_ = no = None
+        if all(p.name_buf is not None for p in parts):
+            nb_ = np.concatenate([p.name_buf for p in parts])
+            no = np.zeros(len(names) + 1, np.int64)
+            np.cumsum(np.concatenate([np.diff(p.name_off) for p in parts]), out=no[1:])
+        return ReadBatch(names, comments, seq, np.concatenate(offs), qual, has_qual, parts[0].first_id, raw, nb_,
+                         no)
 
 
 _CODES2ACGTN = np.frombuffer(b"ACGTN", dtype=np.uint8)
@@ -194,7 +214,38 @@ def interleave(b1: ReadBatch, b2: ReadBatch) -> ReadBatch:
     names[0::2], names[1::2] = b1.names, b2.names
     comments = [None] * (2 * n)
     comments[0::2], comments[1::2] = b1.comments, b2.comments
-    return ReadBatch(names, comments, seq, off, qual, has_qual, 2 * b1.first_id)
+    nb_, no = _interleave_csr(b1.name_csr(), b2.name_csr())
+    return ReadBatch(names, comments, seq, off, qual, has_qual, 2 * b1.first_id, None, nb_, no)
+
+
+def _interleave_csr(c1, c2):
+    """Two CSR byte arrays (bytes, offsets) of n items each -> items c1[0], c2[0], c1[1], ..."""
+    (a1, o1), (a2, o2) = c1, c2
+    l1, l2 = np.diff(o1), np.diff(o2)
+    lens = np.empty(2 * l1.shape[0], np.int64)
+    lens[0::2], lens[1::2] = l1, l2
+    off = np.zeros(lens.shape[0] + 1, np.int64)
+    np.cumsum(lens, out=off[1:])
+    out = np.empty(int(off[-1]), np.uint8)
+    gather_bytes(a1, np.ascontiguousarray(o1[:-1]), l1, np.ascontiguousarray(off[0:-1:2]), out, -1)
+    gather_bytes(a2, np.ascontiguousarray(o2[:-1]), l2, np.ascontiguousarray(off[1::2]), out, -1)
+    return out, off
+
+
+def bytes_csr(strings) -> tuple[np.ndarray, np.ndarray]:
+    """list[str] (one line each: read names, comments) -> (uint8 bytes, int64 offsets), with one join and
+    one encode for the whole list instead of a Python loop over the reads."""
+    n = len(strings)
+    off = np.zeros(n + 1, np.int64)
+    if n == 0:
+        return np.zeros(0, np.uint8), off
+    arr = np.frombuffer("\n".join(strings).encode("utf-8", "surrogateescape"), np.uint8)
+    nl = np.flatnonzero(arr == 10)
+    if nl.shape[0] != n - 1:
+        raise ValueError("a read name or comment holds a line break")
+    ends = np.append(nl, arr.shape[0])
+    np.cumsum(ends - np.concatenate([[0], nl + 1]), out=off[1:])
+    return np.delete(arr, nl), off
 
 
 @nb.njit(cache=True, nogil=True)
@@ -205,11 +256,16 @@ def _gather_codes(arr, starts, lens, off, table, out):
     for i in range(len(starts)):
         s = starts[i]
         o = off[i]
-        for k in range(lens[i]):
+        hi = 0
+        for k in range(lens[i]):  # no branch in the loop: the rare invalid byte is looked for afterwards
             c = table[arr[s + k]]
             out[o + k] = c
-            if c == 255 and bad < 0:
-                bad = o + k
+            hi |= c
+        if hi == 255 and bad < 0:
+            for k in range(lens[i]):
+                if out[o + k] == 255:
+                    bad = o + k
+                    break
     return bad
 
 
@@ -362,16 +418,16 @@ class _Parser:
         gather_bytes(arr, qs, qlen, off, qual, -1)
         raw = np.empty(int(off[-1]), np.uint8)
         gather_bytes(arr, ss, slen, off, raw, -1)
-        names, comments = self._split_headers(arr, hs + 1, he)
-        batch = ReadBatch(names, comments, codes, off, qual, True, self.n_rec, raw)
+        names, comments, nbuf, noff = self._split_headers(arr, hs + 1, he)
+        batch = ReadBatch(names, comments, codes, off, qual, True, self.n_rec, raw, nbuf, noff)
         self.n_rec += n
         self.n_line += len(nl)
         return batch
 
-    def _split_headers(self, arr: np.ndarray, hs: np.ndarray, he: np.ndarray
-                       ) -> tuple[list[str], list[str]]:
+    def _split_headers(self, arr: np.ndarray, hs: np.ndarray, he: np.ndarray):
         """Names and comments of the header lines arr[hs:he] (leading '@'/'>' excluded), as kseq
-        splits them: the name ends at the first whitespace, the comment is the rest of the line."""
+        splits them: the name ends at the first whitespace, the comment is the rest of the line.
+        Returns (names, comments, name bytes, name offsets)."""
         ne = _first_space(arr, hs, he, _SPACE)
         cs = np.minimum(ne + 1, he)
         nlen = ne - hs
@@ -379,7 +435,11 @@ class _Parser:
             t = nlen > 2
             t[t] = (arr[ne[t] - 2] == ord("/")) & _DIGIT[arr[ne[t] - 1]]
             nlen = nlen - 2 * t
-        return _strings(arr, hs, nlen), _strings(arr, cs, he - cs)
+        noff = np.zeros(len(hs) + 1, np.int64)
+        np.cumsum(nlen, out=noff[1:])
+        nbuf = np.empty(int(noff[-1]), np.uint8)
+        gather_bytes(arr, hs, nlen, noff, nbuf, -1)
+        return _strings(arr, hs, nlen), _strings(arr, cs, he - cs), nbuf, noff
 
     def _invalid(self, codes, off, k, line_of, byte_of):
         i = int(np.searchsorted(off, k, side="right")) - 1
@@ -422,8 +482,8 @@ class _Parser:
         he = np.flatnonzero(blob == _NL)
         hs = np.zeros(n, np.int64)
         hs[1:] = he[:-1] + 1
-        names, comments = self._split_headers(blob, hs, he)
-        batch = ReadBatch(names, comments, codes, off, np.zeros(0, np.uint8), False, self.n_rec, raw)
+        names, comments, nbuf, noff = self._split_headers(blob, hs, he)
+        batch = ReadBatch(names, comments, codes, off, np.zeros(0, np.uint8), False, self.n_rec, raw, nbuf, noff)
         self.n_rec += n
         self.n_line += buf.count(b"\n") + (0 if buf.endswith(b"\n") else 1)
         return batch
@@ -738,8 +798,15 @@ def deinterleave(b: ReadBatch) -> tuple[ReadBatch, ReadBatch]:
         if b.has_qual:
             qual = np.empty(int(off[-1]), np.uint8)
             gather_bytes(b.qual, src, ln, off, qual, -1)
+        nb_ = no = None
+        if b.name_buf is not None:
+            nl = np.ascontiguousarray(np.diff(b.name_off)[k::2])
+            no = np.zeros(len(nl) + 1, np.int64)
+            np.cumsum(nl, out=no[1:])
+            nb_ = np.empty(int(no[-1]), np.uint8)
+            gather_bytes(b.name_buf, np.ascontiguousarray(b.name_off[k:-1:2]), nl, no, nb_, -1)
         out.append(ReadBatch(b.names[k::2], b.comments[k::2], seq, off, qual, b.has_qual,
-                             b.first_id // 2))
+                             b.first_id // 2, None, nb_, no))
     return out[0], out[1]
 
 

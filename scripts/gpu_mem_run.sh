@@ -4,6 +4,7 @@
 # same run).  Needs .devdata/human_GRCh37_chr20.fa.gz, .devdata/bwa and the pydivsufsort wheel in .whl/ (carry them).  Results under $OUT.
 #   PAIRS (default 500000), PYTEST_TIMEOUT, PYTEST_K (none | all (default) | a -k expression), CHECK=0 skips the check,
 #   CLI=1 adds the CLI end-to-end runs; with .devdata/minimap2 carried, minimap2 -ax sr runs for context;
+#   PROFILE=1 first profiles the PE pipeline's host time (scripts/gpu_pe_profile.py; carry the py-spy wheel in .whl/),
 #   PE_VARIANTS='WORKER_NICE=0;PE_AHEAD=4' adds GPU PE runs with other pipeline settings (gpu_check --pe-variants)
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
@@ -16,6 +17,12 @@ if [ "${PYTEST_K:-all}" != "none" ]; then
     K=(); [ "${PYTEST_K:-all}" != all ] && K=(-k "$PYTEST_K")
     timeout ${PYTEST_TIMEOUT:-300} python3 -m pytest -q tests/test_memstage.py tests/test_memchain.py tests/test_smem_gpu.py "${K[@]}" 2>&1 \
         | tail -5 | tee "$OUT/pytest_mem.txt"
+fi
+if [ "${PROFILE:-0}" = 1 ]; then  # host-time profile of the PE pipeline (py-spy wheel in .whl/ when carried)
+    ls .whl/py_spy*.whl >/dev/null 2>&1 && pip install -q --no-index --no-deps --target /tmp/site .whl/py_spy*.whl
+    timeout ${CHECK_TIMEOUT:-420} python3 scripts/gpu_pe_profile.py --fasta .devdata/human_GRCh37_chr20.fa.gz \
+        --pairs ${PAIRS:-500000} --threads $(nproc) --out "$OUT" --py-spy /tmp/site/bin/py-spy 2>&1 \
+        | tee "$OUT/gpu_pe_profile.log" | tail -60
 fi
 [ "${CHECK:-1}" = 0 ] && exit 0
 EXTRA=()

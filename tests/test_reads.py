@@ -13,6 +13,7 @@ from g3align.aligner.reads import (
     NT4,
     ReadBatch,
     ReadFormatError,
+    bytes_csr,
     deinterleave,
     interleave,
     iter_pieces,
@@ -132,6 +133,36 @@ def test_random_against_reference(tmp_path, fasta, seed):
         for bs in (1, 2, 3, 7, 64, 1 << 20):
             got = as_records(ReadBatch.concat(list(iter_pieces(p, block_size=bs))))
             assert got == expect, (gz, bs)
+
+
+def _csr_ok(b: ReadBatch):
+    buf, off = bytes_csr(b.names)
+    assert b.name_buf is not None
+    assert np.array_equal(b.name_off, off) and b.name_buf.tobytes() == buf.tobytes()
+
+
+@pytest.mark.parametrize("fasta", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_name_csr_follows_the_names(tmp_path, fasta, seed):
+    """The parser's name bytes + offsets (what the kernels read) equal the names, through concat, slice,
+    interleave and deinterleave; non-UTF-8 bytes round-trip."""
+    rng = random.Random(seed)
+    text = random_fastx(rng, rng.choice([2, 8, 40]), fasta).replace(b"r", b"r\xe9", 1)
+    p = write(tmp_path, "r.fx", text)
+    pieces = list(iter_pieces(p, block_size=rng.choice([3, 64, 1 << 20])))
+    for b in pieces:
+        _csr_ok(b)
+    whole = ReadBatch.concat(pieces)
+    _csr_ok(whole)
+    m = whole.n // 2
+    for b in (whole.slice(0, m), whole.slice(m, whole.n), whole.slice(1, 1)):
+        _csr_ok(b)
+    a, c = whole.slice(0, m), whole.slice(m, 2 * m)
+    il = interleave(a, c)
+    _csr_ok(il)
+    for b in deinterleave(il):
+        _csr_ok(b)
+    assert ReadBatch.empty().name_csr()[1].tolist() == [0]
 
 
 # --------------------------------------------------------------------------------------------------
