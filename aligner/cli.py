@@ -381,12 +381,15 @@ def _run_mem(kw):
     try:
         with OutputSink(kw["output"], header) as sink:
             if not paired:
-                n, dt = run_mem_se(aligner, read_batches(kw["reads1"], chunk_size=se_chunk(aligner, chunk)), sink,
-                                   verbose)
+                # keep_raw False: mem prints bases from their codes, so the parser skips the letters as read
+                n, dt = run_mem_se(aligner, read_batches(kw["reads1"], chunk_size=se_chunk(aligner, chunk),
+                                                         keep_raw=False), sink, verbose)
             else:
-                batches = (read_pair_batch_parts(kw["reads1"], kw["reads2"], chunk_size=chunk) if kw["reads2"]
-                           else ((b, True) for b in _interleaved(read_batches(kw["reads1"], chunk_size=chunk),
-                                                                  kw["reads1"])))
+                if kw["reads2"]:
+                    batches = read_pair_batch_parts(kw["reads1"], kw["reads2"], chunk_size=chunk, keep_raw=False)
+                else:
+                    batches = ((b, True) for b in _interleaved(read_batches(kw["reads1"], chunk_size=chunk,
+                                                                            keep_raw=False), kw["reads1"]))
                 n, dt = run_mem_pe(aligner, batches, sink, verbose, pes)
     except ReadFormatError as e:
         raise G3Error(str(e))

@@ -190,11 +190,14 @@ class MemAligner:
 
     def _rescue(self, states, pes):
         """Staged path: the speculative mate-rescue alignments (pair.rescue_jobs_range) of several parts of
-        one -K batch -> [(sw_off, sw_key, sw_res) for sam_pe_range] per part (empty when not staged). The jobs
-        of every part are made on the CPU threads; their mates are gathered into one array and all jobs
-        aligned in one GPU launch (one warp per job), or by the CPU twin."""
+        one -K batch -> [(sw_off, sw_key, sw_res) for sam_pe_range] per part (empty when not staged)."""
+        return self.pe_rescue_align(states, self.pe_rescue_jobs(states, pes))
+
+    def pe_rescue_jobs(self, states, pes) -> list:
+        """The mate-rescue job lists of several parts (CPU threads, one map for all parts): per part
+        (sw_off, key, jobs) for pe_rescue_align; None when not staged."""
         if not self.staged:
-            return [self._NO_SW] * len(states)
+            return [None] * len(states)
         t = time.perf_counter()
         low, high, failed, avg, std = pes
         p = self.params
@@ -211,6 +214,16 @@ class MemAligner:
         for s, rs in zip(states, ranges):
             per.append(assemble_rescue(s[0].n // 2, got[i:i + len(rs)]))
             i += len(rs)
+        _lap(self.stage_times, "rescue", t)
+        return per
+
+    def pe_rescue_align(self, states, per) -> list:
+        """The rescue alignments of pe_rescue_jobs' lists: the jobs' mates gathered into one array, all jobs
+        aligned in one GPU launch (one warp per job) or by the CPU twin -> per part (sw_off, key, res)."""
+        if not self.staged:
+            return [self._NO_SW] * len(states)
+        t = time.perf_counter()
+        p = self.params
         counts = [int(x[1].shape[0]) for x in per]
         n_job = sum(counts)
         res = np.zeros((n_job, 8), np.int64)
@@ -234,18 +247,16 @@ class MemAligner:
                 gather_bytes(src, st, n_, off[j:j + len(n_)], seq, -1)
                 j += len(n_)
             jb = (np.arange(n_job, dtype=np.int64),) + tuple(np.concatenate([w[f] for w in wins]) for f in range(4))
-            t1 = time.perf_counter()
             if self._fm_dev is not None and p.o_ins > 0:
                 with self._gpu_stream():
                     res = rescue_sw_gpu(p, self.mat, self._pac_dev, self.l_pac, to_device(seq), to_device(off), jb)
             else:
                 res = rescue_sw_cpu(p, self.mat, self.l_pac, self.pac, seq, off, jb, self._map, 8 * self.n_threads)
-            _lap(self.stage_times, "rescue_sw", t1)
         out, j = [], 0
         for x, c in zip(per, counts):
             out.append((x[0], x[1], res[j:j + c]))
             j += c
-        _lap(self.stage_times, "rescue", t)
+        _lap(self.stage_times, "rescue_sw", t)
         _add(self.stage_times, "rescue_jobs", n_job)
         return out
 
@@ -471,7 +482,7 @@ def _ahead_pool(fn, items, depth, name, workers):
 
 
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
-PREP_WORKERS = 2  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
+PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
 RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
 
 
@@ -518,12 +529,17 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
             log(f"[M::process] read {n} sequences ({bases} bp)...", verbose)
             if states:
                 p = pes if pes is not None else aligner.pe_stat(states, log=lambda m: log(m, verbose))
+                # the job lists of the whole batch at once (cheap, on the CPU threads, before any pairing is
+                # queued there), then one GPU launch per group, the next group's beside this group's pairing
+                jobs = aligner.pe_rescue_jobs(states, p)
                 groups = rescue_groups(states)
-                fut = resc.submit(aligner.pe_rescue_group, groups[0], p)
-                for i, group in enumerate(groups):
+                first = np.cumsum([0] + [len(g) for g in groups])  # groups are consecutive parts
+                todo = [(g, jobs[first[i]:first[i + 1]]) for i, g in enumerate(groups)]
+                fut = resc.submit(aligner.pe_rescue_align, *todo[0])
+                for i, (group, _) in enumerate(todo):
                     sws = fut.result()
-                    if i + 1 < len(groups):
-                        fut = resc.submit(aligner.pe_rescue_group, groups[i + 1], p)
+                    if i + 1 < len(todo):
+                        fut = resc.submit(aligner.pe_rescue_align, *todo[i + 1])
                     for sam in aligner.pe_sam_group(group, p, sws):
                         sink.write_sam_bytes(sam)
             n_reads += n

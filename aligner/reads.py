@@ -59,7 +59,7 @@ del _i
 
 DEFAULT_CHUNK_SIZE = 10_000_000      # bwa mem: opt->chunk_size * n_threads, overridden by -K
 DEFAULT_BLOCK_SIZE = 1 << 22         # bytes read (and parsed) at a time
-PARSE_THREADS = min(4, os.cpu_count() or 1)  # FASTQ blocks parsed at once (shared by all open files)
+PARSE_THREADS = min(8, max(2, (os.cpu_count() or 1) // 2))  # FASTQ blocks parsed at once (all open files)
 PARSE_AHEAD = 2 * PARSE_THREADS      # blocks in flight per file
 _POOL: list = []
 _POOL_LOCK = threading.Lock()
@@ -361,9 +361,10 @@ def _char(b: int) -> str:
 class _Parser:
     """Per-file parsing state: display name, records and lines consumed so far."""
 
-    def __init__(self, path: str, trim_readno: bool):
+    def __init__(self, path: str, trim_readno: bool, keep_raw: bool = True):
         self.path = _display(path)
         self.trim_readno = trim_readno
+        self.keep_raw = keep_raw
         self.n_rec = 0        # records parsed so far
         self.n_line = 0       # lines consumed so far
 
@@ -416,8 +417,10 @@ class _Parser:
                              f"{int(qlen[i])})")
         qual = np.empty(int(off[-1]), np.uint8)
         gather_bytes(arr, qs, qlen, off, qual, -1)
-        raw = np.empty(int(off[-1]), np.uint8)
-        gather_bytes(arr, ss, slen, off, raw, -1)
+        raw = None
+        if self.keep_raw:
+            raw = np.empty(int(off[-1]), np.uint8)
+            gather_bytes(arr, ss, slen, off, raw, -1)
         names, comments, nbuf, noff = self._split_headers(arr, hs + 1, he)
         batch = ReadBatch(names, comments, codes, off, qual, True, self.n_rec, raw, nbuf, noff)
         self.n_rec += n
@@ -492,12 +495,13 @@ class _Parser:
 # --------------------------------------------------------------------------------------------------
 # Block reader: whole records, block by block
 
-def iter_pieces(path: str, block_size: int = DEFAULT_BLOCK_SIZE, trim_readno: bool = True
-                ) -> Iterator[ReadBatch]:
+def iter_pieces(path: str, block_size: int = DEFAULT_BLOCK_SIZE, trim_readno: bool = True,
+                keep_raw: bool = True) -> Iterator[ReadBatch]:
     """Parse `path` into consecutive `ReadBatch` pieces of whole records (sizes follow the blocks
-    read, not -K); `first_id` of each piece is the index of its first record in the file."""
+    read, not -K); `first_id` of each piece is the index of its first record in the file. keep_raw False:
+    FASTQ pieces leave out `raw` (the letters as in the file; `g3align mem` prints bases from the codes)."""
     block_size = max(1, int(block_size))
-    p = _Parser(path, trim_readno)
+    p = _Parser(path, trim_readno, keep_raw)
     fh = None
     try:
         fh = open_input(path)
@@ -656,21 +660,21 @@ def _batches_from(pieces: Iterator[ReadBatch], chunk_size: int, step: int, lens_
 
 
 def read_batches(path: str, chunk_size: int = DEFAULT_CHUNK_SIZE, block_size: int = DEFAULT_BLOCK_SIZE,
-                 trim_readno: bool = True) -> Iterator[ReadBatch]:
+                 trim_readno: bool = True, keep_raw: bool = True) -> Iterator[ReadBatch]:
     """Batches of whole records of one file (single-end, or interleaved pairs for `-p`), cut as bwa's
     bseq_read does: a batch ends once it holds >= chunk_size bases and an even number of reads."""
-    yield from _batches_from(iter_pieces(path, block_size, trim_readno), chunk_size, 2,
+    yield from _batches_from(iter_pieces(path, block_size, trim_readno, keep_raw), chunk_size, 2,
                              lambda b: b.lengths)
 
 
-def _pair_pieces(path1: str, path2: str, block_size: int, trim_readno: bool
+def _pair_pieces(path1: str, path2: str, block_size: int, trim_readno: bool, keep_raw: bool = True
                  ) -> Iterator[ReadBatch]:
     """Lockstep pieces of two files, as *interleaved* batches (r1, r2, r1, r2, ...).
 
     When one file has fewer records the extra records of the other are dropped with bwa's warning."""
     # each file is parsed in its own thread (the parsing kernels release the GIL), a few pieces ahead
-    it1 = prefetch(iter_pieces(path1, block_size, trim_readno))
-    it2 = prefetch(iter_pieces(path2, block_size, trim_readno))
+    it1 = prefetch(iter_pieces(path1, block_size, trim_readno, keep_raw))
+    it2 = prefetch(iter_pieces(path2, block_size, trim_readno, keep_raw))
     q1: list[ReadBatch] = []
     q2: list[ReadBatch] = []
     n1 = n2 = 0
@@ -774,10 +778,10 @@ def _batch_parts_from(pieces: Iterator[ReadBatch], chunk_size: int, step: int, l
 
 
 def read_pair_batch_parts(path1: str, path2: str, chunk_size: int = DEFAULT_CHUNK_SIZE, part_bases: int = 10_000_000,
-                          block_size: int = DEFAULT_BLOCK_SIZE, trim_readno: bool = True
+                          block_size: int = DEFAULT_BLOCK_SIZE, trim_readno: bool = True, keep_raw: bool = True
                           ) -> Iterator[tuple[ReadBatch, bool]]:
     """read_pair_batches' -K batches as (part, end_of_batch) pairs of parts of about part_bases bases."""
-    yield from _batch_parts_from(_pair_pieces(path1, path2, block_size, trim_readno), chunk_size, 2,
+    yield from _batch_parts_from(_pair_pieces(path1, path2, block_size, trim_readno, keep_raw), chunk_size, 2,
                                  lambda b: b.lengths, part_bases)
 
 

@@ -192,10 +192,10 @@ def main():
             t = time.time()
             tp = time.perf_counter()
             if mode == "se":  # as `g3align mem`: reader thread ahead, SE batches of se_chunk bases
-                run_mem_se(al, read_batches(f1, chunk_size=se_chunk(al, K)), sink, verbose=0)
+                run_mem_se(al, read_batches(f1, chunk_size=se_chunk(al, K), keep_raw=False), sink, verbose=0)
                 n = a.pairs
             else:
-                run_mem_pe(al, read_pair_batch_parts(f1, f2, chunk_size=K), sink, verbose=0)
+                run_mem_pe(al, read_pair_batch_parts(f1, f2, chunk_size=K, keep_raw=False), sink, verbose=0)
                 n = 2 * a.pairs
             out = sink.parts
             dt = time.time() - t
@@ -226,7 +226,7 @@ def main():
         al = MemAligner(ref, fm, opt, device="gpu")
         sink = _ListSink()
         t = time.time()
-        run_mem_pe(al, read_pair_batch_parts(f1, f2, chunk_size=K), sink, verbose=0)
+        run_mem_pe(al, read_pair_batch_parts(f1, f2, chunk_size=K, keep_raw=False), sink, verbose=0)
         dt = time.time() - t
         same = b"".join(sink.parts) == res[("gpu", "pe")][0]
         rows.append((f"g3align PE --device gpu, {spec}", f"{dt:.2f} s",

@@ -97,7 +97,7 @@ def main():
     rows = []
 
     def parts():
-        return read_pair_batch_parts(f1, f2, chunk_size=K)
+        return read_pair_batch_parts(f1, f2, chunk_size=K, keep_raw=False)
 
     t = time.time()
     n = sum(p.n for p, _ in prefetch(parts()))
