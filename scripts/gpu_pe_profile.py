@@ -69,13 +69,17 @@ def summarise(raw_path, seconds, rate, top=25):
         total += cnt
     expect = seconds * rate
     out = [f"samples {total} over {seconds:.2f} s at {rate}/s = {100 * total / max(1, expect):.0f} % of one "
-           "sampler's ticks", "", "| thread | samples | share of ticks |", "|---|---|---|"]
-    out += [f"| {t} | {c} | {100 * c / max(1, expect):.1f} % |" for t, c in per_thread.most_common()]
-    out += ["", "| self frame | samples | share of ticks |", "|---|---|---|"]
-    out += [f"| `{f}` | {c} | {100 * c / max(1, expect):.1f} % |" for f, c in self_f.most_common(top)]
-    out += ["", "| inclusive frame | samples | share of ticks |", "|---|---|---|"]
-    out += [f"| `{f}` | {c} | {100 * c / max(1, expect):.1f} % |" for f, c in incl.most_common(top)]
+           "sampler's ticks"]
+    out += table("thread", per_thread.most_common(), expect, "share of ticks")
+    out += table("self frame", self_f.most_common(top), expect, "share of ticks")
+    out += table("inclusive frame", incl.most_common(top), expect, "share of ticks")
     return "\n".join(out)
+
+
+def table(what, rows, denom, share="share"):
+    """Markdown rows (blank line first) of (name, count) pairs with each count's share of `denom`."""
+    return (["", f"| {what} | samples | {share} |", "|---|---|---|"]
+            + [f"| `{f}` | {c} | {100 * c / max(1, denom):.1f} % |" for f, c in rows])
 
 
 def main():

@@ -23,6 +23,7 @@ from g3align.aligner.options import MemOpt  # noqa: E402
 from g3align.aligner.pipeline import MemAligner  # noqa: E402
 from g3align.aligner.reads import read_batches  # noqa: E402
 from gpu_check import reference_and_reads  # noqa: E402
+from gpu_pe_profile import table  # noqa: E402
 
 
 def by_line(raw, top=40):
@@ -40,10 +41,8 @@ def by_line(raw, top=40):
         leaf[frames[-1]] += cnt
         mine = [f for f in frames if "/g3align/" in f or "aligner/" in f]
         ours[mine[-1] if mine else "(other)"] += cnt
-    out = [f"total samples {total}", "", "| innermost g3align frame | samples | share |", "|---|---|---|"]
-    out += [f"| `{f}` | {c} | {100 * c / max(1, total):.1f} % |" for f, c in ours.most_common(top)]
-    out += ["", "| leaf frame | samples | share |", "|---|---|---|"]
-    out += [f"| `{f}` | {c} | {100 * c / max(1, total):.1f} % |" for f, c in leaf.most_common(top)]
+    out = [f"total samples {total}"] + table("innermost g3align frame", ours.most_common(top), total)
+    out += table("leaf frame", leaf.most_common(top), total)
     return "\n".join(out)
 
 
