@@ -188,11 +188,6 @@ class MemAligner:
 
     _NO_SW = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 8), np.int64))
 
-    def _rescue(self, states, pes):
-        """Staged path: the speculative mate-rescue alignments (pair.rescue_jobs_range) of several parts of
-        one -K batch -> [(sw_off, sw_key, sw_res) for sam_pe_range] per part (empty when not staged)."""
-        return self.pe_rescue_align(states, self.pe_rescue_jobs(states, pes))
-
     def pe_rescue_jobs(self, states, pes) -> list:
         """The mate-rescue job lists of several parts (CPU threads, one map for all parts): per part
         (sw_off, key, jobs) for pe_rescue_align; None when not staged."""
@@ -346,12 +341,9 @@ class MemAligner:
         return self.pe_sam(state, pes, self.pe_rescue(state, pes))
 
     def pe_rescue(self, state, pes):
-        """The part's mate-rescue alignments (GPU on the staged path), for pe_sam."""
-        return self._rescue([state], pes)[0]
-
-    def pe_rescue_group(self, states, pes):
-        """pe_rescue of several parts of one -K batch at once (one GPU launch): a list, one per part."""
-        return self._rescue(states, pes)
+        """The part's speculative mate-rescue alignments (pair.rescue_jobs_range; GPU on the staged path,
+        empty when not staged): (sw_off, sw_key, sw_res) for pe_sam."""
+        return self.pe_rescue_align([state], self.pe_rescue_jobs([state], pes))[0]
 
     def _pair_ranges(self, n, seq_off):
         return self._ranges(seq_off[::2].copy(), n // 2) if n >= 2 else [(0, 0)]

@@ -799,11 +799,11 @@ def test_rescue_lookup_falls_back(data):
     ref = data["ref"]
     al = MemAligner(ref, data["fm"], _opt("default"), staged=True)
     want = _per_read_sam(data, "default", "pe")
-    orig = al._rescue
+    orig = al.pe_rescue_align
 
     def drop(*a, **k):
         return [(np.zeros_like(sw_off), key[:0], res[:0]) for sw_off, key, res in orig(*a, **k)]
-    al._rescue = drop
+    al.pe_rescue_align = drop
     _check_sam(al.align_batch_pe(data["pe"]), want)
     assert al.stage_times["rescue_jobs"] > 0
 
