@@ -690,15 +690,13 @@ def _gc_prepare(mat, o_ins, e_ins, o_del, e_del, w_, l_pac, pac, l_query, query,
     both the query and the reverse-complemented reference, so qs is the query
     reversed and rseq the complemented forward-strand reference (gaps end up
     leftmost in forward coordinates)."""
-    rseq = np.empty(0, np.uint8)
-    qs = np.empty(0, np.uint8)
     if l_query <= 0 or rb >= re or (rb < l_pac and re > l_pac):
-        return False, rseq, 0, qs, 0
+        return False, np.empty(0, np.uint8), 0, np.empty(0, np.uint8), 0
     # bns_get_seq: clamp to [0, 2*l_pac); the length must then be unchanged
     beg = rb if rb > 0 else 0
     end = re if re < 2 * l_pac else 2 * l_pac
     if not (beg >= l_pac or end <= l_pac) or end - beg != re - rb:
-        return False, rseq, 0, qs, 0
+        return False, np.empty(0, np.uint8), 0, np.empty(0, np.uint8), 0
     rlen = re - rb
     rseq = np.empty(rlen, np.uint8)
     qs = np.empty(l_query, np.uint8)
@@ -750,6 +748,40 @@ def _put_uint(buf, n, v):
 
 
 @njit(cache=True)
+def _gc_ungapped(mat, l_pac, pac, l_query, query, rb, re):
+    """gen_cigar2's ungapped shortcut (band 0, equal lengths, one strand) read straight from pac: the same
+    score, CIGAR, NM and MD as aligning the copied sequences, without the copies."""
+    rev = rb >= l_pac
+    start = 2 * l_pac - re if rev else rb
+    md = np.empty(12 * (l_query + 3) + l_query, np.uint8)
+    nmd = 0
+    score = 0
+    nm = 0
+    u = 0
+    for x in range(l_query):
+        p = pac[start + x]
+        if rev:
+            r = 3 - p
+            qv = query[l_query - 1 - x]
+        else:
+            r = p
+            qv = query[x]
+        score += mat[r * 5 + qv]
+        if qv != r:
+            nmd = _put_uint(md, nmd, u)
+            md[nmd] = _BASE_CHARS[p]  # forward-strand letter on either strand
+            nmd += 1
+            nm += 1
+            u = 0
+        else:
+            u += 1
+    nmd = _put_uint(md, nmd, u)
+    cigar = np.empty(1, np.uint32)
+    cigar[0] = np.uint32(l_query << 4)
+    return score, cigar, nm, md[:nmd]
+
+
+@njit(cache=True)
 def gen_cigar2(mat, o_del, e_del, o_ins, e_ins, w, l_pac, pac, l_query, query, rb, re):
     """bwa_gen_cigar2: global alignment of query[0:l_query] to the reference
     interval [rb, re) of the doubled coordinate space (rb >= l_pac: reverse
@@ -761,6 +793,9 @@ def gen_cigar2(mat, o_del, e_del, o_ins, e_ins, w, l_pac, pac, l_query, query, r
     letters.  If bwa would reject the region (empty, bridging both strands,
     out of range) cigar and MD are empty, NM = -1 and score = 0 (bwa leaves
     the score unset)."""
+    if w == 0 and l_query > 0 and l_query == re - rb and (re <= l_pac or rb >= l_pac) and rb >= 0 \
+            and re <= 2 * l_pac:
+        return _gc_ungapped(mat, l_pac, pac, l_query, query, rb, re)
     ok, rseq, rlen, qs, bw = _gc_prepare(mat, o_ins, e_ins, o_del, e_del, w, l_pac, pac,
                                          l_query, query, rb, re)
     if not ok:
@@ -821,4 +856,4 @@ def gen_cigar2(mat, o_del, e_del, o_ins, e_ins, w, l_pac, pac, l_query, query, r
             x += ln
             nm += ln
     nmd = _put_uint(md, nmd, u)
-    return score, cigar, nm, md[:nmd].copy()
+    return score, cigar, nm, md[:nmd]

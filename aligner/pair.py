@@ -43,7 +43,7 @@ from g3align.aligner.extend import (
 from g3align.aligner.ksort import introsort
 from g3align.aligner.ksw import ksw_align2
 from g3align.aligner.nbshare import unowned
-from g3align.aligner.samout import F_ALL, gen_alt, reg2aln, write_record
+from g3align.aligner.samout import F_ALL, gen_alt_one, reg2aln, write_record
 from g3align.aligner.select import approx_mapq_se, hash_64, mark_primary_se, sort_dedup_patch
 
 F_NOPAIRING = 0x4
@@ -129,11 +129,30 @@ def pestat_sizes(opt, l_pac, R_cat, reg_off, n_pairs):
     return sizes[:m], dirs[:m]
 
 
+@nb.njit(cache=True)
+def _mean_std(sel):
+    """bwa's mean and standard deviation of the kept insert sizes: double sums in input order (numba does
+    not reassociate floating-point additions, so this is bwa's arithmetic exactly)."""
+    a = 0.0
+    for i in range(sel.shape[0]):
+        a += sel[i]
+    a /= sel.shape[0]
+    s = 0.0
+    for i in range(sel.shape[0]):
+        s += (sel[i] - a) * (sel[i] - a)
+    return a, math.sqrt(s / sel.shape[0])
+
+
 def pestat(opt, l_pac, R_cat, reg_off, n_pairs, log=None):
     """mem_pestat (opt: MemParams): per orientation (low, high, failed, avg, std) as numpy arrays;
     bwa's log lines go to `log` (a callable taking one line)."""
-    say = log or (lambda s: None)
     sizes, dirs = pestat_sizes(opt, l_pac, R_cat, reg_off, n_pairs)
+    return pestat_of_sizes(sizes, dirs, log)
+
+
+def pestat_of_sizes(sizes, dirs, log=None):
+    """mem_pestat from the unique pairs' insert sizes and orientations (pestat_sizes, in pair order)."""
+    say = log or (lambda s: None)
     low = np.zeros(4, np.int64)
     high = np.zeros(4, np.int64)
     failed = np.zeros(4, np.int64)
@@ -160,14 +179,7 @@ def pestat(opt, l_pac, R_cat, reg_off, n_pairs, log=None):
         say(f"[M::mem_pestat] (25, 50, 75) percentile: ({p25}, {p50}, {p75})")
         say(f"[M::mem_pestat] low and high boundaries for computing mean and std.dev: ({lo}, {hi})")
         sel = q[(q >= lo) & (q <= hi)]
-        a = 0.0
-        for v in sel.tolist():  # summed in order, as bwa does (float determinism)
-            a += v
-        a /= len(sel)
-        s = 0.0
-        for v in sel.tolist():
-            s += (v - a) * (v - a)
-        s = math.sqrt(s / len(sel))
+        a, s = _mean_std(sel)
         avg[d], std[d] = a, s
         say(f"[M::mem_pestat] mean and std.dev: ({a:.2f}, {s:.2f})")
         lo = int(p25 - MAPPING_BOUND * (p75 - p25) + .499)
@@ -386,8 +398,7 @@ def pair_score(opt, offsets, l_pac, p_low, p_high, p_failed, p_avg, p_std, Ra, n
                pair_id):
     """mem_pair: (best pair score o, subo, n_sub, z0, z1)."""
     nv = n_pri0 + n_pri1
-    vx = np.empty(nv, np.int64)
-    vy = np.empty(nv, np.int64)
+    K = np.empty((nv, 2), np.int64)  # (x, y) of every primary hit of both reads, sorted below
     m = 0
     for r in range(2):
         npri = n_pri0 if r == 0 else n_pri1
@@ -401,82 +412,87 @@ def pair_score(opt, offsets, l_pac, p_low, p_high, p_failed, p_avg, p_std, Ra, n
                 rid = Rb[i, RID]
                 sc = Rb[i, SCORE]
             x = rb if rb < l_pac else (l_pac << 1) - 1 - rb
-            vx[m] = (rid << 32) | (x - offsets[rid])
-            vy[m] = (sc << 32) | (i << 2) | ((1 if rb >= l_pac else 0) << 1) | r
+            K[m, 0] = (rid << 32) | (x - offsets[rid])
+            K[m, 1] = (sc << 32) | (i << 2) | ((1 if rb >= l_pac else 0) << 1) | r
             m += 1
-    K = np.empty((nv, 2), np.int64)
-    K[:, 0] = vx
-    K[:, 1] = vy
     idx = np.arange(nv)
     introsort(idx, nv, K)
-    vx = vx[idx]
-    vy = vy[idx]
-    y = np.full(4, -1, np.int64)
+    V = K[idx]
+    y0 = -1  # last index seen per (strand, read) class 0..3
+    y1 = -1
+    y2 = -1
+    y3 = -1
     cap = 16
-    ux = np.empty(cap, np.int64)
-    uy = np.empty(cap, np.int64)
+    U = np.empty((cap, 2), np.int64)  # (score<<32 | hash, k<<32 | i) per candidate pair
     nu = 0
     for i in range(nv):
+        vyi = V[i, 1]
         for r in range(2):
-            d = (r << 1) | ((vy[i] >> 1) & 1)
+            d = (r << 1) | ((vyi >> 1) & 1)
             if p_failed[d]:
                 continue
-            which = (r << 1) | ((vy[i] & 1) ^ 1)
-            if y[which] < 0:
+            which = (r << 1) | ((vyi & 1) ^ 1)
+            k = y0 if which == 0 else (y1 if which == 1 else (y2 if which == 2 else y3))
+            if k < 0:
                 continue
-            k = y[which]
             while k >= 0:
-                if (vy[k] & 3) != which:
+                if (V[k, 1] & 3) != which:
                     k -= 1
                     continue
-                dist = vx[i] - vx[k]
+                dist = V[i, 0] - V[k, 0]
                 if dist > p_high[d]:
                     break
                 if dist < p_low[d]:
                     k -= 1
                     continue
                 ns = (dist - p_avg[d]) / p_std[d]
-                q = int((vy[i] >> 32) + (vy[k] >> 32)
+                q = int((vyi >> 32) + (V[k, 1] >> 32)
                         + .721 * math.log(2. * math.erfc(abs(ns) * 0.7071067811865476)) * opt.a + .499)
                 if q < 0:
                     q = 0
                 if nu == cap:
                     cap *= 2
-                    ux2 = np.empty(cap, np.int64)
-                    uy2 = np.empty(cap, np.int64)
-                    ux2[:nu] = ux[:nu]
-                    uy2[:nu] = uy[:nu]
-                    ux = ux2
-                    uy = uy2
+                    U2 = np.empty((cap, 2), np.int64)
+                    U2[:nu] = U[:nu]
+                    U = U2
                 py = (np.int64(k) << 32) | i
                 h = hash_64(np.uint64(py) ^ (np.uint64(pair_id) << np.uint64(8))) & np.uint64(0xffffffff)
-                uy[nu] = py
-                ux[nu] = (np.int64(q) << 32) | np.int64(h)
+                U[nu, 1] = py
+                U[nu, 0] = (np.int64(q) << 32) | np.int64(h)
                 nu += 1
                 k -= 1
-        y[vy[i] & 3] = i
+        c = vyi & 3
+        if c == 0:
+            y0 = i
+        elif c == 1:
+            y1 = i
+        elif c == 2:
+            y2 = i
+        else:
+            y3 = i
     if nu == 0:
         return 0, 0, 0, 0, 0
     tmp = max(opt.a + opt.b, opt.o_del + opt.e_del, opt.o_ins + opt.e_ins)
-    K2 = np.empty((nu, 2), np.int64)
-    K2[:, 0] = ux[:nu]
-    K2[:, 1] = uy[:nu]
     idx2 = np.arange(nu)
-    introsort(idx2, nu, K2)
-    ux = ux[:nu][idx2]
-    uy = uy[:nu][idx2]
-    i = uy[nu - 1] >> 32
-    k = uy[nu - 1] & 0xffffffff
-    z = np.zeros(2, np.int64)
-    z[vy[i] & 1] = (vy[i] & 0xffffffff) >> 2
-    z[vy[k] & 1] = (vy[k] & 0xffffffff) >> 2
-    ret = ux[nu - 1] >> 32
-    sub = ux[nu - 2] >> 32 if nu > 1 else 0
+    introsort(idx2, nu, U)
+    best = idx2[nu - 1]
+    i = U[best, 1] >> 32
+    k = U[best, 1] & 0xffffffff
+    z0 = 0
+    z1 = 0
+    for t in (i, k):
+        zv = (V[t, 1] & 0xffffffff) >> 2
+        if V[t, 1] & 1:
+            z1 = zv
+        else:
+            z0 = zv
+    ret = U[best, 0] >> 32
+    sub = U[idx2[nu - 2], 0] >> 32 if nu > 1 else 0
     n_sub = 0
     for j in range(nu - 2, -1, -1):
-        if sub - (ux[j] >> 32) <= tmp:
+        if sub - (U[idx2[j], 0] >> 32) <= tmp:
             n_sub += 1
-    return ret, sub, n_sub, z[0], z[1]
+    return ret, sub, n_sub, z0, z1
 
 
 @nb.njit(cache=True, inline="always")
@@ -504,13 +520,14 @@ def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, 
         # rescue modifies the other read's list)
         ba = _candidates(opt, Ra, na)
         bb = _candidates(opt, Rb, nb_)
-        Ra0 = Ra[:na].copy()
-        Rb0 = Rb[:nb_].copy()
+        # read 2's anchors as they were before read 2's list gains rescued hits (read 1's list does not
+        # change until the second loop, whose anchors are these copies)
+        Rb0 = Rb[bb] if bb.shape[0] else Rb[:0]
         for j in range(ba.shape[0]):
-            Rb, nb_, _ = matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, Ra0[ba[j]], q1.shape[0], q1,
+            Rb, nb_, _ = matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, Ra[ba[j]], q1.shape[0], q1,
                                 Rb, nb_, sw_key, sw_res, j * 4)
         for j in range(bb.shape[0]):
-            Ra, na, _ = matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, Rb0[bb[j]], q0.shape[0], q0,
+            Ra, na, _ = matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, Rb0[j], q0.shape[0], q0,
                                Ra, na, sw_key, sw_res, (opt.max_matesw + j) * 4)
     n_pri0 = mark_primary_se(opt, Ra, na, pair_id << 1)
     n_pri1 = mark_primary_se(opt, Rb, nb_, (pair_id << 1) | 1)
@@ -600,20 +617,18 @@ def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, 
                 if R[j, SECONDARY_ALL] == k or j == k:
                     R[j, SECONDARY_ALL] = zi
             R[zi, SECONDARY_ALL] = -1
-    has_xa0 = False
-    has_xa1 = False
-    xa_off0 = np.zeros(na + 1, np.int64)
-    xa_off1 = np.zeros(nb_ + 1, np.int64)
-    xa0 = _EMPTY_U8
-    xa1 = _EMPTY_U8
+    # each record carries only its own region's XA (bwa builds them for every region, then uses XA[i][z[i]])
+    xa_a = _EMPTY_U8
+    xa_b = _EMPTY_U8
     if not (opt.flag & F_ALL):
-        xa_off0, xa0, has_xa0 = gen_alt(opt, mat, offsets, l_pac, pac, q0.shape[0], q0, Ra, na, ctg_names, ctg_off)
-        xa_off1, xa1, has_xa1 = gen_alt(opt, mat, offsets, l_pac, pac, q1.shape[0], q1, Rb, nb_, ctg_names, ctg_off)
+        xa_a = gen_alt_one(opt, mat, offsets, l_pac, pac, q0.shape[0], q0, Ra, na, z0, ctg_names, ctg_off)
+        xa_b = gen_alt_one(opt, mat, offsets, l_pac, pac, q1.shape[0], q1, Rb, nb_, z1, ctg_names, ctg_off)
     r0 = reg2aln(opt, mat, offsets, l_pac, pac, q0.shape[0], q0, Ra, z0)
     r1 = reg2aln(opt, mat, offsets, l_pac, pac, q1.shape[0], q1, Rb, z1)
-    xa_a = xa0[xa_off0[z0]:xa_off0[z0 + 1]] if has_xa0 else _EMPTY_U8
-    xa_b = xa1[xa_off1[z1]:xa_off1[z1 + 1]] if has_xa1 else _EMPTY_U8
-    one = np.zeros(1, np.int64)
+    aux = np.zeros(4, np.int64)  # one-record lists for write_record: cigar offsets [0, n], flag, a zero
+    co = aux[0:2]
+    fl = aux[2:3]
+    one = aux[3:4]
     # read 1 (mate = read 2's primary), then read 2
     for i in range(2):
         rr = r0 if i == 0 else r1
@@ -621,8 +636,8 @@ def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, 
         rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt = rr
         mapq = qse0 if i == 0 else qse1
         flag |= (0x40 << i) | extra
-        co = np.array([0, cig.shape[0]], np.int64)
-        fl = np.array([flag], np.int64)
+        co[1] = cig.shape[0]
+        fl[0] = flag
         name = name0 if i == 0 else name1  # chosen before the call: numba rejects conditionals in long calls
         q = q0 if i == 0 else q1
         qual = qual0 if i == 0 else qual1

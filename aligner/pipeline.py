@@ -26,7 +26,6 @@ from g3align.aligner.memstage import (
     assemble_rescue,
     chain_gpu,
     chain_range,
-    concat_offsets,
     empty_pre,
     ext_jobs_cpu,
     ext_jobs_gpu,
@@ -40,7 +39,7 @@ from g3align.aligner.memstage import (
     to_host,
 )
 from g3align.aligner.options import score_matrix
-from g3align.aligner.pair import pestat, regions_range, rescue_jobs_range, sam_pe_range
+from g3align.aligner.pair import pestat_of_sizes, pestat_sizes, regions_range, rescue_jobs_range, sam_pe_range
 from g3align.aligner.reads import bytes_csr, gather_bytes, prefetch
 
 WORKER_NICE = 5  # nice increment of the CPU pool's worker threads on the GPU path (0: none)
@@ -325,14 +324,10 @@ class MemAligner:
 
     def pe_stat(self, states, log=None):
         """Insert-size statistics (bwa's mem_pestat) over all parts of one -K batch."""
-        if len(states) == 1:
-            R_cat, reg_off = states[0][2], states[0][3]
-        else:
-            R_cat = np.concatenate([s[2] for s in states])
-            reg_off = concat_offsets([s[3] for s in states])
-        n = reg_off.shape[0] - 1
         t = time.perf_counter()
-        res = pestat(self.params, self.l_pac, R_cat, reg_off, n // 2, log)
+        # insert sizes part by part (parts hold whole pairs), then the statistics over all of them
+        sz = [pestat_sizes(self.params, self.l_pac, s[2], s[3], (s[3].shape[0] - 1) // 2) for s in states]
+        res = pestat_of_sizes(np.concatenate([x[0] for x in sz]), np.concatenate([x[1] for x in sz]), log)
         _lap(self.stage_times, "pestat", t)
         return res
 

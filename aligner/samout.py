@@ -85,17 +85,14 @@ def put_int(buf, n, v):
         buf[n] = 45  # '-'
         n += 1
         v = -v
-    tmp = np.empty(20, np.uint8)
-    k = 0
-    if v == 0:
-        tmp[0] = 48
-        k = 1
-    while v > 0:
-        tmp[k] = 48 + v % 10
-        v //= 10
+    k = 1  # digits, then written from the last one back (no scratch array)
+    t = v
+    while t >= 10:
+        t //= 10
         k += 1
-    for i in range(k):
-        buf[n + i] = tmp[k - 1 - i]
+    for i in range(k - 1, -1, -1):
+        buf[n + i] = 48 + v % 10
+        v //= 10
     return buf, n + k
 
 
@@ -201,6 +198,45 @@ def _pri_idx(xa_drop, R, i):
 
 
 @nb.njit(cache=True)
+def _put_alt(bufs, nb_, opt, mat, offsets, l_pac, pac, L, q, R, i, name_buf, name_off):
+    """One XA entry (contig,strand+pos,CIGAR,NM;) for region i."""
+    rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt = reg2aln(opt, mat, offsets, l_pac, pac, L, q, R, i)
+    bufs, nb_ = put_bytes(bufs, nb_, name_buf[name_off[rid]:name_off[rid + 1]])
+    bufs, nb_ = put_char(bufs, nb_, 44)
+    bufs, nb_ = put_char(bufs, nb_, 45 if is_rev else 43)
+    bufs, nb_ = put_int(bufs, nb_, pos + 1)
+    bufs, nb_ = put_char(bufs, nb_, 44)
+    for k in range(cig.shape[0]):
+        bufs, nb_ = put_int(bufs, nb_, cig[k] >> 4)
+        bufs, nb_ = put_char(bufs, nb_, MIDSH[cig[k] & 0xf])
+    bufs, nb_ = put_char(bufs, nb_, 44)
+    bufs, nb_ = put_int(bufs, nb_, nm)
+    bufs, nb_ = put_char(bufs, nb_, 59)
+    return bufs, nb_
+
+
+@nb.njit(cache=True)
+def gen_alt_one(opt, mat, offsets, l_pac, pac, L, q, R, n, z, name_buf, name_off):
+    """The XA bytes gen_alt would give region z (empty if none): only hits whose primary is z are
+    aligned, so a paired record (which carries only its own region's XA) skips the others' reg2aln."""
+    cnt = 0
+    has_alt = False
+    for i in range(n):
+        if _pri_idx(opt.XA_drop_ratio, R, i) == z:
+            cnt += 1
+            if R[i, IS_ALT]:
+                has_alt = True
+    if cnt == 0 or cnt > opt.max_XA_hits_alt or (not has_alt and cnt > opt.max_XA_hits):
+        return np.empty(0, np.uint8)
+    bufs = np.empty(256, np.uint8)
+    nb_ = 0
+    for i in range(n):
+        if _pri_idx(opt.XA_drop_ratio, R, i) == z:
+            bufs, nb_ = _put_alt(bufs, nb_, opt, mat, offsets, l_pac, pac, L, q, R, i, name_buf, name_off)
+    return bufs[:nb_]
+
+
+@nb.njit(cache=True)
 def gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, n, name_buf, name_off):
     """mem_gen_alt: XA strings per region (CSR: xa_off[n+1], xa bytes). Only after mark_primary."""
     cnt = np.zeros(n, np.int64)
@@ -229,20 +265,8 @@ def gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, n, name_buf, name_off):
             continue
         if cnt[r] > opt.max_XA_hits_alt or (not has_alt[r] and cnt[r] > opt.max_XA_hits):
             continue
-        rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt = reg2aln(opt, mat, offsets, l_pac, pac, L, q, R,
-                                                                         i)
         b0 = nb_
-        bufs, nb_ = put_bytes(bufs, nb_, name_buf[name_off[rid]:name_off[rid + 1]])
-        bufs, nb_ = put_char(bufs, nb_, 44)
-        bufs, nb_ = put_char(bufs, nb_, 45 if is_rev else 43)
-        bufs, nb_ = put_int(bufs, nb_, pos + 1)
-        bufs, nb_ = put_char(bufs, nb_, 44)
-        for k in range(cig.shape[0]):
-            bufs, nb_ = put_int(bufs, nb_, cig[k] >> 4)
-            bufs, nb_ = put_char(bufs, nb_, MIDSH[cig[k] & 0xf])
-        bufs, nb_ = put_char(bufs, nb_, 44)
-        bufs, nb_ = put_int(bufs, nb_, nm)
-        bufs, nb_ = put_char(bufs, nb_, 59)
+        bufs, nb_ = _put_alt(bufs, nb_, opt, mat, offsets, l_pac, pac, L, q, R, i, name_buf, name_off)
         owner[nseg] = r
         seg_b[nseg] = b0
         seg_e[nseg] = nb_

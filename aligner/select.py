@@ -61,6 +61,8 @@ def _sort_rows(R, n, kind):
     """Sort regions R[0:n] with bwa's introsort and one of its four region orders:
     KEY_RE (re asc: mem_ars2), KEY_SCORE_RB_QB (score desc, rb, qb: mem_ars),
     KEY_HASH (score desc, is_alt, hash: mem_ars_hash), KEY_HASH2 (is_alt, score desc, hash)."""
+    if n <= 1:  # ks_introsort leaves one record where it is
+        return
     K = np.empty((n, 3), np.int64)
     for i in range(n):
         if kind == KEY_RE:
@@ -73,7 +75,10 @@ def _sort_rows(R, n, kind):
             K[i, 0] = R[i, IS_ALT]; K[i, 1] = -R[i, SCORE]; K[i, 2] = R[i, HASH] ^ SIGN
     idx = np.arange(n)
     introsort(idx, n, K)
-    R[:n] = R[idx]
+    for i in range(n):
+        if idx[i] != i:
+            R[:n] = R[idx]
+            return
 
 
 @nb.njit(cache=True)
