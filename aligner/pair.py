@@ -104,7 +104,7 @@ def _cal_sub(opt, R, s, e):
     return opt.min_seed_len * opt.a
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def pestat_sizes(opt, l_pac, R_cat, reg_off, n_pairs):
     """Insert sizes of unique pairs per orientation: (sizes, dir) arrays (bwa's isize[4] lists)."""
     sizes = np.empty(n_pairs, np.int64)

@@ -195,7 +195,7 @@ class MemAligner:
         t = time.perf_counter()
         low, high, failed, avg, std = pes
         p = self.params
-        ranges = [self._pair_ranges(s[0].n, s[1][4]) if s[0].n >= 2 else [] for s in states]
+        ranges = [self._pair_ranges(s[0].n, s[1][4], len(states)) if s[0].n >= 2 else [] for s in states]
         tasks = [(k, r) for k, rs in enumerate(ranges) for r in rs]
 
         def jobs(task):
@@ -254,9 +254,9 @@ class MemAligner:
         _add(self.stage_times, "rescue_jobs", n_job)
         return out
 
-    def _ranges(self, seq_off, n):
-        """Contiguous read ranges with about equal bases, several per thread for balance."""
-        parts = min(n, self.n_threads * 8) if self.n_threads > 1 else 1
+    def _ranges(self, seq_off, n, per_thread: int = 8):
+        """Contiguous read ranges with about equal bases, `per_thread` per thread for balance."""
+        parts = min(n, self.n_threads * per_thread) if self.n_threads > 1 else 1
         if parts <= 1:
             return [(0, n)]
         cuts = np.searchsorted(seq_off, np.linspace(seq_off[0], seq_off[-1], parts + 1)[1:-1])
@@ -326,7 +326,7 @@ class MemAligner:
         """Insert-size statistics (bwa's mem_pestat) over all parts of one -K batch."""
         t = time.perf_counter()
         # insert sizes part by part (parts hold whole pairs), then the statistics over all of them
-        sz = [pestat_sizes(self.params, self.l_pac, s[2], s[3], (s[3].shape[0] - 1) // 2) for s in states]
+        sz = self._map(lambda s: pestat_sizes(self.params, self.l_pac, s[2], s[3], (s[3].shape[0] - 1) // 2), states)
         res = pestat_of_sizes(np.concatenate([x[0] for x in sz]), np.concatenate([x[1] for x in sz]), log)
         _lap(self.stage_times, "pestat", t)
         return res
@@ -340,8 +340,11 @@ class MemAligner:
         empty when not staged): (sw_off, sw_key, sw_res) for pe_sam."""
         return self.pe_rescue_align([state], self.pe_rescue_jobs([state], pes))[0]
 
-    def _pair_ranges(self, n, seq_off):
-        return self._ranges(seq_off[::2].copy(), n // 2) if n >= 2 else [(0, 0)]
+    def _pair_ranges(self, n, seq_off, n_parts: int = 1):
+        """Pair ranges of one part; with `n_parts` parts mapped at once, fewer per part (the tasks of all
+        parts balance each other; fewer tasks, less pool and GIL traffic)."""
+        per = max(1, -(-8 // max(1, n_parts)))
+        return self._ranges(seq_off[::2].copy(), n // 2, per) if n >= 2 else [(0, 0)]
 
     def pe_sam(self, state, pes, sw) -> bytes:
         """Pairing and SAM records of one part, given its rescue alignments (pe_rescue)."""
@@ -351,7 +354,8 @@ class MemAligner:
         """pe_sam of several parts at once: the pair ranges of all parts go to the CPU threads together, so
         the threads do not wait for the slowest range of each part in turn. Returns bytes per part."""
         t = time.perf_counter()
-        tasks = [(k, r) for k, st in enumerate(states) if st[0].n for r in self._pair_ranges(st[0].n, st[1][4])]
+        tasks = [(k, r) for k, st in enumerate(states) if st[0].n
+                 for r in self._pair_ranges(st[0].n, st[1][4], len(states))]
         low, high, failed, avg, std = pes
 
         def stage2(task):
@@ -469,6 +473,7 @@ def _ahead_pool(fn, items, depth, name, workers):
 
 
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
+PE_FUSED = 0  # 1: prepare threads compute their part's regions too (run_mem_pe; measured as a variant)
 PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
 RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
 
@@ -503,10 +508,18 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
     t1 = time.time()
     resc = ThreadPoolExecutor(1, thread_name_prefix="g3align-rescue")
     try:
-        preps = ahead(lambda it: (aligner.prepare(it[0]) if it[0].n else None, it[1]), prefetch(parts),
-                      name="g3align-prepare", workers=aligner.prep_workers)
-        for (state, end) in ahead(lambda it: (aligner.pe_regions_of(it[0]) if it[0] is not None else None, it[1]),
-                                  preps, depth=PE_AHEAD, name="g3align-regions"):
+        if PE_FUSED and aligner.prep_workers > 1:
+            # each prepare thread computes its part's regions too: several parts' regions at once on the pool
+            # (one regions thread was the front's bottleneck); a puller thread keeps PE_AHEAD parts in flight
+            states_it = prefetch(ahead(lambda it: (aligner.pe_regions_of(aligner.prepare(it[0])) if it[0].n else None,
+                                                   it[1]), prefetch(parts), depth=PE_AHEAD, name="g3align-prepare",
+                                       workers=aligner.prep_workers), name="g3align-regions")
+        else:
+            preps = ahead(lambda it: (aligner.prepare(it[0]) if it[0].n else None, it[1]), prefetch(parts),
+                          name="g3align-prepare", workers=aligner.prep_workers)
+            states_it = ahead(lambda it: (aligner.pe_regions_of(it[0]) if it[0] is not None else None, it[1]),
+                              preps, depth=PE_AHEAD, name="g3align-regions")
+        for (state, end) in states_it:
             if state is not None:
                 states.append(state)
             if not end:
