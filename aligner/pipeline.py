@@ -473,7 +473,6 @@ def _ahead_pool(fn, items, depth, name, workers):
 
 
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
-PE_FUSED = 0  # 1: prepare threads compute their part's regions too (run_mem_pe; measured as a variant)
 PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
 RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
 
@@ -508,18 +507,10 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
     t1 = time.time()
     resc = ThreadPoolExecutor(1, thread_name_prefix="g3align-rescue")
     try:
-        if PE_FUSED and aligner.prep_workers > 1:
-            # each prepare thread computes its part's regions too: several parts' regions at once on the pool
-            # (one regions thread was the front's bottleneck); a puller thread keeps PE_AHEAD parts in flight
-            states_it = prefetch(ahead(lambda it: (aligner.pe_regions_of(aligner.prepare(it[0])) if it[0].n else None,
-                                                   it[1]), prefetch(parts), depth=PE_AHEAD, name="g3align-prepare",
-                                       workers=aligner.prep_workers), name="g3align-regions")
-        else:
-            preps = ahead(lambda it: (aligner.prepare(it[0]) if it[0].n else None, it[1]), prefetch(parts),
-                          name="g3align-prepare", workers=aligner.prep_workers)
-            states_it = ahead(lambda it: (aligner.pe_regions_of(it[0]) if it[0] is not None else None, it[1]),
-                              preps, depth=PE_AHEAD, name="g3align-regions")
-        for (state, end) in states_it:
+        preps = ahead(lambda it: (aligner.prepare(it[0]) if it[0].n else None, it[1]), prefetch(parts),
+                      name="g3align-prepare", workers=aligner.prep_workers)
+        for (state, end) in ahead(lambda it: (aligner.pe_regions_of(it[0]) if it[0] is not None else None, it[1]),
+                                  preps, depth=PE_AHEAD, name="g3align-regions"):
             if state is not None:
                 states.append(state)
             if not end:

@@ -846,21 +846,6 @@ def test_grouped_rescue_in_parts(data, device, monkeypatch):
     assert len(jobs) == 1 and jobs.pop() > 0
 
 
-@pytest.mark.parametrize("device", ["cpu", "gpu"])
-def test_fused_prepare_regions(data, device, monkeypatch):
-    """PE_FUSED: three prepare threads, each computing its part's regions too (parts finish out of order,
-    states stay in order): the SAM equals the per-read path's."""
-    if device == "gpu" and _gpu() is None:
-        pytest.skip("no CuPy/GPU")
-    from g3align.aligner import pipeline
-
-    monkeypatch.setattr(pipeline, "PE_FUSED", 1)
-    want = _per_read_sam(data, "default", "pe")
-    al = MemAligner(data["ref"], data["fm"], _opt("default", 2), device=device, staged=True)
-    al.prep_workers = 3
-    _check_sam(_pe_in_parts(al, data["pe"], 7, 3 * data["pe"].bases // 7, monkeypatch), want)
-
-
 # ------------------------------------------------------------------------------------------------
 # 3. nvcc
 # ------------------------------------------------------------------------------------------------
