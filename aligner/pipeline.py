@@ -353,6 +353,12 @@ class MemAligner:
     def pe_sam_group(self, states, pes, sws) -> list:
         """pe_sam of several parts at once: the pair ranges of all parts go to the CPU threads together, so
         the threads do not wait for the slowest range of each part in turn. Returns bytes per part."""
+        return [b"".join(x) for x in self.pe_sam_chunks(states, pes, sws)]
+
+    def pe_sam_chunks(self, states, pes, sws) -> list:
+        """pe_sam_group's SAM text per part as the threads' buffers (memoryviews, in order), not joined: a
+        group's text is ~100 MB, and copying it into one bytes object on this thread cost as much as the
+        threads' pairing (docs/BENCHMARKS.md, step 7)."""
         t = time.perf_counter()
         tasks = [(k, r) for k, st in enumerate(states) if st[0].n
                  for r in self._pair_ranges(st[0].n, st[1][4], len(states))]
@@ -368,19 +374,23 @@ class MemAligner:
         got = self._map(stage2, tasks) if tasks else []
         out = [[] for _ in states]
         for (k, _), o in zip(tasks, got):
-            out[k].append(o.tobytes())
+            out[k].append(memoryview(o))
         _lap(self.stage_times, "pairing+sam", t)
-        return [b"".join(x) for x in out]
+        return out
 
     def align_batch_se(self, batch) -> bytes:
         return self.finish_se(self.prepare(batch))
 
     def finish_se(self, prep) -> bytes:
         """Regions and SAM records of a single-end batch from prepare()'s result."""
+        return b"".join(self.finish_se_chunks(prep))
+
+    def finish_se_chunks(self, prep) -> list:
+        """finish_se's SAM text as the threads' buffers (memoryviews, in order), not joined."""
         batch, (names, name_off, comments, com_off, seq_off, qual), pre = prep
         n = batch.n
         if n == 0:
-            return b""
+            return []
         t = time.perf_counter()
 
         def run(r):
@@ -389,7 +399,7 @@ class MemAligner:
                                   com_off, self.rg_id, int(batch.first_id), r[0], r[1], self.params, self.mat,
                                   pre)
 
-        out = b"".join(o.tobytes() for o in self._map(run, self._ranges(seq_off, n)))
+        out = [memoryview(o) for o in self._map(run, self._ranges(seq_off, n))]
         _lap(self.stage_times, "regions+sam", t)
         return out
 
@@ -531,8 +541,9 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
                     sws = fut.result()
                     if i + 1 < len(todo):
                         fut = resc.submit(aligner.pe_rescue_align, *todo[i + 1])
-                    for sam in aligner.pe_sam_group(group, p, sws):
-                        sink.write_sam_bytes(sam)
+                    for chunks in aligner.pe_sam_chunks(group, p, sws):
+                        for c in chunks:
+                            sink.write_sam_bytes(c)
             n_reads += n
             log(f"[M::mem_process_seqs] Processed {n} reads in {time.time() - t1:.3f} real sec", verbose)
             states = []
@@ -550,8 +561,8 @@ def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
     t1 = time.time()
     # one prepare thread: with two, single-end was no faster on the box (docs/BENCHMARKS.md, step 5)
     for prep in ahead(aligner.prepare, prefetch(batches), name="g3align-prepare"):
-        sam = aligner.finish_se(prep)
-        sink.write_sam_bytes(sam)
+        for c in aligner.finish_se_chunks(prep):
+            sink.write_sam_bytes(c)
         n_reads += prep[0].n
         log(f"[M::mem_process_seqs] Processed {prep[0].n} reads in {time.time() - t1:.3f} real sec", verbose)
         t1 = time.time()

@@ -144,7 +144,7 @@ def sam_header(names: Sequence[str], lengths: Sequence[int], rg_line: str | None
 class OutputSink:
     """Where SAM records go: SAM text to stdout or a file, or BAM through pysam.
 
-    `write(data)` takes whole SAM lines (str or bytes, each ending in '\\n'), in output order.
+    `write(data)` takes whole SAM lines (str, bytes or a memoryview of bytes, each ending in '\\n'), in output order.
     The format is `fmt` ('sam' or 'bam') or, when None, 'bam' for a path ending in .bam."""
 
     def __init__(self, path: str | None, header: str, fmt: str | None = None, threads: int = 1):
@@ -167,7 +167,7 @@ class OutputSink:
             self._hdr = pysam.AlignmentHeader.from_text(header)
             self._bam = pysam.AlignmentFile(self.path, "wb", header=self._hdr, threads=max(1, threads))
 
-    def write(self, data: bytes | str) -> None:
+    def write(self, data: bytes | memoryview | str) -> None:
         if self._closed:
             raise ValueError("write to a closed OutputSink")
         if isinstance(data, str):
