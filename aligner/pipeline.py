@@ -13,6 +13,7 @@ import collections
 import contextlib
 import functools
 import os
+import queue
 import sys
 import threading
 import time
@@ -503,6 +504,51 @@ def rescue_groups(states, bases: int | None = None):
     return groups
 
 
+class AsyncWriter:
+    """A sink's write_sam_bytes in a background thread, in order: the main thread hands over the threads' SAM
+    buffers and goes on queueing work while the text goes to the file or pipe (~0.4 KB per record, ~1 GB
+    per million pairs). An error of the sink (e.g. a broken pipe) is raised in the main thread at its next
+    write or at close(). close() returns once everything is written; the time spent writing is summed in
+    times["write"]."""
+
+    def __init__(self, sink, times: dict | None = None, depth: int = 512):
+        self._sink = sink
+        self._times = times
+        self._q: queue.Queue = queue.Queue(maxsize=depth)
+        self._err: BaseException | None = None
+        self._th = threading.Thread(target=self._run, name="g3align-writer", daemon=True)
+        self._th.start()
+
+    def _run(self):
+        while True:
+            b = self._q.get()
+            if b is None:
+                return
+            if self._err is not None:
+                continue  # drain after an error: the producer must not block
+            try:
+                t = time.perf_counter()
+                self._sink.write_sam_bytes(b)
+                if self._times is not None:
+                    _add(self._times, "write", time.perf_counter() - t)
+            except BaseException as e:
+                self._err = e
+
+    def write_sam_bytes(self, b):
+        if self._err is not None:
+            raise self._err
+        self._q.put(b)
+
+    def close(self, raise_error: bool = True):
+        """Write what is queued, stop the thread; raise the sink's error, if any (unless raise_error is
+        False: the caller is already unwinding from another error)."""
+        if self._th.is_alive():
+            self._q.put(None)
+            self._th.join()
+        if raise_error and self._err is not None:
+            raise self._err
+
+
 def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
     """Paired-end: `parts` yields (part, end_of_batch) as reads.read_pair_batch_parts does (a whole -K
     batch is (batch, True)). A reader thread parses ahead; a second thread prepares the next part (seeds,
@@ -510,12 +556,13 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
     CPU threads (regions do not depend on the rest of the batch), so the next -K batch is under way while
     this thread pairs the current one. Insert-size statistics once a -K batch is complete; then pairing
     part by part, the mate rescue of the next group of parts (one GPU launch, rescue_groups) overlapping
-    this group's pairing and SAM records."""
+    this group's pairing and SAM records; a writer thread writes the records (AsyncWriter)."""
     n_reads = 0
     t0 = time.time()
     states = []
     t1 = time.time()
     resc = ThreadPoolExecutor(1, thread_name_prefix="g3align-rescue")
+    out = AsyncWriter(sink, aligner.stage_times)
     try:
         preps = ahead(lambda it: (aligner.prepare(it[0]) if it[0].n else None, it[1]), prefetch(parts),
                       name="g3align-prepare", workers=aligner.prep_workers)
@@ -543,27 +590,34 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
                         fut = resc.submit(aligner.pe_rescue_align, *todo[i + 1])
                     for chunks in aligner.pe_sam_chunks(group, p, sws):
                         for c in chunks:
-                            sink.write_sam_bytes(c)
+                            out.write_sam_bytes(c)
             n_reads += n
             log(f"[M::mem_process_seqs] Processed {n} reads in {time.time() - t1:.3f} real sec", verbose)
             states = []
             t1 = time.time()
     finally:
         resc.shutdown(wait=True, cancel_futures=True)
+        out.close(raise_error=False)
+    out.close()
     return n_reads, time.time() - t0
 
 
 def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
     """Single-end: a reader thread parses ahead, a second thread prepares the next batch (the GPU stages)
-    while this one computes the current batch's regions and SAM records."""
+    while this one computes the current batch's regions and SAM records; a writer thread writes them."""
     n_reads = 0
     t0 = time.time()
     t1 = time.time()
-    # one prepare thread: with two, single-end was no faster on the box (docs/BENCHMARKS.md, step 5)
-    for prep in ahead(aligner.prepare, prefetch(batches), name="g3align-prepare"):
-        for c in aligner.finish_se_chunks(prep):
-            sink.write_sam_bytes(c)
-        n_reads += prep[0].n
-        log(f"[M::mem_process_seqs] Processed {prep[0].n} reads in {time.time() - t1:.3f} real sec", verbose)
-        t1 = time.time()
+    out = AsyncWriter(sink, aligner.stage_times)
+    try:
+        # one prepare thread: with two, single-end was no faster on the box (docs/BENCHMARKS.md, step 5)
+        for prep in ahead(aligner.prepare, prefetch(batches), name="g3align-prepare"):
+            for c in aligner.finish_se_chunks(prep):
+                out.write_sam_bytes(c)
+            n_reads += prep[0].n
+            log(f"[M::mem_process_seqs] Processed {prep[0].n} reads in {time.time() - t1:.3f} real sec", verbose)
+            t1 = time.time()
+    finally:
+        out.close(raise_error=False)
+    out.close()
     return n_reads, time.time() - t0
