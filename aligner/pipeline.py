@@ -43,6 +43,7 @@ from g3align.aligner.options import score_matrix
 from g3align.aligner.pair import pestat_of_sizes, pestat_sizes, regions_range, rescue_jobs_range, sam_pe_range
 from g3align.aligner.reads import bytes_csr, gather_bytes, prefetch
 
+RANGES_PER_THREAD = 8  # read (or pair) ranges per pool thread in one map call: balance against task overhead
 WORKER_NICE = 5  # nice increment of the CPU pool's worker threads on the GPU path (0: none)
 TRACE: list | None = None  # when a list: (stage, thread, t0, t1) of every stage lap (scripts/gpu_check.py)
 
@@ -255,7 +256,7 @@ class MemAligner:
         _add(self.stage_times, "rescue_jobs", n_job)
         return out
 
-    def _ranges(self, seq_off, n, per_thread: int = 8):
+    def _ranges(self, seq_off, n, per_thread: int = RANGES_PER_THREAD):
         """Contiguous read ranges with about equal bases, `per_thread` per thread for balance."""
         parts = min(n, self.n_threads * per_thread) if self.n_threads > 1 else 1
         if parts <= 1:
@@ -344,7 +345,7 @@ class MemAligner:
     def _pair_ranges(self, n, seq_off, n_parts: int = 1):
         """Pair ranges of one part; with `n_parts` parts mapped at once, fewer per part (the tasks of all
         parts balance each other; fewer tasks, less pool and GIL traffic)."""
-        per = max(1, -(-8 // max(1, n_parts)))
+        per = max(1, -(-RANGES_PER_THREAD // max(1, n_parts)))
         return self._ranges(seq_off[::2].copy(), n // 2, per) if n >= 2 else [(0, 0)]
 
     def pe_sam(self, state, pes, sw) -> bytes:
@@ -539,6 +540,12 @@ class AsyncWriter:
             raise self._err
         self._q.put(b)
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.close(raise_error=exc_type is None)  # unwinding from another error: that one propagates
+
     def close(self, raise_error: bool = True):
         """Write what is queued, stop the thread; raise the sink's error, if any (unless raise_error is
         False: the caller is already unwinding from another error)."""
@@ -562,43 +569,41 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
     states = []
     t1 = time.time()
     resc = ThreadPoolExecutor(1, thread_name_prefix="g3align-rescue")
-    out = AsyncWriter(sink, aligner.stage_times)
-    try:
-        preps = ahead(lambda it: (aligner.prepare(it[0]) if it[0].n else None, it[1]), prefetch(parts),
-                      name="g3align-prepare", workers=aligner.prep_workers)
-        for (state, end) in ahead(lambda it: (aligner.pe_regions_of(it[0]) if it[0] is not None else None, it[1]),
-                                  preps, depth=PE_AHEAD, name="g3align-regions"):
-            if state is not None:
-                states.append(state)
-            if not end:
-                continue
-            n = sum(s[0].n for s in states)
-            bases = sum(s[0].bases for s in states)
-            log(f"[M::process] read {n} sequences ({bases} bp)...", verbose)
-            if states:
-                p = pes if pes is not None else aligner.pe_stat(states, log=lambda m: log(m, verbose))
-                # the job lists of the whole batch at once (cheap, on the CPU threads, before any pairing is
-                # queued there), then one GPU launch per group, the next group's beside this group's pairing
-                jobs = aligner.pe_rescue_jobs(states, p)
-                groups = rescue_groups(states)
-                first = np.cumsum([0] + [len(g) for g in groups])  # groups are consecutive parts
-                todo = [(g, jobs[first[i]:first[i + 1]]) for i, g in enumerate(groups)]
-                fut = resc.submit(aligner.pe_rescue_align, *todo[0])
-                for i, (group, _) in enumerate(todo):
-                    sws = fut.result()
-                    if i + 1 < len(todo):
-                        fut = resc.submit(aligner.pe_rescue_align, *todo[i + 1])
-                    for chunks in aligner.pe_sam_chunks(group, p, sws):
-                        for c in chunks:
-                            out.write_sam_bytes(c)
-            n_reads += n
-            log(f"[M::mem_process_seqs] Processed {n} reads in {time.time() - t1:.3f} real sec", verbose)
-            states = []
-            t1 = time.time()
-    finally:
-        resc.shutdown(wait=True, cancel_futures=True)
-        out.close(raise_error=False)
-    out.close()
+    with AsyncWriter(sink, aligner.stage_times) as out:
+        try:
+            preps = ahead(lambda it: (aligner.prepare(it[0]) if it[0].n else None, it[1]), prefetch(parts),
+                          name="g3align-prepare", workers=aligner.prep_workers)
+            for (state, end) in ahead(lambda it: (aligner.pe_regions_of(it[0]) if it[0] is not None else None, it[1]),
+                                      preps, depth=PE_AHEAD, name="g3align-regions"):
+                if state is not None:
+                    states.append(state)
+                if not end:
+                    continue
+                n = sum(s[0].n for s in states)
+                bases = sum(s[0].bases for s in states)
+                log(f"[M::process] read {n} sequences ({bases} bp)...", verbose)
+                if states:
+                    p = pes if pes is not None else aligner.pe_stat(states, log=lambda m: log(m, verbose))
+                    # the job lists of the whole batch at once (cheap, on the CPU threads, before any pairing is
+                    # queued there), then one GPU launch per group, the next group's beside this group's pairing
+                    jobs = aligner.pe_rescue_jobs(states, p)
+                    groups = rescue_groups(states)
+                    first = np.cumsum([0] + [len(g) for g in groups])  # groups are consecutive parts
+                    todo = [(g, jobs[first[i]:first[i + 1]]) for i, g in enumerate(groups)]
+                    fut = resc.submit(aligner.pe_rescue_align, *todo[0])
+                    for i, (group, _) in enumerate(todo):
+                        sws = fut.result()
+                        if i + 1 < len(todo):
+                            fut = resc.submit(aligner.pe_rescue_align, *todo[i + 1])
+                        for chunks in aligner.pe_sam_chunks(group, p, sws):
+                            for c in chunks:
+                                out.write_sam_bytes(c)
+                n_reads += n
+                log(f"[M::mem_process_seqs] Processed {n} reads in {time.time() - t1:.3f} real sec", verbose)
+                states = []
+                t1 = time.time()
+        finally:
+            resc.shutdown(wait=True, cancel_futures=True)
     return n_reads, time.time() - t0
 
 
@@ -608,8 +613,7 @@ def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
     n_reads = 0
     t0 = time.time()
     t1 = time.time()
-    out = AsyncWriter(sink, aligner.stage_times)
-    try:
+    with AsyncWriter(sink, aligner.stage_times) as out:
         # one prepare thread: with two, single-end was no faster on the box (docs/BENCHMARKS.md, step 5)
         for prep in ahead(aligner.prepare, prefetch(batches), name="g3align-prepare"):
             for c in aligner.finish_se_chunks(prep):
@@ -617,7 +621,4 @@ def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
             n_reads += prep[0].n
             log(f"[M::mem_process_seqs] Processed {prep[0].n} reads in {time.time() - t1:.3f} real sec", verbose)
             t1 = time.time()
-    finally:
-        out.close(raise_error=False)
-    out.close()
     return n_reads, time.time() - t0

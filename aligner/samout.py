@@ -215,6 +215,12 @@ def _put_alt(bufs, nb_, opt, mat, offsets, l_pac, pac, L, q, R, i, name_buf, nam
     return bufs, nb_
 
 
+@nb.njit(cache=True, inline="always")
+def _xa_dropped(opt, cnt, has_alt):
+    """bwa drops a region's XA when it has more hits than -h allows (the second -h value when one is ALT)."""
+    return cnt > opt.max_XA_hits_alt or (not has_alt and cnt > opt.max_XA_hits)
+
+
 @nb.njit(cache=True)
 def gen_alt_one(opt, mat, offsets, l_pac, pac, L, q, R, n, z, name_buf, name_off):
     """The XA bytes gen_alt would give region z (empty if none): only hits whose primary is z are
@@ -226,7 +232,7 @@ def gen_alt_one(opt, mat, offsets, l_pac, pac, L, q, R, n, z, name_buf, name_off
             cnt += 1
             if R[i, IS_ALT]:
                 has_alt = True
-    if cnt == 0 or cnt > opt.max_XA_hits_alt or (not has_alt and cnt > opt.max_XA_hits):
+    if cnt == 0 or _xa_dropped(opt, cnt, has_alt):
         return np.empty(0, np.uint8)
     bufs = np.empty(256, np.uint8)
     nb_ = 0
@@ -263,7 +269,7 @@ def gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, n, name_buf, name_off):
         r = _pri_idx(opt.XA_drop_ratio, R, i)
         if r < 0:
             continue
-        if cnt[r] > opt.max_XA_hits_alt or (not has_alt[r] and cnt[r] > opt.max_XA_hits):
+        if _xa_dropped(opt, cnt[r], has_alt[r] != 0):
             continue
         b0 = nb_
         bufs, nb_ = _put_alt(bufs, nb_, opt, mat, offsets, l_pac, pac, L, q, R, i, name_buf, name_off)
