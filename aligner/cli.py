@@ -265,7 +265,33 @@ def mem_cmd(**kw):
     except G3Error as e:
         _fail(str(e))
     except BrokenPipeError:
+        # stdout is gone: point it at /dev/null so the interpreter's final flush does not complain
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
+    _exit_now()
+
+
+_FAST_EXIT = False  # set by entry(): a finished `mem` leaves without the interpreter's teardown
+
+
+def _exit_now():
+    """After a successful run of the command line program (not in-process callers such as tests): flush and
+    leave with os._exit. The output is complete and closed; what is skipped is freeing GBs of CUDA and
+    pinned memory, the CUDA context and the thread pools one by one (~0.5 s on the GPU box)."""
+    if _FAST_EXIT:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BrokenPipeError:
+            pass
+        os._exit(0)
+
+
+def entry():
+    """The `g3align` program (console script and `python -m g3align.aligner.cli`)."""
+    global _FAST_EXIT
+    _FAST_EXIT = True
+    main()
 
 
 def _build_mem_options(kw):
@@ -333,11 +359,64 @@ def _build_mem_options(kw):
     return o
 
 
+def _trace_start():
+    """G3ALIGN_TRACE=FILE: record the start-up steps and pipeline.TRACE's stage laps of this run, written to
+    FILE as JSON [stage, thread, t0, t1] with times in seconds from the process start (scripts/
+    gpu_cli_profile.py draws them). G3ALIGN_TUNE='NAME=VALUE,...' sets pipeline constants for A/B runs."""
+    from g3align.aligner import pipeline
+    for kv in filter(None, os.environ.get("G3ALIGN_TUNE", "").split(",")):
+        k, v = kv.split("=")
+        old = getattr(pipeline, k)
+        setattr(pipeline, k, type(old)(int(v)) if isinstance(old, bool) else type(old)(v))
+    if not os.environ.get("G3ALIGN_TRACE"):
+        return None
+    from g3align.aligner import reads
+    pipeline.TRACE = reads.TRACE = []
+    return pipeline.TRACE
+
+
+def _trace_write(trace, t_enter):
+    from g3align.kernels import loader
+    try:  # the process start on perf_counter's clock (CLOCK_MONOTONIC; /proc's start time is since boot)
+        with open("/proc/self/stat") as fh:
+            start_ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as fh:
+            up = float(fh.read().split()[0])
+        t0 = time.perf_counter() - (up - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        t0 = min((e[2] for e in trace), default=0.0)
+    ev = list(trace) + [("module " + n, "loader", a, b) for n, a, b in loader.LOAD_TIMES]
+    ev.append(("start-up: interpreter, cli import", "MainThread", t0, t_enter))
+    import json
+    with open(os.environ["G3ALIGN_TRACE"], "w") as fh:
+        json.dump([(s, th, a - t0, b - t0) for s, th, a, b in ev], fh)
+
+
 def _run_mem(kw):
-    from g3align.aligner.pipeline import MemAligner, log, run_mem_pe, run_mem_se, se_chunk, user_pestat
-    from g3align.aligner.reads import ReadFormatError, read_batches, read_pair_batch_parts
+    t_enter = time.perf_counter()
+    if kw["device"] != "cpu":
+        _start_gpu_probe()
+    trace = _trace_start()
+    try:
+        _run_mem_traced(kw, trace, t_enter)
+    finally:
+        if trace is not None:
+            _trace_write(trace, t_enter)
+
+
+def _mark(trace, stage, t0):
+    t = time.perf_counter()
+    if trace is not None:
+        trace.append((stage, "MainThread", t0, t))
+    return t
+
+
+def _run_mem_traced(kw, trace, t):
+    from g3align.aligner.pipeline import MemAligner, log, run_mem_pe, run_mem_se, se_chunk_for, user_pestat
+    from g3align.aligner.reads import ReadFormatError
     from g3align.aligner.samhdr import OutputSink, parse_header_arg, parse_rg, sam_header
     from g3align.index.store import IndexFormatError, load_index
+    t = _mark(trace, "start-up: imports", t)
 
     opt = _build_mem_options(kw)
     verbose = kw["verbose"]
@@ -345,7 +424,6 @@ def _run_mem(kw):
     if kw["reads2"] is not None and kw["interleaved"]:
         log("[W::mem] when '-p' is in use, the second query file is ignored.", verbose, 2)
         kw["reads2"] = None
-    device = _pick_device(kw["device"], verbose)
     rg_line, rg_id = None, ""
     if kw["rg"] is not None:
         try:
@@ -369,41 +447,86 @@ def _run_mem(kw):
             continue
         if p != "-" and not os.path.exists(p):
             raise G3Error(f"fail to open file '{p}'")
-    try:
-        ref, fm = load_index(kw["prefix"])
-    except IndexFormatError as e:
-        raise G3Error(str(e))
-    cmdline = " ".join(shlex.quote(a) for a in ["g3align"] + sys.argv[1:])
-    header = sam_header(ref.names, [int(x) for x in ref.lengths], rg_line=rg_line, pg_cmdline=cmdline,
-                        extra_lines=hdr_lines)
     chunk = kw["chunk"] if kw["chunk"] is not None else opt.chunk_size * opt.n_threads
-    aligner = MemAligner(ref, fm, opt, rg_id=rg_id, copy_comment=kw["copy_comment"], device=device)
+    # the reads are parsed from here on, beside the CUDA start-up and the index load; paired-end input
+    # (batch size independent of the device) before the device is picked, single-end after it
+    reader = _start_reader(kw, chunk) if paired else None
     try:
+        device = _pick_device(kw["device"], verbose)
+        t = _mark(trace, "start-up: device", t)
+        if not paired:
+            se = se_chunk_for(device == "gpu", chunk)
+            reader = _start_reader(kw, se, depth=max(2, chunk // se + 1))
+        try:
+            ref, fm = load_index(kw["prefix"])
+        except IndexFormatError as e:
+            raise G3Error(str(e))
+        t = _mark(trace, "start-up: index load", t)
+        cmdline = " ".join(shlex.quote(a) for a in ["g3align"] + sys.argv[1:])
+        header = sam_header(ref.names, [int(x) for x in ref.lengths], rg_line=rg_line, pg_cmdline=cmdline,
+                            extra_lines=hdr_lines)
+        aligner = MemAligner(ref, fm, opt, rg_id=rg_id, copy_comment=kw["copy_comment"], device=device)
+        _mark(trace, "start-up: aligner (index to the GPU)", t)
         with OutputSink(kw["output"], header) as sink:
-            if not paired:
-                # keep_raw False: mem prints bases from their codes, so the parser skips the letters as read
-                n, dt = run_mem_se(aligner, read_batches(kw["reads1"], chunk_size=se_chunk(aligner, chunk),
-                                                         keep_raw=False), sink, verbose)
+            if paired:
+                n, dt = run_mem_pe(aligner, reader, sink, verbose, pes)
             else:
-                if kw["reads2"]:
-                    batches = read_pair_batch_parts(kw["reads1"], kw["reads2"], chunk_size=chunk, keep_raw=False)
-                else:
-                    batches = ((b, True) for b in _interleaved(read_batches(kw["reads1"], chunk_size=chunk,
-                                                                            keep_raw=False), kw["reads1"]))
-                n, dt = run_mem_pe(aligner, batches, sink, verbose, pes)
+                n, dt = run_mem_se(aligner, reader, sink, verbose)
     except ReadFormatError as e:
         raise G3Error(str(e))
+    except BrokenPipeError:  # the reader of our output left (e.g. `| head`): quietly, as mem_cmd does
+        raise
     except OSError as e:
         raise G3Error(f"I/O error: {e}")
+    finally:
+        if reader is not None:
+            reader.close()
     log(f"[M::main] Processed {n} reads in {dt:.3f} sec", verbose)
 
 
+def _start_reader(kw, chunk, depth=2):
+    """The reads' parser in a thread started now, up to about one -K batch ahead: (part, end_of_batch)
+    pairs for paired-end input, -K batches for single-end. keep_raw False: mem prints bases from their
+    codes, so the parser skips the letters as read."""
+    from g3align.aligner.reads import PART_BASES, prefetch_now, read_batches, read_pair_batch_parts
+    if kw["reads2"]:
+        return prefetch_now(read_pair_batch_parts(kw["reads1"], kw["reads2"], chunk_size=chunk, keep_raw=False),
+                            depth=max(2, chunk // PART_BASES + 1), name="g3align-batches")
+    batches = read_batches(kw["reads1"], chunk_size=chunk, keep_raw=False)
+    if kw["interleaved"]:
+        return prefetch_now(((b, True) for b in _interleaved(batches, kw["reads1"])), depth=2, name="g3align-batches")
+    return prefetch_now(batches, depth=depth, name="g3align-batches")
+
+
 def gpu_available() -> bool:
+    if _GPU_PROBE:
+        return _GPU_PROBE[0].result()
+    return _probe_gpu(False)
+
+
+def _probe_gpu(make_context: bool) -> bool:
     try:
         import cupy
-        return cupy.cuda.runtime.getDeviceCount() > 0
+        if cupy.cuda.runtime.getDeviceCount() <= 0:
+            return False
+        if make_context:  # the CUDA context and CuPy's memory pool, ready for the index upload
+            cupy.empty(1, cupy.uint8)
+        return True
     except Exception:  # no CuPy, no driver, no device
         return False
+
+
+_GPU_PROBE: list = []
+
+
+def _start_gpu_probe():
+    """CuPy's import and the CUDA start-up (~0.6 s on the GPU box) in a thread, beside the imports, the start
+    of the reads' parsing and the index load; gpu_available() waits for it."""
+    if not _GPU_PROBE:
+        from concurrent.futures import ThreadPoolExecutor
+        ex = ThreadPoolExecutor(1, thread_name_prefix="g3align-cuda")
+        _GPU_PROBE.append(ex.submit(_probe_gpu, True))
+        ex.shutdown(wait=False)
 
 
 def _pick_device(choice: str, verbose: int, cmd: str = "mem") -> str:
@@ -452,4 +575,4 @@ main.add_command(align_cmd)
 
 
 if __name__ == "__main__":
-    main()
+    entry()

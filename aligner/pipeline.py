@@ -454,7 +454,12 @@ SE_STAGED_CHUNK = 10_000_000
 
 def se_chunk(aligner: MemAligner, chunk: int) -> int:
     """Batch size (bases) for single-end input: -K, or SE_STAGED_CHUNK on the staged path."""
-    return min(chunk, SE_STAGED_CHUNK) if aligner.staged else chunk
+    return se_chunk_for(aligner.staged, chunk)
+
+
+def se_chunk_for(staged: bool, chunk: int) -> int:
+    """se_chunk before the aligner exists (the GPU path is staged)."""
+    return min(chunk, SE_STAGED_CHUNK) if staged else chunk
 
 
 def ahead(fn, items, depth: int = 1, name: str = "g3align-ahead", workers: int = 1):
@@ -487,6 +492,7 @@ def _ahead_pool(fn, items, depth, name, workers):
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
 PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
 RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
+ASYNC_WRITE = True  # SAM text written by a writer thread (AsyncWriter); False: by the main thread (A/B runs)
 
 
 def rescue_groups(states, bases: int | None = None):
@@ -538,6 +544,12 @@ class AsyncWriter:
     def write_sam_bytes(self, b):
         if self._err is not None:
             raise self._err
+        if not ASYNC_WRITE:
+            t = time.perf_counter()
+            self._sink.write_sam_bytes(b)
+            if self._times is not None:
+                _add(self._times, "write", time.perf_counter() - t)
+            return
         self._q.put(b)
 
     def __enter__(self):

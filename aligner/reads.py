@@ -35,6 +35,7 @@ import os
 import queue
 import sys
 import threading
+import time
 import zlib
 from collections import deque
 from collections.abc import Iterator
@@ -58,6 +59,8 @@ NT4[ord(".")] = NT4[ord("-")] = 4
 del _i
 
 DEFAULT_CHUNK_SIZE = 10_000_000      # bwa mem: opt->chunk_size * n_threads, overridden by -K
+PART_BASES = 10_000_000              # read_pair_batch_parts: bases per part of a -K batch
+TRACE: list | None = None            # when a list: (stage, thread, t0, t1) of each item a prefetch thread makes
 DEFAULT_BLOCK_SIZE = 1 << 22         # bytes read (and parsed) at a time
 PARSE_THREADS = min(8, max(2, (os.cpu_count() or 1) // 2))  # FASTQ blocks parsed at once (all open files)
 PARSE_AHEAD = 2 * PARSE_THREADS      # blocks in flight per file
@@ -777,7 +780,7 @@ def _batch_parts_from(pieces: Iterator[ReadBatch], chunk_size: int, step: int, l
         yield (cat if cat is not None else ReadBatch.empty()), True
 
 
-def read_pair_batch_parts(path1: str, path2: str, chunk_size: int = DEFAULT_CHUNK_SIZE, part_bases: int = 10_000_000,
+def read_pair_batch_parts(path1: str, path2: str, chunk_size: int = DEFAULT_CHUNK_SIZE, part_bases: int = PART_BASES,
                           block_size: int = DEFAULT_BLOCK_SIZE, trim_readno: bool = True, keep_raw: bool = True
                           ) -> Iterator[tuple[ReadBatch, bool]]:
     """read_pair_batches' -K batches as (part, end_of_batch) pairs of parts of about part_bases bases."""
@@ -835,17 +838,66 @@ __all__ = [
 ]
 
 
+class Prefetched:
+    """An iterator whose producer thread runs from construction (prefetch_now): `g3align mem` starts
+    parsing the reads before it loads the index and starts CUDA, so the first batch is ready when the
+    aligner is. prefetch() hands such an iterator back unchanged. close() stops the producer."""
+
+    def __init__(self, batches, depth: int, name: str):
+        self._stop = threading.Event()
+        self._it = _prefetch(batches, depth, name, self._stop)
+        next(self._it)  # runs the generator up to its first yield: the thread is started
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._it)
+
+    def close(self):
+        self._stop.set()
+        self._it.close()
+
+    def __del__(self):
+        self._stop.set()
+
+
+def prefetch_now(batches, depth: int = 2, name: str = "g3align-reader") -> Prefetched:
+    """prefetch(), with the producer thread started now rather than at the first next()."""
+    return Prefetched(batches, depth, name)
+
+
 def prefetch(batches, depth: int = 2, name: str = "g3align-reader"):
     """Iterate `batches` in a background thread, up to `depth` items ahead, so reading and parsing the
     next batch overlaps aligning the current one. An exception of the producer (e.g. ReadFormatError)
     is raised here at the point of the stream where it happened; items are never reordered."""
+    if isinstance(batches, Prefetched):
+        return batches
+    return _lazy(batches, depth, name)
+
+
+def _lazy(batches, depth, name):
+    """prefetch's thread starts at the consumer's first next(), as a generator's body does."""
+    it = _prefetch(batches, depth, name, threading.Event())
+    next(it)
+    yield from it
+
+
+def _prefetch(batches, depth, name, stop):
+    """The producer thread and its consumer: yields None once the thread is started, then the items."""
     q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
     end = object()
 
     def produce():
         try:
-            for b in batches:
+            it = iter(batches)
+            while True:
+                t = time.perf_counter()
+                b = next(it, end)
+                if TRACE is not None and name in ("g3align-reader", "g3align-batches"):  # the readers
+                    TRACE.append(("next item", name, t, time.perf_counter()))
+                if b is end:
+                    break
                 while not stop.is_set():
                     try:
                         q.put((b, None), timeout=0.1)
@@ -860,6 +912,7 @@ def prefetch(batches, depth: int = 2, name: str = "g3align-reader"):
 
     th = threading.Thread(target=produce, name=name, daemon=True)
     th.start()
+    yield None
     try:
         while True:
             b, err = q.get()

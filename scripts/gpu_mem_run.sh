@@ -6,6 +6,7 @@
 #   CLI=1 adds the CLI end-to-end runs; with .devdata/minimap2 carried, minimap2 -ax sr runs for context;
 #   PROFILE=1 first profiles the PE pipeline's host time (scripts/gpu_pe_profile.py; carry the py-spy wheel in .whl/),
 #   PE_VARIANTS='WORKER_NICE=0;PE_AHEAD=4' adds GPU PE runs with other pipeline settings (gpu_check --pe-variants)
+#   CLIPROF=1 profiles the CLI end to end (scripts/gpu_cli_profile.py; VARIANTS='ASYNC_WRITE=0;...' A/B runs)
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 mkdir -p /tmp/pkg/g3align && cp g3align/__init__.py /tmp/pkg/g3align/
@@ -23,6 +24,13 @@ if [ "${PROFILE:-0}" = 1 ]; then  # host-time profile of the PE pipeline (py-spy
     timeout ${CHECK_TIMEOUT:-420} python3 scripts/gpu_pe_profile.py --fasta .devdata/human_GRCh37_chr20.fa.gz \
         --pairs ${PAIRS:-500000} --threads $(nproc) --out "$OUT" --py-spy /tmp/site/bin/py-spy 2>&1 \
         | tee "$OUT/gpu_pe_profile.log" | tail -60
+fi
+if [ "${CLIPROF:-0}" = 1 ]; then  # the CLI end to end: start-up, traces, A/B variants beside bwa (py-spy when carried)
+    SPY=(); ls .whl/py_spy*.whl >/dev/null 2>&1 && pip install -q --no-index --no-deps --target /tmp/site .whl/py_spy*.whl \
+        && SPY=(--py-spy /tmp/site/bin/py-spy)
+    timeout ${CHECK_TIMEOUT:-420} python3 scripts/gpu_cli_profile.py --fasta .devdata/human_GRCh37_chr20.fa.gz \
+        --pairs ${PAIRS:-1000000} --threads $(nproc) --bwa .devdata/bwa --out "$OUT" --variants "${VARIANTS:-ASYNC_WRITE=0}" \
+        "${SPY[@]}" 2>&1 | tee "$OUT/gpu_cli_profile.log" | tail -40
 fi
 [ "${CHECK:-1}" = 0 ] && exit 0
 EXTRA=()

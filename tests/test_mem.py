@@ -380,3 +380,25 @@ def test_picard_validate_paired(lambda_index, tmp_path):
        *(os.path.join(DATA, f"lambda_R{i}.fq.gz") for i in (1, 2)))
     p = subprocess.run(["PicardCommandLine", "ValidateSamFile", f"I={sam}", "MODE=SUMMARY"], capture_output=True)
     assert "No errors found" in p.stdout.decode() + p.stderr.decode()
+
+
+def test_trace_and_broken_pipe(lambda_index, tmp_path):
+    """G3ALIGN_TRACE=FILE writes the start-up steps and stage laps as JSON (scripts/gpu_cli_profile.py);
+    a reader that leaves early (`| head`) ends the run quietly, as bwa's users expect."""
+    import json
+    tr = tmp_path / "trace.json"
+    env = dict(os.environ, G3ALIGN_TRACE=str(tr))
+    r1, r2 = os.path.join(DATA, "lambda_R1.fq.gz"), os.path.join(DATA, "lambda_R2.fq.gz")
+    p = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "mem", "-t", "2", "--device", "cpu",
+                        lambda_index, r1, r2], capture_output=True, env=env)
+    assert p.returncode == 0, p.stderr.decode()
+    ev = json.loads(tr.read_text())
+    stages = {e[0] for e in ev}
+    assert {"start-up: interpreter, cli import", "start-up: index load", "regions", "pairing+sam"} <= stages
+    assert all(0 <= e[2] <= e[3] for e in ev)
+    plain = g3("mem", "-t", "2", "--device", "cpu", lambda_index, r1, r2).stdout
+    assert records(p.stdout) == records(plain)  # tracing does not change the output
+    cmd = f"{sys.executable} -m g3align.aligner.cli mem {lambda_index} {r1} {r2} | head -3"
+    q = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True)
+    assert q.returncode == 0 and len(q.stdout.splitlines()) == 3
+    assert b"rror" not in q.stderr and b"Traceback" not in q.stderr, q.stderr.decode()[-2000:]

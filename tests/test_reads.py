@@ -506,3 +506,48 @@ def test_batches_match_bwa_log(tmp_path, k):
         theirs = [ln.split("read ")[1].split(" sequences")[0] + " " + ln.split("(")[1].split(" bp")[0]
                   for ln in log.splitlines() if "[M::process] read" in ln]
         assert [f"{b.n} {b.bases}" for b in ours] == theirs
+
+
+def test_prefetch_now_starts_at_once_and_keeps_order():
+    """prefetch_now's thread produces before the first next() (g3align mem parses beside the index load);
+    prefetch() hands it back unchanged; items keep their order; close() stops the producer."""
+    import threading
+    import time
+
+    from g3align.aligner.reads import Prefetched, prefetch, prefetch_now
+    started = threading.Event()
+
+    def items():
+        started.set()
+        yield from range(50)
+
+    it = prefetch_now(items(), depth=4)
+    assert started.wait(5.0)  # no consumer yet
+    assert prefetch(it) is it and isinstance(it, Prefetched)
+    assert list(it) == list(range(50))
+
+    def endless():
+        k = 0
+        while True:
+            yield k
+            k += 1
+
+    it = prefetch_now(endless(), depth=2)
+    assert [next(it) for _ in range(3)] == [0, 1, 2]
+    it.close()
+    time.sleep(0.3)
+    assert not [t for t in threading.enumerate() if t.name == "g3align-reader" and t.is_alive()]
+
+
+def test_prefetch_now_raises_where_the_error_happened():
+    from g3align.aligner.reads import ReadFormatError, prefetch_now
+
+    def items():
+        yield 1
+        yield 2
+        raise ReadFormatError("bad record 3")
+
+    it = prefetch_now(items(), depth=8)
+    assert next(it) == 1 and next(it) == 2
+    with pytest.raises(ReadFormatError, match="record 3"):
+        next(it)

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Where the time of `g3align mem` goes end to end through the CLI (issue 4), on the GPU box:
+
+  python scripts/gpu_cli_profile.py --fasta .devdata/human_GRCh37_chr20.fa.gz --pairs 1000000 \
+      --bwa .devdata/bwa --out $OUT [--py-spy PATH] [--variants 'ASYNC_WRITE=0;...']
+
+Builds the index in-process and saves it as the CLI's PREFIX.g3i, simulates the pairs (gpu_check's
+reference_and_reads), warms the numba and CuPy kernel caches with one small CLI run, then times fresh
+`g3align mem --device gpu` processes (SAM to a file, as `> out.sam`) beside `bwa mem -t N` on the same
+FASTQ, in this order: bwa PE, g3align PE, g3align PE per variant (G3ALIGN_TUNE), g3align PE again, g3align
+SE, bwa SE. Every g3align run records G3ALIGN_TRACE: the start-up steps (imports, CUDA, index load, index
+to the GPU), the kernel-module loads and every stage lap, drawn as a timeline per run (OUT/cli_trace_*.txt).
+Checks each g3align SAM body against the first PE / SE run's (variants must not change the output) and
+against bwa's. Writes OUT/cli_profile.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from g3align.index.store import save_index  # noqa: E402
+from gpu_check import body, gantt, reference_and_reads  # noqa: E402
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def run_cli(args, out_path, env_extra, trace_path, py_spy=None, spy_out=None):
+    env = dict(os.environ, G3ALIGN_TRACE=trace_path, **env_extra)
+    cmd = [sys.executable, "-m", "g3align.aligner.cli", "mem", *args]
+    if py_spy:
+        cmd = [py_spy, "record", "-r", "200", "--threads", "--nonblocking", "-f", "raw", "-o", spy_out, "--"] + cmd
+    t = time.time()
+    with open(out_path, "wb") as fh:
+        p = subprocess.run(cmd, stdout=fh, stderr=subprocess.PIPE, env=env)
+    wall = time.time() - t
+    if p.returncode:
+        log(p.stderr.decode()[-3000:])
+        raise SystemExit(f"g3align failed: {cmd}")
+    return wall, p.stderr.decode()
+
+
+def summary(trace):
+    """Start-up steps, module loads, first stage lap and last event end, from one G3ALIGN_TRACE file."""
+    ev = json.load(open(trace))
+    steps = [(s, b - a) for s, th, a, b in ev if s.startswith("start-up")]
+    mods = sum(b - a for s, th, a, b in ev if s.startswith("module "))
+    laps = [e for e in ev if not e[0].startswith(("start-up", "module "))]
+    first = min((a for _, _, a, _ in laps), default=float("nan"))
+    last = max((b for _, _, _, b in laps), default=float("nan"))
+    return ev, steps, mods, first, last
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fasta", required=True)
+    ap.add_argument("--pairs", type=int, default=1000000)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--bwa", default=None)
+    ap.add_argument("--py-spy", default=None)
+    ap.add_argument("--device", default="gpu")
+    ap.add_argument("--variants", default="ASYNC_WRITE=0", help="';'-separated G3ALIGN_TUNE values, one PE run each")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    work = "/tmp/g3work"
+    bwa_idx = []
+
+    def start_bwa_index(fa):
+        if a.bwa:
+            bwa_idx.append(subprocess.Popen([a.bwa, "index", fa], stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL))
+    fa, ref, fm, f1, f2, dt = reference_and_reads(a.fasta, a.pairs, work, start_bwa_index)
+    prefix = os.path.join(work, "cli_idx")
+    save_index(prefix, ref, fm)
+    del ref, fm
+    rows = [("FM-index build (chr20, in-process)", f"{dt:.1f} s", "")]
+    # warm-up: numba's on-disk cache and CuPy's kernel cache filled by one small run (not timed)
+    w1, w2 = os.path.join(work, "w1.fq"), os.path.join(work, "w2.fq")
+    for src, dst in ((f1, w1), (f2, w2)):
+        with open(src, "rb") as fi, open(dst, "wb") as fo:
+            fo.writelines(fi.readline() for _ in range(4 * 20000))
+    th = ["-t", str(a.threads), "--device", a.device]
+    t = time.time()
+    run_cli([*th, prefix, w1, w2], os.path.join(work, "w.sam"), {}, os.path.join(work, "w.json"))
+    run_cli([*th, prefix, w1], os.path.join(work, "w.sam"), {}, os.path.join(work, "w.json"))
+    rows.append(("warm-up CLI runs (20k pairs PE + SE; compiles caches)", f"{time.time() - t:.1f} s", ""))
+    if bwa_idx:
+        bwa_idx[0].wait()
+    bwa = {}
+
+    def run_bwa(mode, files):
+        out = os.path.join(work, f"bwa_{mode}.sam")
+        t = time.time()
+        with open(out, "wb") as fh:
+            subprocess.run([a.bwa, "mem", "-t", str(a.threads), fa, *files], stdout=fh, stderr=subprocess.DEVNULL,
+                           check=True)
+        bwa[mode] = time.time() - t
+        rows.append((f"bwa mem -t {a.threads} {mode.upper()} (SAM to a file)", f"{bwa[mode]:.2f} s",
+                     f"{a.pairs * len(files) / bwa[mode]:,.0f} reads/s"))
+        return out
+
+    gold = {}
+    if a.bwa:
+        gold["pe"] = run_bwa("pe", [f1, f2])
+    first = {}
+    runs = [("pe", "default", {})] + [("pe", v, {"G3ALIGN_TUNE": v.replace(";", ",")})
+                                       for v in filter(None, a.variants.split(";"))]
+    runs += [("pe", "default (again)", {}), ("se", "default", {})]
+    if a.py_spy:
+        runs.append(("pe", "default under py-spy", {}))
+    for k, (mode, name, env) in enumerate(runs):
+        files = [f1, f2] if mode == "pe" else [f1]
+        out = os.path.join(work, f"g3_{k}.sam")
+        tr = os.path.join(a.out, f"cli_trace_{k}.json")
+        spy = os.path.join(a.out, f"cli_pyspy_{k}.txt") if "py-spy" in name else None
+        wall, err = run_cli([*th, prefix, *files], out, env, tr, a.py_spy if spy else None, spy)
+        proc = [ln for ln in err.splitlines() if "[M::main] Processed" in ln]
+        ev, steps, mods, t_first, t_last = summary(tr)
+        g = gantt([tuple(e) for e in ev], 0.0, max(e[3] for e in ev))
+        open(os.path.join(a.out, f"cli_trace_{k}.txt"), "w").write(f"{mode} {name}\n{g}\n")
+        log(f"== {mode} {name}: wall {wall:.2f} s; {proc}\n{g}")
+        with open(out, "rb") as fh:  # py-spy writes its own "py-spy> ..." lines to the same stdout
+            sam = [ln for ln in body(fh.read()) if not ln.startswith(b"py-spy>")]
+        same = ""
+        if mode in first:
+            same = "SAM identical to the first run" if sam == first[mode] else "SAM DIFFERENT from the first run"
+        else:
+            first[mode] = sam
+        n = a.pairs * len(files)
+        ratio = f"; {bwa[mode] / wall:.2f}x bwa" if mode in bwa else ""
+        rows.append((f"g3align mem CLI {mode.upper()} {name}: wall",
+                     f"{wall:.2f} s", f"{n / wall:,.0f} reads/s{ratio}; {same}"))
+        rows.append((f"  start-up steps ({', '.join(f'{s[10:]} {d:.2f}' for s, d in steps)}); module loads "
+                     f"{mods:.2f} s; first stage lap at {t_first:.2f} s, last ends at {t_last:.2f} s", "", ""))
+        if spy:
+            from gpu_pe_profile import summarise
+            open(os.path.join(a.out, "cli_pyspy.md"), "w").write(summarise(spy, wall, 200))
+    if a.bwa:
+        gold["se"] = run_bwa("se", [f1])
+        for mode in ("pe", "se"):
+            with open(gold[mode], "rb") as fh:
+                theirs = body(fh.read())
+            ident = sum(x == y for x, y in zip(first[mode], theirs))
+            rows.append((f"records identical to bwa ({mode.upper()})", f"{ident}/{len(theirs)}",
+                         f"{100.0 * ident / max(1, len(theirs)):.3f} %"))
+    md = ["| measurement | value | rate |", "|---|---|---|"] + [f"| {x} | {y} | {z} |" for x, y, z in rows]
+    open(os.path.join(a.out, "cli_profile.md"), "w").write("\n".join(md) + "\n")
+    log("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
