@@ -394,8 +394,6 @@ def _trace_write(trace, t_enter):
 
 def _run_mem(kw):
     t_enter = time.perf_counter()
-    if kw["device"] != "cpu":
-        _start_gpu_probe()
     trace = _trace_start()
     try:
         _run_mem_traced(kw, trace, t_enter)
@@ -412,6 +410,33 @@ def _mark(trace, stage, t0):
 
 
 def _run_mem_traced(kw, trace, t):
+    for p in (kw["reads1"], kw["reads2"]):
+        if p is not None and p != "-" and not os.path.exists(p):
+            raise G3Error(f"fail to open file '{p}'")
+    paired = kw["reads2"] is not None or kw["interleaved"]
+    if kw["reads2"] is not None and kw["interleaved"]:
+        kw["reads2"] = None
+        ignored_r2 = True
+    else:
+        ignored_r2 = False
+    # the reads are parsed from here on, beside the imports, the CUDA start-up and the index load (the
+    # parser's own start-up, numba's included, is most of the first batch's wait); paired-end input now
+    # (batch size independent of the device), single-end once the device is known
+    chunk = kw["chunk"] if kw["chunk"] is not None else _default_chunk() * max(1, kw["threads"])
+    reader = _start_reader(kw, chunk) if paired else None
+    try:
+        _run_mem_reader(kw, trace, t, paired, ignored_r2, chunk, reader)
+    finally:
+        if reader is not None:
+            reader.close()
+
+
+def _default_chunk() -> int:
+    from g3align.aligner.options import MemOpt
+    return MemOpt.chunk_size
+
+
+def _run_mem_reader(kw, trace, t, paired, ignored_r2, chunk, reader):
     from g3align.aligner.pipeline import MemAligner, log, run_mem_pe, run_mem_se, se_chunk_for, user_pestat
     from g3align.aligner.reads import ReadFormatError
     from g3align.aligner.samhdr import OutputSink, parse_header_arg, parse_rg, sam_header
@@ -420,10 +445,8 @@ def _run_mem_traced(kw, trace, t):
 
     opt = _build_mem_options(kw)
     verbose = kw["verbose"]
-    paired = kw["reads2"] is not None or kw["interleaved"]
-    if kw["reads2"] is not None and kw["interleaved"]:
+    if ignored_r2:
         log("[W::mem] when '-p' is in use, the second query file is ignored.", verbose, 2)
-        kw["reads2"] = None
     rg_line, rg_id = None, ""
     if kw["rg"] is not None:
         try:
@@ -442,15 +465,6 @@ def _run_mem_traced(kw, trace, t):
             pes = user_pestat(kw["insert"])
         except ValueError as e:
             raise G3Error(str(e))
-    for p in (kw["reads1"], kw["reads2"]):
-        if p is None:
-            continue
-        if p != "-" and not os.path.exists(p):
-            raise G3Error(f"fail to open file '{p}'")
-    chunk = kw["chunk"] if kw["chunk"] is not None else opt.chunk_size * opt.n_threads
-    # the reads are parsed from here on, beside the CUDA start-up and the index load; paired-end input
-    # (batch size independent of the device) before the device is picked, single-end after it
-    reader = _start_reader(kw, chunk) if paired else None
     try:
         device = _pick_device(kw["device"], verbose)
         t = _mark(trace, "start-up: device", t)
@@ -480,7 +494,7 @@ def _run_mem_traced(kw, trace, t):
         raise G3Error(f"I/O error: {e}")
     finally:
         if reader is not None:
-            reader.close()
+            reader.close()  # also the single-end reader started here
     log(f"[M::main] Processed {n} reads in {dt:.3f} sec", verbose)
 
 
@@ -499,34 +513,11 @@ def _start_reader(kw, chunk, depth=2):
 
 
 def gpu_available() -> bool:
-    if _GPU_PROBE:
-        return _GPU_PROBE[0].result()
-    return _probe_gpu(False)
-
-
-def _probe_gpu(make_context: bool) -> bool:
     try:
         import cupy
-        if cupy.cuda.runtime.getDeviceCount() <= 0:
-            return False
-        if make_context:  # the CUDA context and CuPy's memory pool, ready for the index upload
-            cupy.empty(1, cupy.uint8)
-        return True
+        return cupy.cuda.runtime.getDeviceCount() > 0
     except Exception:  # no CuPy, no driver, no device
         return False
-
-
-_GPU_PROBE: list = []
-
-
-def _start_gpu_probe():
-    """CuPy's import and the CUDA start-up (~0.6 s on the GPU box) in a thread, beside the imports, the start
-    of the reads' parsing and the index load; gpu_available() waits for it."""
-    if not _GPU_PROBE:
-        from concurrent.futures import ThreadPoolExecutor
-        ex = ThreadPoolExecutor(1, thread_name_prefix="g3align-cuda")
-        _GPU_PROBE.append(ex.submit(_probe_gpu, True))
-        ex.shutdown(wait=False)
 
 
 def _pick_device(choice: str, verbose: int, cmd: str = "mem") -> str:
