@@ -486,6 +486,8 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, chunk, reader):
                 n, dt = run_mem_pe(aligner, reader, sink, verbose, pes)
             else:
                 n, dt = run_mem_se(aligner, reader, sink, verbose)
+            t = time.perf_counter()
+        _mark(trace, "end: output closed", t)
     except ReadFormatError as e:
         raise G3Error(str(e))
     except BrokenPipeError:  # the reader of our output left (e.g. `| head`): quietly, as mem_cmd does

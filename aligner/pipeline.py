@@ -536,8 +536,7 @@ class AsyncWriter:
             try:
                 t = time.perf_counter()
                 self._sink.write_sam_bytes(b)
-                if self._times is not None:
-                    _add(self._times, "write", time.perf_counter() - t)
+                _lap(self._times if self._times is not None else {}, "write", t)
             except BaseException as e:
                 self._err = e
 
@@ -547,8 +546,7 @@ class AsyncWriter:
         if not ASYNC_WRITE:
             t = time.perf_counter()
             self._sink.write_sam_bytes(b)
-            if self._times is not None:
-                _add(self._times, "write", time.perf_counter() - t)
+            _lap(self._times if self._times is not None else {}, "write", t)
             return
         self._q.put(b)
 
