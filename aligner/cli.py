@@ -420,12 +420,19 @@ def _run_mem_traced(kw, trace, t):
     else:
         ignored_r2 = False
     # the reads are parsed from here on, beside the imports, the CUDA start-up and the index load (the
-    # parser's own start-up, numba's included, is most of the first batch's wait); paired-end input now
-    # (batch size independent of the device), single-end once the device is known
+    # parser's own start-up, numba's included, is most of the first batch's wait). Single-end batches are
+    # smaller on the GPU path (se_chunk_for); the device is guessed here (a wrong guess changes only the
+    # batch size, and single-end output does not depend on it)
     chunk = kw["chunk"] if kw["chunk"] is not None else _default_chunk() * max(1, kw["threads"])
-    reader = _start_reader(kw, chunk) if paired else None
+    if paired:
+        reader = _start_reader(kw, chunk)
+    else:
+        from g3align.aligner.pipeline import se_chunk_for
+        gpu_guess = kw["device"] == "gpu" or (kw["device"] == "auto" and os.path.exists("/dev/nvidiactl"))
+        se = se_chunk_for(gpu_guess, chunk)
+        reader = _start_reader(kw, se, depth=max(2, chunk // se + 1))
     try:
-        _run_mem_reader(kw, trace, t, paired, ignored_r2, chunk, reader)
+        _run_mem_reader(kw, trace, t, paired, ignored_r2, reader)
     finally:
         if reader is not None:
             reader.close()
@@ -436,8 +443,8 @@ def _default_chunk() -> int:
     return MemOpt.chunk_size
 
 
-def _run_mem_reader(kw, trace, t, paired, ignored_r2, chunk, reader):
-    from g3align.aligner.pipeline import MemAligner, log, run_mem_pe, run_mem_se, se_chunk_for, user_pestat
+def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader):
+    from g3align.aligner.pipeline import MemAligner, log, run_mem_pe, run_mem_se, user_pestat
     from g3align.aligner.reads import ReadFormatError
     from g3align.aligner.samhdr import OutputSink, parse_header_arg, parse_rg, sam_header
     from g3align.index.store import IndexFormatError, load_index
@@ -468,9 +475,6 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, chunk, reader):
     try:
         device = _pick_device(kw["device"], verbose)
         t = _mark(trace, "start-up: device", t)
-        if not paired:
-            se = se_chunk_for(device == "gpu", chunk)
-            reader = _start_reader(kw, se, depth=max(2, chunk // se + 1))
         try:
             ref, fm = load_index(kw["prefix"])
         except IndexFormatError as e:
@@ -494,9 +498,6 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, chunk, reader):
         raise
     except OSError as e:
         raise G3Error(f"I/O error: {e}")
-    finally:
-        if reader is not None:
-            reader.close()  # also the single-end reader started here
     log(f"[M::main] Processed {n} reads in {dt:.3f} sec", verbose)
 
 
