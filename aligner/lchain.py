@@ -470,6 +470,18 @@ def lchain_dp(max_dist_x, max_dist_y, bw, max_skip, max_iter, min_cnt, min_sc, c
     return dp_chains(max_drop, min_cnt, min_sc, a, f, p, v, t)
 
 
+@nb.njit(cache=True, nogil=True)
+def lchain_dp_fp(max_dist_x, max_dist_y, bw, min_cnt, min_sc, is_cdna, a, f, p):
+    """lchain_dp with the scores f / predecessors p already computed for a's anchors (a batch's DP on the
+    GPU, aligner/lchain_gpu.py, or its CPU twin): backtracking as lchain_dp does (the peak scores v of
+    dp_scores are not used by it)."""
+    n = a.shape[0]
+    if n == 0:
+        return np.empty((0, 2), np.uint64), np.empty(0, np.uint64)
+    _, _, max_drop = dp_limits(max_dist_x, max_dist_y, bw, is_cdna)
+    return dp_chains(max_drop, min_cnt, min_sc, a, f, p, f[:0], np.empty(n, np.int64))
+
+
 # ---------------------------------------------------------------------------------------------
 # krmq.h: AVL tree augmented with the subtree minimum of `pri`, emulated on arrays
 # node fields in T[node, :]: left, right, min-node, balance, size, y, i

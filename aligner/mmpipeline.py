@@ -72,10 +72,12 @@ _NO_LJOIN_FLAGS = MO.F_SPLICE | MO.F_SR | MO.F_NO_LJOIN
 
 @nb.njit(cache=True, nogil=True)
 def map_one(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, ref_off, dual_skip, diag_rid,
-            pre, mv_p, a_p, rep_p, mini_p):
+            pre, mv_p, a_p, rep_p, mini_p, fp_on, f_p, p_p):
     """mm_map_frag for one single-segment read (codes q, name bytes).  pre: the read's seeds were
     computed for the whole batch beforehand (aligner/mmseed_gpu.py: mv_p, a_p, rep_p, mini_p, exactly
-    what seed_read returns), else seed_read runs here.
+    what seed_read returns), else seed_read runs here.  fp_on: the DP chaining scores f_p / predecessors
+    p_p of those anchors were computed for the batch too (aligner/lchain_gpu.py); only the backtracking
+    runs here (the RMQ chaining and the rare re-chaining calls still run whole here).
 
     Returns (R, n_regs, cigar buffer, rep_len)."""
     flag = iv[I_FLAG]
@@ -102,6 +104,9 @@ def map_one(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, r
     if is_rmq:
         a, u = LC.lchain_rmq(max_gap, iv[I_RMQ_INNER_DIST], iv[I_BW], iv[I_MAX_CHAIN_SKIP], iv[I_RMQ_SIZE_CAP],
                              iv[I_MIN_CNT], iv[I_MIN_CHAIN_SCORE], pen_gap, pen_skip, a)
+    elif fp_on:
+        a, u = LC.lchain_dp_fp(max_gap_ref, max_gap_qry, iv[I_BW], iv[I_MIN_CNT], iv[I_MIN_CHAIN_SCORE], False, a,
+                               f_p, p_p)
     else:
         a, u = LC.lchain_dp(max_gap_ref, max_gap_qry, iv[I_BW], iv[I_MAX_CHAIN_SKIP], iv[I_MAX_CHAIN_ITER],
                             iv[I_MIN_CNT], iv[I_MIN_CHAIN_SCORE], pen_gap, pen_skip, False, 1, a)
@@ -149,9 +154,10 @@ def _align(q, iv, fv, R, n, a, ref_seq, ref_off, ref_len, cig):
 @nb.njit(cache=True, nogil=True)
 def map_range(lo, hi, seq, seq_off, raw, qual, qual_on, names, name_off, comments, com_off, iv, fv, b, bkt_off,
               keys, key_off, pos, ref_len, ref_seq, ref_off, ctg_names, ctg_noff, rg_id, dual_skip, diag_rids,
-              pre, mv, mv_off, a, a_off, rep_len, mini_pos, mini_off):
+              pre, mv, mv_off, a, a_off, rep_len, mini_pos, mini_off, fp_on, f, p):
     """Map reads [lo, hi) of a batch and format their records; returns (bytes buffer, used length).
-    pre: the batch's seeds in CSR form (SeedBatch of aligner/mmseed_gpu.py), else seeded per read."""
+    pre: the batch's seeds in CSR form (SeedBatch of aligner/mmseed_gpu.py), else seeded per read.
+    fp_on: f / p hold the batch's DP chaining scores and predecessors per anchor (rows as a)."""
     buf = np.empty(1 << 16, np.uint8)
     nb_ = 0
     flag = iv[I_FLAG]
@@ -163,7 +169,8 @@ def map_range(lo, hi, seq, seq_off, raw, qual, qual_on, names, name_off, comment
         k = i if pre else 0
         R, n, cig, rl = map_one(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, ref_off,
                                 dual_skip, diag_rids[i], pre, mv[mv_off[k]:mv_off[k + 1]], a[a_off[k]:a_off[k + 1]],
-                                rep_len[k], mini_pos[mini_off[k]:mini_off[k + 1]])
+                                rep_len[k], mini_pos[mini_off[k]:mini_off[k + 1]], fp_on,
+                                f[a_off[k]:a_off[k + 1]] if fp_on else f, p[a_off[k]:a_off[k + 1]] if fp_on else p)
         qq = qual[s0:s1] if qual_on else qual[:0]
         buf, nb_ = write_read(buf, nb_, flag, name, raw[s0:s1], qq, q, R, n, cig, rl, ref_seq, ref_off,
                               ctg_names, ctg_noff, ref_len, comments[com_off[i]:com_off[i + 1]], rg_id)
@@ -187,14 +194,20 @@ def _cat_strings(strs: list[str]) -> tuple[np.ndarray, np.ndarray]:
 class MapAligner:
     """A minimizer index plus options; `map_batch(batch)` -> the batch's PAF/SAM bytes."""
 
-    def __init__(self, idx, opt: MO.MapOpt, device: str = "cpu", batch_seed: bool | None = None):
-        """device "gpu": each batch is sketched and seeded on the GPU (aligner/mmsketch_gpu.py,
-        aligner/mmseed_gpu.py), the later stages run on the CPU.  batch_seed (default: device == "gpu")
-        with device "cpu" runs the same batch seeding through the CPU twins (the GPU path's oracle)."""
+    def __init__(self, idx, opt: MO.MapOpt, device: str = "cpu", batch_seed: bool | None = None,
+                 batch_chain: bool | None = None):
+        """device "gpu": each batch is sketched, seeded and DP-chained (scores) on the GPU (aligner/
+        mmsketch_gpu.py, aligner/mmseed_gpu.py, aligner/lchain_gpu.py), the later stages run on the CPU.
+        batch_seed (default: device == "gpu") with device "cpu" runs the same batch stages through the CPU
+        twins (the GPU path's oracle); batch_chain (default: batch_seed) the batch DP chaining scores."""
         self.idx = idx
         self.opt = opt
         self.device = device
         self.batch_seed = device == "gpu" if batch_seed is None else batch_seed
+        self.batch_chain = self.batch_seed if batch_chain is None else (batch_chain and self.batch_seed)
+        if opt.flag & MO.F_RMQ:
+            self.batch_chain = False  # RMQ chaining runs per read
+        self.stage_times: dict = {}
         self._idx_dev = None
         self.iv, self.fv = pack_opts(opt)
         ref = idx.ref
@@ -234,15 +247,19 @@ class MapAligner:
         ref = self.idx.ref
         diag = self._diag_rids(batch)
 
+        t = time.perf_counter()
         sd = self._seed_batch(batch.seq, seq_off, diag, (b, bkt_off, keys, key_off, pos)) if self.batch_seed \
             else _NO_SEEDS
+        t = _lap(self.stage_times, "seeding", t)
+        fp = self._chain_scores(np.diff(seq_off), sd[2], sd[3]) if self.batch_chain else _NO_FP
+        _lap(self.stage_times, "chaining scores", t)
 
         def run(lo_hi):
             lo, hi = lo_hi
             buf, used = map_range(lo, hi, batch.seq, seq_off, raw, qual, qual_on, names, name_off, comments, com_off,
                                   self.iv, self.fv, b, bkt_off, keys, key_off, pos, self.ref_len, ref.ref_seq,
                                   ref.ref_off, self.ctg_names, self.ctg_noff, self.rg_id, self.dual_skip, diag,
-                                  self.batch_seed, *sd)
+                                  self.batch_seed, *sd, self.batch_chain, *fp)
             return buf[:used].tobytes()
 
         ranges = _ranges(seq_off, max(1, n_threads))
@@ -275,7 +292,39 @@ class MapAligner:
         return (sd.mv, sd.mv_off, sd.a, sd.a_off, np.asarray(sd.rep_len, np.int64), sd.mini_pos, sd.mini_off)
 
 
+    def _chain_scores(self, qlen, a, a_off):
+        """mg_lchain_dp's scores f and predecessors p of every anchor of the batch: kernels/lchain.cu on the
+        GPU, lchain_gpu.dp_scores_batch (its twin) on the CPU. Limits per read as map_one computes them."""
+        from g3align.aligner import lchain_gpu as LG
+        iv, fv = self.iv, self.fv
+        is_sr = bool(iv[I_FLAG] & MO.F_SR)
+        qlen = np.asarray(qlen, np.int64)
+        max_gap, gap_ref, frag = int(iv[I_MAX_GAP]), int(iv[I_MAX_GAP_REF]), int(iv[I_MAX_FRAG_LEN])
+        gq = np.maximum(qlen, max_gap) if is_sr else np.full(qlen.shape[0], max_gap, np.int64)
+        if gap_ref > 0:
+            gr = np.full(qlen.shape[0], gap_ref, np.int64)
+        elif frag > 0:
+            gr = np.maximum(frag - qlen, max_gap)
+        else:
+            gr = np.full(qlen.shape[0], max_gap, np.int64)
+        bw = int(iv[I_BW])
+        mdx, mdy = LG.limits_batch(gr, gq, bw, 0)
+        pg, ps = LC.chain_pens(fv[F_CHAIN_GAP_SCALE], fv[F_CHAIN_SKIP_SCALE], iv[I_K])
+        args = (a, a_off, mdx, mdy, np.ones(qlen.shape[0], np.int64), bw, int(iv[I_MAX_CHAIN_SKIP]),
+                int(iv[I_MAX_CHAIN_ITER]), np.float32(pg), np.float32(ps), 0)
+        if self.device == "gpu":
+            return LG.dp_scores_gpu(*args)
+        return LG.dp_scores_batch(*args)
+
+
+def _lap(times: dict, stage: str, t0: float) -> float:
+    t = time.perf_counter()
+    times[stage] = times.get(stage, 0.0) + t - t0
+    return t
+
+
 _Z1 = np.zeros(1, np.int64)
+_NO_FP = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 _NO_SEEDS = (np.zeros((0, 2), np.uint64), _Z1, np.zeros((0, 2), np.uint64), _Z1, _Z1, np.zeros(0, np.uint64), _Z1)
 
 

@@ -169,8 +169,8 @@ def _map_outputs(ref, reads, preset_args, devices):
     idx = mmidx.build_mm_index(mmidx.read_mm_ref(str(ref)), opt.k, opt.w, opt.is_hpc, opt.bucket_bits)
     MO.update_mid_occ(opt, idx.cal_max_occ)
     outs = []
-    for device, batch_seed in devices:
-        al = MapAligner(idx, opt, device=device, batch_seed=batch_seed)
+    for device, batch_seed, *chain in devices:
+        al = MapAligner(idx, opt, device=device, batch_seed=batch_seed, batch_chain=chain[0] if chain else None)
         outs.append(b"".join(al.map_batch(bt, 2) for bt in read_batches(str(reads), chunk_size=20_000,
                                                                           trim_readno=False)))
     return outs
@@ -179,8 +179,10 @@ def _map_outputs(ref, reads, preset_args, devices):
 @pytest.mark.parametrize("preset", [["-x", "map-pb", "-a"], ["-x", "map-ont", "-c"], ["-x", "map-hifi"],
                                     ["-x", "sr", "-a"]])
 def test_batch_seeding_gives_the_same_output(preset):
-    per_read, batched = _map_outputs(REF, READS, preset, [("cpu", False), ("cpu", True)])
-    assert per_read and per_read == batched
+    """Batch seeding with and without the batch DP chaining scores (lchain_gpu's twin) == per-read mapping."""
+    per_read, batched, seeded = _map_outputs(REF, READS, preset, [("cpu", False), ("cpu", True),
+                                                                    ("cpu", True, False)])
+    assert per_read and per_read == batched and per_read == seeded
 
 
 SHARED = ROOT.parent / "shared" / "data"
