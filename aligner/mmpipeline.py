@@ -293,8 +293,9 @@ class MapAligner:
 
 
     def _chain_scores(self, qlen, a, a_off):
-        """mg_lchain_dp's scores f and predecessors p of every anchor of the batch: kernels/lchain.cu on the
-        GPU, lchain_gpu.dp_scores_batch (its twin) on the CPU. Limits per read as map_one computes them."""
+        """mg_lchain_dp's scores f and predecessors p of every anchor of the batch: kernels/lchain.cu's
+        warp-per-read kernel on the GPU, lchain_gpu.dp_scores_batch (its twin) on the CPU. Limits per read as
+        map_one computes them."""
         from g3align.aligner import lchain_gpu as LG
         iv, fv = self.iv, self.fv
         is_sr = bool(iv[I_FLAG] & MO.F_SR)
@@ -313,7 +314,7 @@ class MapAligner:
         args = (a, a_off, mdx, mdy, np.ones(qlen.shape[0], np.int64), bw, int(iv[I_MAX_CHAIN_SKIP]),
                 int(iv[I_MAX_CHAIN_ITER]), np.float32(pg), np.float32(ps), 0)
         if self.device == "gpu":
-            return LG.dp_scores_gpu(*args)
+            return LG.dp_scores_gpu_warp(*args)
         return LG.dp_scores_batch(*args)
 
 

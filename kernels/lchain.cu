@@ -121,3 +121,117 @@ extern "C" __global__ void lchain_dp_kernel(const u64* __restrict__ ax, const u6
         if (max_ii < 0 || (xi - x[max_ii] <= umdx && F[max_ii] < F[i])) max_ii = i;
     }
 }
+
+// The same score pass with a WARP per read (intra-query parallelism): for target anchor i, the 32 lanes
+// take 32 candidate predecessors j = jb, jb-1, ..., jb-31 at once (coalesced loads of x, y, f, p, t),
+// each computing its gap score; the order-dependent part of minimap2's loop (best score so far, n_skip,
+// the early break) is then replayed over only the lanes that can change it, in j order, with shuffles.
+// Why this is exact:
+//  - t[j] == i in the sequential loop means "some j' > j already visited for this i chained (score !=
+//    INT32_MIN) and has p[j'] == j". Since p[j'] < j' always, every valid lane writes t[p[j]] = i first, and
+//    after a __syncwarp each lane's t[j] == i holds exactly for the j' > j of this chunk and of the
+//    earlier chunks. Lanes past the break also write, but only to t[x] with x below the break, which this i
+//    never reads again (and later targets i' look for t == i', never i).
+//  - A lane changes the state only if its score beats the best so far or its t mark is set. The best only
+//    grows, so lanes whose score does not beat the best at the chunk start (and have no mark) are skipped.
+//  - The fallback argmax over f[st..i-1] takes, among equal maxima, the largest index, as the descending
+//    scan with a strict < does.
+// The per-read state (st, max_ii, the best) is uniform across the warp. Launch: blockDim.x a multiple of
+// 32, one warp per entry of `order` (reads, e.g. longest first, so the longest start first).
+extern "C" __global__ void lchain_dp_warp_kernel(const u64* __restrict__ ax, const u64* __restrict__ ay,
+                                                 const i64* __restrict__ off, const i64* __restrict__ order,
+                                                 i64 n_reads, const i64* __restrict__ mdx_r,
+                                                 const i64* __restrict__ mdy_r, const i64* __restrict__ nseg_r,
+                                                 int bw, int max_skip, int max_iter, float pg, float ps,
+                                                 int is_cdna, i64* __restrict__ f, i64* __restrict__ p,
+                                                 i64* __restrict__ t) {
+    const i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (w >= n_reads) return;  // uniform per warp
+    const i64 r = order[w];
+    const i64 b = off[r], n = off[r + 1] - b;
+    const u64* x = ax + b;
+    const u64* y = ay + b;
+    i64* F = f + b;
+    i64* P = p + b;
+    i64* T = t + b;
+    const i64 mdx = mdx_r[r], mdy = mdy_r[r], n_seg = nseg_r[r];
+    const u64 umdx = (u64)mdx;
+    const unsigned FULL = 0xffffffffu;
+    for (i64 k = lane; k < n; k += 32) T[k] = 0;
+    __syncwarp();
+    i64 st = 0, max_ii = -1;
+    for (i64 i = 0; i < n; ++i) {
+        const u64 xi = x[i], yi = y[i];
+        while (st < i && ((xi >> 32) != (x[st] >> 32) || xi > x[st] + umdx)) ++st;
+        if (i - st > max_iter) st = i - max_iter;
+        i64 max_f = qspan_of(yi), max_j = -1, end_j = st - 1;
+        int n_skip = 0;
+        bool brk = false;
+        for (i64 jb = i - 1; jb >= st && !brk; jb -= 32) {
+            const i64 j = jb - lane;
+            const bool in = j >= st;
+            i64 s = 0;
+            bool valid = false;
+            if (in) {
+                const i64 sc = comput_sc(xi, yi, x[j], y[j], mdx, mdy, bw, pg, ps, is_cdna, n_seg);
+                if (sc != LC_INT32_MIN) {
+                    valid = true;
+                    s = sc + F[j];
+                    const i64 pj = P[j];
+                    if (pj >= 0) T[pj] = i;
+                }
+            }
+            __syncwarp();
+            const bool mark = in && T[j] == i;
+            unsigned m = __ballot_sync(FULL, valid && (s > max_f || mark));
+            const unsigned mk = __ballot_sync(FULL, mark);
+            while (m) {  // uniform: the lanes that can change the state, in descending j
+                const int k = __ffs(m) - 1;
+                m &= m - 1;
+                const i64 sk = __shfl_sync(FULL, s, k);
+                if (sk > max_f) {
+                    max_f = sk;
+                    max_j = jb - k;
+                    if (n_skip > 0) --n_skip;
+                } else if ((mk >> k) & 1u) {
+                    if (++n_skip > max_skip) {
+                        brk = true;
+                        end_j = jb - k;
+                        break;
+                    }
+                }
+            }
+            __syncwarp();  // this chunk's reads of T are done before the next chunk's writes
+        }
+        if (max_ii < 0 || xi - x[max_ii] > umdx) {
+            i64 mx = LC_INT32_MIN, mi = -1;
+            for (i64 jj = i - 1 - lane; jj >= st; jj -= 32)
+                if (mx < F[jj]) {
+                    mx = F[jj];
+                    mi = jj;
+                }
+            for (int o = 16; o > 0; o >>= 1) {
+                const i64 mx2 = __shfl_xor_sync(FULL, mx, o), mi2 = __shfl_xor_sync(FULL, mi, o);
+                if (mx2 > mx || (mx2 == mx && mi2 > mi)) {
+                    mx = mx2;
+                    mi = mi2;
+                }
+            }
+            max_ii = mi;
+        }
+        if (max_ii >= 0 && max_ii < end_j) {
+            const i64 tmp = comput_sc(xi, yi, x[max_ii], y[max_ii], mdx, mdy, bw, pg, ps, is_cdna, n_seg);
+            if (tmp != LC_INT32_MIN && max_f < tmp + F[max_ii]) {
+                max_f = tmp + F[max_ii];
+                max_j = max_ii;
+            }
+        }
+        if (lane == 0) {
+            F[i] = max_f;
+            P[i] = max_j;
+        }
+        __syncwarp();
+        if (max_ii < 0 || (xi - x[max_ii] <= umdx && F[max_ii] < max_f)) max_ii = i;
+    }
+}

@@ -9,7 +9,7 @@ mkdir -p /tmp/pkg/g3align && cp g3align/__init__.py /tmp/pkg/g3align/
 for d in aligner index kernels; do ln -sfn "$PWD/$d" /tmp/pkg/g3align/$d; done
 export PYTHONPATH=/tmp/pkg PYTHONSAFEPATH=1 NUMBA_NUM_THREADS=$(nproc) PYTHONUNBUFFERED=1
 timeout ${PYTEST_TIMEOUT:-300} python3 -m pytest -q tests/test_map.py tests/test_lchain_gpu.py \
-    -k "gpu_seeding or batch_seeding or gpu_kernel" 2>&1 | tail -3 \
+    -k "gpu_seeding or batch_seeding or gpu_kernel or gpu_warp" 2>&1 | tail -3 \
     | tee "$OUT/pytest_map.txt"
 D=.devdata; REF=$D/ecoli_K12_MG1655.fa.gz
 TIMEFORMAT=%R
@@ -30,3 +30,7 @@ for x in "map-pb ecoli_K12_pacbio_RSII_first3000" "map-ont ecoli_K12_ont_R9_nano
         --tags NM,ms,AS,nn,tp,cm,s1,s2,de,rl,SA 2>&1 | tail -4 | tee -a "$OUT/times.txt"
     rm -f "$OUT/$1.cpu.sam" "$OUT/$1.mm2.sam"; gzip -f "$OUT/$1.gpu.sam"
 done
+# the two DP chaining kernels on the same anchors (real E. coli seeds + synthetic dense reads)
+timeout 300 python3 scripts/gpu_lchain_bench.py --out "$OUT" --ref $REF \
+    --reads $D/ecoli_K12_ont_R9_nanoget.fastq.gz:map-ont,$D/ecoli_K12_pacbio_RSII_first3000.fastq.gz:map-pb 2>&1 \
+    | tail -6 | tee -a "$OUT/times.txt"

@@ -33,6 +33,13 @@ static dim3h threadIdx, blockIdx, blockDim, gridDim;
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float __fmul_rn(float a, float b) { return a * b; }
+// warp intrinsics of lchain_dp_warp_kernel: declared so the file compiles; that kernel is not run here
+// (its algorithm is checked by lchain_gpu.warp_emulate, the kernel itself on a GPU)
+static inline void __syncwarp(unsigned = 0xffffffffu) {}
+static inline unsigned __ballot_sync(unsigned, bool v) { return v; }
+static inline int __ffs(unsigned v) { return __builtin_ffs((int)v); }
+template <class T> static inline T __shfl_sync(unsigned, T v, int, int = 32) { return v; }
+template <class T> static inline T __shfl_xor_sync(unsigned, T v, int, int = 32) { return v; }
 #include KERNEL_FILE
 extern "C" void host_dp(long long n_thr, unsigned block, const u64* ax, const u64* ay, const i64* off, i64 n_reads,
     const i64* mdx, const i64* mdy, const i64* nseg, int bw, int max_skip, int max_iter, float pg, float ps,
@@ -121,7 +128,71 @@ def test_host_kernel_equals_twin_and_minimap2(lib, key):
 
 
 def test_nvcc_compiles(nvcc_spill_free):
-    nvcc_spill_free(CU, ("lchain_dp_kernel",))
+    nvcc_spill_free(CU, ("lchain_dp_kernel", "lchain_dp_warp_kernel"))
+
+
+def _emulate(a, off, mdx, mdy, nseg, bw, max_skip, max_iter, pg, ps, is_cdna):
+    n = a.shape[0]
+    f = np.full(n, -77, np.int64)
+    p = np.full(n, -77, np.int64)
+    t = np.full(n, 123456, np.int64)
+    for r in range(off.shape[0] - 1):
+        b, e = off[r], off[r + 1]
+        lg.warp_emulate(mdx[r], mdy[r], bw, max_skip, max_iter, np.float32(pg), np.float32(ps), is_cdna, nseg[r],
+                        a[b:e], f[b:e], p[b:e], t[b:e])
+    return f, p
+
+
+@pytest.mark.parametrize("key", list(BATCHES), ids=[f"{k[0]}-bw{k[1]}" for k in BATCHES])
+def test_warp_algorithm_equals_twin(key):
+    """lchain_dp_warp_kernel's algorithm (lanes run in turn between its sync points) == the twin."""
+    name, bw, max_skip, max_iter, pg, ps, is_cdna = key
+    a, off, (mdx0, mdy0, nseg) = _csr(BATCHES[key])
+    mdx, mdy = lg.limits_batch(mdx0, mdy0, bw, is_cdna)
+    want = lg.dp_scores_batch(a, off, mdx, mdy, nseg, bw, max_skip, max_iter, np.float32(pg), np.float32(ps), is_cdna)
+    got = _emulate(a, off, mdx, mdy, nseg, bw, max_skip, max_iter, pg, ps, is_cdna)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+def dense_reads(seed, n_reads=6, n_anchors=3000):
+    """Synthetic reads whose anchors crowd one diagonal band with noise, repeats and a second contig/strand:
+    thousands of predecessors in range, many equal scores, max_skip breaks (anchors sorted as minimap2
+    sorts them: by x, then y)."""
+    rng = np.random.default_rng(seed)
+    items = []
+    for _ in range(n_reads):
+        m = int(rng.integers(1, n_anchors))
+        rid = rng.integers(0, 2, m).astype(np.uint64)
+        rev = rng.integers(0, 2, m).astype(np.uint64)
+        q = np.sort(rng.integers(0, 20000, m))
+        rpos = q + 1000 + rng.integers(-60, 60, m) * (rng.random(m) < 0.5)  # the band, half of it jittered
+        off_diag = rng.random(m) < 0.1
+        rpos[off_diag] += rng.integers(0, 4000, int(off_diag.sum()))  # and some noise off it
+        span = rng.integers(10, 20, m).astype(np.uint64)
+        x = (rev << np.uint64(63)) | (rid << np.uint64(32)) | rpos.astype(np.uint64)
+        y = (span << np.uint64(32)) | q.astype(np.uint64)
+        a = np.stack([x, y], 1)
+        a = a[np.lexsort((a[:, 1], a[:, 0]))]
+        items.append((np.ascontiguousarray(a), 5000, 5000, 1))
+    return items
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("max_skip", [0, 2, 25])
+def test_warp_algorithm_dense(seed, max_skip):
+    items = dense_reads(seed)
+    a = np.concatenate([it[0] for it in items])
+    off = np.zeros(len(items) + 1, np.int64)
+    np.cumsum([len(it[0]) for it in items], out=off[1:])
+    one = np.ones(len(items), np.int64)
+    mdx, mdy = lg.limits_batch(5000 * one, 5000 * one, 500, 0)
+    args = (a, off, mdx, mdy, one, 500, max_skip, 5000, np.float32(0.12), np.float32(0.0), 0)
+    want = lg.dp_scores_batch(*args)
+    got = _emulate(*args)
+    assert (want[1] >= 0).mean() > 0.5  # most anchors chain
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
 
 
 def _gpu_ok():
@@ -143,3 +214,22 @@ def test_gpu_kernel_equals_twin(key):
     got = lg.dp_scores_gpu(a, off, mdx, mdy, nseg, bw, max_skip, max_iter, pg, ps, is_cdna)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
+    got = lg.dp_scores_gpu_warp(a, off, mdx, mdy, nseg, bw, max_skip, max_iter, pg, ps, is_cdna)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.skipif(not _gpu_ok(), reason="no CuPy/GPU")
+@pytest.mark.parametrize("max_skip", [0, 2, 25])
+def test_gpu_warp_kernel_dense(max_skip):
+    items = [it for seed in range(4) for it in dense_reads(seed)]
+    a = np.concatenate([it[0] for it in items])
+    off = np.zeros(len(items) + 1, np.int64)
+    np.cumsum([len(it[0]) for it in items], out=off[1:])
+    one = np.ones(len(items), np.int64)
+    mdx, mdy = lg.limits_batch(5000 * one, 5000 * one, 500, 0)
+    args = (a, off, mdx, mdy, one, 500, max_skip, 5000, np.float32(0.12), np.float32(0.0), 0)
+    want = lg.dp_scores_batch(*args)
+    for got in (lg.dp_scores_gpu(*args), lg.dp_scores_gpu_warp(*args)):
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
