@@ -1,0 +1,656 @@
+// minimap2 2.24's ksw_extd2_sse (extension / global alignment with two affine gap models and Z-drop) for
+// a batch of jobs: ONE WARP PER JOB, bit-exact with aligner/ksw2.py's extd2 (its CPU twin and the oracle
+// of the tests; that module explains the SSE kernel's layout).
+//
+// Thread mapping. The DP is filled one anti-diagonal r = t + j at a time (t target, j query), as the SSE
+// kernel does. The cells of an anti-diagonal depend only on the previous one, so the 32 lanes take its
+// widened band [st, en] in chunks of 32 consecutive target positions (coalesced byte loads and stores of the
+// difference arrays u v x y x2 y2 and the score row s). A cell also needs its left neighbour's values from
+// before the update (x, v, x2 at t-1): lanes get them with a shuffle, lane 0 from the previous chunk's lane
+// 31, or from x1/v1/x21 on the first chunk. The arrays are updated in place with the SSE kernel's life
+// cycle (stale values of the widened blocks included), so every ez field and the CIGAR equal the SSE
+// kernel's. Per anti-diagonal the exact maximum is one warp max-reduction of a packed key that encodes the
+// SSE code's tie order; the approximate (greedy path) maximum and the Z-drop test are uniform scalar code.
+//
+// Gridded traceback. The forward pass keeps no direction matrix. Before every G-th anti-diagonal it saves
+// the 7 byte arrays over the columns the next G anti-diagonals can read ([st - 1, en of the block's last
+// anti-diagonal]). The traceback walks the path back block by block: it restores the block's checkpoint,
+// recomputes the block's anti-diagonals with their direction bits into a G x row-width buffer, and follows
+// the path through it. The recomputed bits equal the forward pass's (same inputs, same arithmetic), so the
+// CIGAR is minimap2's; memory per job is 7*T + (nr/G)*7*(band+G) + G*band bytes instead of nr*band.
+//
+// Scratch per job (global memory at geo[j*3], 16-aligned; sizes from aligner/ksw2_gpu.py job_geometry):
+// u v x y x2 y2 s (T bytes each, T = tlen rounded up to 16), H (int32 x T, exact-maximum mode only), the
+// checkpoints (one per G anti-diagonals, 7 x ckw bytes each) and the block's direction rows (G x pw bytes;
+// both only when a CIGAR is asked for). Code shape: kernels/warp.cuh (one source for the GPU and for the
+// host build of the tests, which runs a warp's 32 lanes in lock step).
+#include "warp.cuh"
+
+typedef long long i64;
+typedef unsigned long long u64;
+typedef unsigned char u8;
+typedef signed char i8;
+typedef unsigned int u32;
+
+#define KSW2_NEG_INF (-0x40000000)
+// ez fields (aligner/mm_types.py)
+#define EZ_MAX 0
+#define EZ_ZDROPPED 1
+#define EZ_MAX_Q 2
+#define EZ_MAX_T 3
+#define EZ_MQE 4
+#define EZ_MQE_T 5
+#define EZ_MTE 6
+#define EZ_MTE_Q 7
+#define EZ_SCORE 8
+#define EZ_REACH_END 9
+#define EZ_N 10
+// ksw2 flags
+#define KSW_EZ_SCORE_ONLY 0x01
+#define KSW_EZ_RIGHT 0x02
+#define KSW_EZ_APPROX_MAX 0x08
+#define KSW_EZ_APPROX_DROP 0x10
+#define KSW_EZ_EXTZ_ONLY 0x40
+#define KSW_EZ_REV_CIGAR 0x80
+// job rows (aligner/ksw2_gpu.py J_*): the query is Q[q_off, q_off + q_len) read backwards when
+// q_mode & 1 and complemented when q_mode & 2; the target likewise from T
+#define J_Q_OFF 0
+#define J_Q_LEN 1
+#define J_Q_MODE 2
+#define J_T_OFF 3
+#define J_T_LEN 4
+#define J_T_MODE 5
+#define J_W 6
+#define J_ZDROP 7
+#define J_END_BONUS 8
+#define J_FLAG 9
+#define J_PSET 10
+#define J_NF 12
+// parameter sets: q e q2 e2, then the 5 x 5 score matrix (row-major)
+#define P_NF 29
+// errors (bits of *err)
+#define KSW2_ERR_GEOMETRY 1
+
+__device__ __forceinline__ int s8(int x) { return (int)(i8)x; }
+
+struct Ksw2Job {
+    const u8 *q, *t;
+    i64 qlen, tlen;
+    int q_mode, t_mode;
+};
+
+// the query's k-th base as the job sees it (reversed / complemented views of the source bytes)
+__device__ __forceinline__ int job_base(const u8* src, i64 len, int mode, i64 k) {
+    int c = src[(mode & 1) ? len - 1 - k : k];
+    if (mode & 2) c = c < 4 ? 3 - c : 4;
+    return c;
+}
+
+struct Ksw2Band {
+    i64 st0, en0, st, en;  // the band of one anti-diagonal, then widened to whole 16-byte blocks
+};
+
+__device__ __forceinline__ Ksw2Band band_of(i64 r, i64 qlen, i64 tlen, i64 w) {
+    Ksw2Band b;
+    b.st0 = 0;
+    b.en0 = tlen - 1;
+    if (b.st0 < r - qlen + 1) b.st0 = r - qlen + 1;
+    if (b.en0 > r) b.en0 = r;
+    if (b.st0 < (r - w + 1) >> 1) b.st0 = (r - w + 1) >> 1;
+    if (b.en0 > (r + w) >> 1) b.en0 = (r + w) >> 1;
+    b.st = b.st0 / 16 * 16;
+    b.en = (b.en0 + 16) / 16 * 16 - 1;
+    return b;
+}
+
+// scores and gap constants after ksw_extd2_sse's swap of the two gap models
+struct Ksw2Sc {
+    int q_v, q2_v, qe_v, qe2_v, sc_mch, sc_mis, sc_N, init1, init2, e, e2;
+    i64 long_thres, long_diff, qe;  // qe: q + e taken before the swap (the r == 0 score)
+};
+
+struct Ksw2Arr {
+    i8 *u, *v, *x, *y, *x2, *y2, *s;
+};
+
+// u[r] / v1 on the band's first column: the score of an all-gap prefix of length r, as differences
+__device__ __forceinline__ int edge_val(i64 r, const Ksw2Sc& S) {
+    if (r == 0) return S.init1;
+    if (r < S.long_thres) return s8(-S.e);
+    if (r == S.long_thres) return s8((int)S.long_diff);
+    return s8(-S.e2);
+}
+
+// One DP cell (aligner/ksw2.py _d2_cells): old u, y, y2 at t and the left neighbour's old x, v, x2 in;
+// new values out; returns the direction byte (mode 0: a state wins only when strictly better, else ties go
+// to the later state).
+__device__ __forceinline__ int d2_cell(int mode, const Ksw2Sc& S, int z, int xl, int vl, int x2l, int& u, int& v,
+                                       int& x, int& y, int& x2, int& y2) {
+    const int vp = vl, ut = u;
+    int a = s8(xl + vp), b = s8(y + ut), a2 = s8(x2l + vp), b2 = s8(y2 + ut), d;
+    if (mode == 0) {
+        d = a > z;
+        z = z > a ? z : a;
+        if (b > z) d = 2;
+        z = z > b ? z : b;
+        if (a2 > z) d = 3;
+        z = z > a2 ? z : a2;
+        if (b2 > z) d = 4;
+        z = z > b2 ? z : b2;
+    } else {
+        d = a >= z;
+        z = z > a ? z : a;
+        if (b >= z) d = 2;
+        z = z > b ? z : b;
+        if (a2 >= z) d = 3;
+        z = z > a2 ? z : a2;
+        if (b2 >= z) d = 4;
+        z = z > b2 ? z : b2;
+    }
+    z = z < S.sc_mch ? z : S.sc_mch;
+    u = s8(z - vp);
+    v = s8(z - ut);
+    int tq = s8(z - S.q_v);
+    a = s8(a - tq);
+    b = s8(b - tq);
+    tq = s8(z - S.q2_v);
+    a2 = s8(a2 - tq);
+    b2 = s8(b2 - tq);
+    x = s8((a > 0 ? a : 0) - S.qe_v);
+    y = s8((b > 0 ? b : 0) - S.qe_v);
+    x2 = s8((a2 > 0 ? a2 : 0) - S.qe2_v);
+    y2 = s8((b2 > 0 ? b2 : 0) - S.qe2_v);
+    if (mode == 0)
+        d |= (a > 0) << 3 | (b > 0) << 4 | (a2 > 0) << 5 | (b2 > 0) << 6;
+    else
+        d |= (a >= 0) << 3 | (b >= 0) << 4 | (a2 >= 0) << 5 | (b2 >= 0) << 6;
+    return d;
+}
+
+// One anti-diagonal r: the first-column values, the substitution scores (in the SSE code's 16-cell chunks
+// from st0, stale cells kept), then every cell of the widened band [b.st, b.en]. prow != 0: direction bytes
+// to prow[t - b.st]. (last_st, last_en): the previous anti-diagonal's widened band (-1, -1 before r = 0).
+// Ends synchronised: the arrays hold anti-diagonal r.
+__device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 r, const Ksw2Band& b, i64 last_st,
+                       i64 last_en, i64 T, int mode, u8* prow) {
+    int x1, v1, x21;
+    if (b.st > 0) {
+        if (b.st - 1 >= last_st && b.st - 1 <= last_en) {
+            x1 = A.x[b.st - 1];
+            x21 = A.x2[b.st - 1];
+            v1 = A.v[b.st - 1];
+        } else {
+            x1 = S.init1;
+            x21 = S.init2;
+            v1 = S.init1;
+        }
+    } else {
+        x1 = S.init1;
+        x21 = S.init2;
+        v1 = edge_val(r, S);
+    }
+    if (b.en >= r) {
+        A.y[r] = (i8)S.init1;
+        A.y2[r] = (i8)S.init2;
+        A.u[r] = (i8)edge_val(r, S);
+    }
+    i64 tend = b.st0 + (b.en0 - b.st0 + 16) / 16 * 16;
+    if (tend > T) tend = T;
+    G3_LANES {
+        for (i64 t = b.st0 + lane; t < tend; t += 32) {
+            const int a = t < J.tlen ? job_base(J.t, J.tlen, J.t_mode, t) : 0;
+            const int c = t <= r ? job_base(J.q, J.qlen, J.q_mode, r - t) : 0;
+            A.s[t] = (i8)((a == 4 || c == 4) ? S.sc_N : (a == c ? S.sc_mch : S.sc_mis));
+        }
+    }
+    G3_SYNC();
+    int cx = x1, cv = v1, cx2 = x21;  // left-neighbour values of the chunk's first cell (uniform)
+    for (i64 base = b.st; base <= b.en; base += 32) {
+        G3_LANE(int, ou);
+        G3_LANE(int, ov);
+        G3_LANE(int, ox);
+        G3_LANE(int, oy);
+        G3_LANE(int, ox2);
+        G3_LANE(int, oy2);
+        G3_LANE(int, os);
+        G3_LANE(int, lx);
+        G3_LANE(int, lv);
+        G3_LANE(int, lx2);
+        G3_LANES {
+            const i64 t = base + lane;
+            if (t <= b.en) {
+                G3_L(ou) = A.u[t];
+                G3_L(ov) = A.v[t];
+                G3_L(ox) = A.x[t];
+                G3_L(oy) = A.y[t];
+                G3_L(ox2) = A.x2[t];
+                G3_L(oy2) = A.y2[t];
+                G3_L(os) = A.s[t];
+            } else {
+                G3_L(ou) = G3_L(ov) = G3_L(ox) = G3_L(oy) = G3_L(ox2) = G3_L(oy2) = G3_L(os) = 0;
+            }
+        }
+        G3_SHFL_UP1(lx, ox, cx);
+        G3_SHFL_UP1(lv, ov, cv);
+        G3_SHFL_UP1(lx2, ox2, cx2);
+        G3_BCAST(cx, ox, 31);
+        G3_BCAST(cv, ov, 31);
+        G3_BCAST(cx2, ox2, 31);
+        G3_LANES {
+            const i64 t = base + lane;
+            if (t <= b.en) {
+                int u = G3_L(ou), v = 0, x = 0, y = G3_L(oy), x2 = 0, y2 = G3_L(oy2);
+                const int d = d2_cell(mode, S, G3_L(os), G3_L(lx), G3_L(lv), G3_L(lx2), u, v, x, y, x2, y2);
+                A.u[t] = (i8)u;
+                A.v[t] = (i8)v;
+                A.x[t] = (i8)x;
+                A.y[t] = (i8)y;
+                A.x2[t] = (i8)x2;
+                A.y2[t] = (i8)y2;
+                if (prow) prow[t - b.st] = (u8)d;
+            }
+        }
+    }
+    G3_SYNC();
+}
+
+__device__ __forceinline__ void copy_arrays(const Ksw2Arr& A, u8* ck, i64 ckw, i64 lo, i64 n, bool save) {
+    i8* const arr[7] = {A.u, A.v, A.x, A.y, A.x2, A.y2, A.s};
+    G3_LANES {
+#pragma unroll
+        for (int k = 0; k < 7; ++k)
+            for (i64 i = lane; i < n; i += 32) {
+                if (save)
+                    ck[k * ckw + i] = (u8)arr[k][lo + i];
+                else
+                    arr[k][lo + i] = (i8)ck[k * ckw + i];
+            }
+    }
+    G3_SYNC();
+}
+
+// The columns [lo, hi] that anti-diagonals [r0, r0 + G) read (or write) and that must be restored before
+// recomputing them: from the first one's st - 1 to the last one's en (both bounds grow with r).
+__device__ __forceinline__ void block_cols(i64 r0, int G, i64 nr, i64 qlen, i64 tlen, i64 w, i64 T, i64* lo, i64* hi) {
+    const Ksw2Band b0 = band_of(r0, qlen, tlen, w);
+    i64 r1 = r0 + G - 1;
+    if (r1 > nr - 1) r1 = nr - 1;
+    const Ksw2Band b1 = band_of(r1, qlen, tlen, w);
+    *lo = b0.st > 0 ? b0.st - 1 : 0;
+    *hi = b1.en < T - 1 ? b1.en : T - 1;
+}
+
+extern "C" __global__ void ksw_extd2_warp(const u8* __restrict__ Q, const u8* __restrict__ Tg,
+                                          const i64* __restrict__ jobs, const i64* __restrict__ geo,
+                                          const i64* __restrict__ order, i64 n_job, const int* __restrict__ P, int G,
+                                          u8* __restrict__ scratch, i64* __restrict__ ez_out, u32* __restrict__ cig,
+                                          const i64* __restrict__ cig_off, i64* __restrict__ n_cig,
+                                          int* __restrict__ err) {
+    const i64 n_warp = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 k = (((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5); k < n_job; k += n_warp) {
+        const i64 jid = order[k];
+        const i64* jr = jobs + jid * J_NF;
+        Ksw2Job J;
+        J.q = Q + jr[J_Q_OFF];
+        J.t = Tg + jr[J_T_OFF];
+        J.qlen = jr[J_Q_LEN];
+        J.tlen = jr[J_T_LEN];
+        J.q_mode = (int)jr[J_Q_MODE];
+        J.t_mode = (int)jr[J_T_MODE];
+        const int flag = (int)jr[J_FLAG];
+        const int zdrop = (int)jr[J_ZDROP], end_bonus = (int)jr[J_END_BONUS];
+        i64 w = jr[J_W];
+        const int* p = P + jr[J_PSET] * P_NF;
+        const int* mat = p + 4;
+        i64 ez[EZ_N];
+        ez[EZ_MAX] = 0;
+        ez[EZ_ZDROPPED] = 0;
+        ez[EZ_MAX_Q] = ez[EZ_MAX_T] = ez[EZ_MQE_T] = ez[EZ_MTE_Q] = -1;
+        ez[EZ_MQE] = ez[EZ_MTE] = ez[EZ_SCORE] = KSW2_NEG_INF;
+        ez[EZ_REACH_END] = 0;
+        i64 nc = 0;
+        u32* cg = cig + cig_off[jid];
+        const i64 qlen = J.qlen, tlen = J.tlen;
+
+        int q = s8(p[0]), e = s8(p[1]), q2 = s8(p[2]), e2 = s8(p[3]);
+        Ksw2Sc S;
+        S.qe = q + e;  // before the swap, as the C code
+        bool run = qlen > 0 && tlen > 0;
+        if (q2 + e2 < q + e) {
+            int t = q; q = q2; q2 = t;
+            t = e; e = e2; e2 = t;
+        }
+        int min_sc = mat[1];
+        for (int i = 1; i < 25; ++i) min_sc = mat[i] < min_sc ? mat[i] : min_sc;
+        if (-min_sc > 2 * (q + e)) run = false;
+        if (run) {
+            const bool with_cigar = !(flag & KSW_EZ_SCORE_ONLY), approx_max = (flag & KSW_EZ_APPROX_MAX) != 0;
+            const int mode = !with_cigar ? 2 : ((flag & KSW_EZ_RIGHT) ? 1 : 0);
+            S.sc_mch = s8(mat[0]);
+            S.sc_mis = s8(mat[1]);
+            S.sc_N = mat[24] == 0 ? s8(-e2) : s8(mat[24]);
+            S.qe_v = s8(q + e);
+            S.qe2_v = s8(q2 + e2);
+            S.q_v = s8(q);
+            S.q2_v = s8(q2);
+            S.e = e;
+            S.e2 = e2;
+            S.init1 = s8(-q - e);
+            S.init2 = s8(-q2 - e2);
+            if (w < 0) w = tlen > qlen ? tlen : qlen;
+            const i64 T = (tlen + 15) / 16 * 16, nr = qlen + tlen - 1;
+            if (e != e2) {
+                // C integer division (truncation), as in the kernel
+                const i64 num = q2 - q, den = e - e2;
+                S.long_thres = num / den - 1;
+            } else {
+                S.long_thres = 0;
+            }
+            if ((i64)q2 + e2 + S.long_thres * e2 > (i64)q + e + S.long_thres * e) S.long_thres += 1;
+            S.long_diff = S.long_thres * (e - e2) - (q2 - q) - e2;
+
+            u8* ws = scratch + geo[jid * 3];
+            const i64 ckw = geo[jid * 3 + 1], pw = geo[jid * 3 + 2];
+            Ksw2Arr A;
+            A.u = (i8*)ws;
+            A.v = A.u + T;
+            A.x = A.v + T;
+            A.y = A.x + T;
+            A.x2 = A.y + T;
+            A.y2 = A.x2 + T;
+            A.s = A.y2 + T;
+            u8* tail = (u8*)(A.s + T);
+            int* H = (int*)tail;
+            if (!approx_max) tail += T * 4;
+            u8* ckpt = tail;
+            const i64 n_blk = (nr + G - 1) / G;
+            u8* pblk = ckpt + (with_cigar ? n_blk * 7 * ckw : 0);
+            G3_LANES {
+                for (i64 i = lane; i < T; i += 32) {
+                    A.u[i] = A.v[i] = A.x[i] = A.y[i] = (i8)S.init1;
+                    A.x2[i] = A.y2[i] = (i8)S.init2;
+                    A.s[i] = 0;
+                    if (!approx_max) H[i] = KSW2_NEG_INF;
+                }
+            }
+            G3_SYNC();
+
+            // ---------------------------------------------------------------- forward pass
+            i64 H0 = 0, last_H0_t = 0, last_st = -1, last_en = -1;
+            bool bad = false;
+            for (i64 r = 0; r < nr; ++r) {
+                const Ksw2Band b = band_of(r, qlen, tlen, w);
+                if (b.st0 > b.en0) {
+                    ez[EZ_ZDROPPED] = 1;
+                    break;
+                }
+                if (with_cigar) {
+                    if (b.en - b.st + 1 > pw) {  // job_geometry's bounds (never expected to fail)
+                        bad = true;
+                        break;
+                    }
+                    if (r % G == 0) {
+                        i64 lo, hi;
+                        block_cols(r, G, nr, qlen, tlen, w, T, &lo, &hi);
+                        if (hi - lo + 1 > ckw) {
+                            bad = true;
+                            break;
+                        }
+                        copy_arrays(A, ckpt + (r / G) * 7 * ckw, ckw, lo, hi - lo + 1, true);
+                    }
+                }
+                d2_row(J, A, S, r, b, last_st, last_en, T, mode, (u8*)0);
+                if (!approx_max) {
+                    i64 max_H, max_t;
+                    if (r > 0) {
+                        // H[en0] first, from H[en0 - 1] before its update (the SSE code's order)
+                        const int hE = b.en0 > 0 ? H[b.en0 - 1] + (int)A.u[b.en0] : H[b.en0] + (int)A.v[b.en0];
+                        G3_SYNC();
+                        const i64 en1 = b.st0 + (b.en0 - b.st0) / 4 * 4;
+                        G3_LANE(i64, key);
+                        G3_LANES {
+                            i64 kk = (i64)(-0x7fffffffffffffffLL - 1);
+                            for (i64 t = b.st0 + lane; t < b.en0; t += 32) {
+                                const int h = H[t] + (int)A.v[t];
+                                H[t] = h;
+                                if (t < en1) {
+                                    // value, then the lowest of the SSE code's 4 interleaved lanes, then the
+                                    // earliest cell: the order in which the SSE reduction keeps ties
+                                    const i64 c = (i64)((u64)(i64)h << 32) |
+                                                  (i64)((u64)(3 - (lane & 3)) << 28) |
+                                                  (i64)(0x0FFFFFFF - (t - b.st0));
+                                    kk = c > kk ? c : kk;
+                                }
+                            }
+                            G3_L(key) = kk;
+                        }
+                        H[b.en0] = hE;
+                        G3_SYNC();
+                        i64 kA;
+                        G3_MAX64(kA, key);
+                        max_H = hE;
+                        max_t = b.en0;
+                        if (en1 > b.st0) {
+                            const i64 vA = kA >> 32;
+                            if (vA > max_H) {
+                                max_H = vA;
+                                max_t = b.st0 + (0x0FFFFFFF - (kA & 0x0FFFFFFF));
+                            }
+                        }
+                        for (i64 t = en1; t < b.en0; ++t)
+                            if (H[t] > max_H) {
+                                max_H = H[t];
+                                max_t = t;
+                            }
+                    } else {
+                        const int h0 = (int)A.v[0] - (int)S.qe;
+                        H[0] = h0;
+                        G3_SYNC();
+                        max_H = h0;
+                        max_t = 0;
+                    }
+                    if (b.en0 == tlen - 1 && H[b.en0] > ez[EZ_MTE]) {
+                        ez[EZ_MTE] = H[b.en0];
+                        ez[EZ_MTE_Q] = r - b.en;
+                    }
+                    if (r - b.st0 == qlen - 1 && H[b.st0] > ez[EZ_MQE]) {
+                        ez[EZ_MQE] = H[b.st0];
+                        ez[EZ_MQE_T] = b.st0;
+                    }
+                    // Z-drop (aligner/ksw2.py _zdrop)
+                    bool drop = false;
+                    if (max_H > ez[EZ_MAX]) {
+                        ez[EZ_MAX] = max_H;
+                        ez[EZ_MAX_T] = max_t;
+                        ez[EZ_MAX_Q] = r - max_t;
+                    } else if (max_t >= ez[EZ_MAX_T] && r - max_t >= ez[EZ_MAX_Q]) {
+                        const i64 tl = max_t - ez[EZ_MAX_T], ql = (r - max_t) - ez[EZ_MAX_Q];
+                        const i64 gap = tl > ql ? tl - ql : ql - tl;
+                        if (zdrop >= 0 && ez[EZ_MAX] - max_H > zdrop + gap * e2) {
+                            ez[EZ_ZDROPPED] = 1;
+                            drop = true;
+                        }
+                    }
+                    if (drop) break;
+                    if (r == qlen + tlen - 2 && b.en0 == tlen - 1) ez[EZ_SCORE] = H[tlen - 1];
+                    G3_SYNC();  // the uniform reads of H are done before the next anti-diagonal writes it
+                } else {
+                    if (r > 0) {
+                        if (last_H0_t >= b.st0 && last_H0_t <= b.en0 && last_H0_t + 1 >= b.st0 &&
+                            last_H0_t + 1 <= b.en0) {
+                            const i64 d0 = A.v[last_H0_t], d1 = A.u[last_H0_t + 1];
+                            if (d0 > d1) {
+                                H0 += d0;
+                            } else {
+                                H0 += d1;
+                                ++last_H0_t;
+                            }
+                        } else if (last_H0_t >= b.st0 && last_H0_t <= b.en0) {
+                            H0 += A.v[last_H0_t];
+                        } else {
+                            ++last_H0_t;
+                            H0 += A.u[last_H0_t];
+                        }
+                    } else {
+                        H0 = (i64)A.v[0] - S.qe;
+                        last_H0_t = 0;
+                    }
+                    bool drop = false;
+                    if (flag & KSW_EZ_APPROX_DROP) {
+                        if (H0 > ez[EZ_MAX]) {
+                            ez[EZ_MAX] = H0;
+                            ez[EZ_MAX_T] = last_H0_t;
+                            ez[EZ_MAX_Q] = r - last_H0_t;
+                        } else if (last_H0_t >= ez[EZ_MAX_T] && r - last_H0_t >= ez[EZ_MAX_Q]) {
+                            const i64 tl = last_H0_t - ez[EZ_MAX_T], ql = (r - last_H0_t) - ez[EZ_MAX_Q];
+                            const i64 gap = tl > ql ? tl - ql : ql - tl;
+                            if (zdrop >= 0 && ez[EZ_MAX] - H0 > zdrop + gap * e2) {
+                                ez[EZ_ZDROPPED] = 1;
+                                drop = true;
+                            }
+                        }
+                    }
+                    if (drop) break;
+                    if (r == qlen + tlen - 2 && b.en0 == tlen - 1) ez[EZ_SCORE] = H0;
+                    G3_SYNC();
+                }
+                last_st = b.st;
+                last_en = b.en;
+            }
+            if (bad) {
+                G3_LANES {
+                    if (lane == 0) atomicOr(err, KSW2_ERR_GEOMETRY);
+                }
+            } else if (with_cigar) {
+                // ------------------------------------------------------------ the traceback's start
+                const bool rev_cigar = (flag & KSW_EZ_REV_CIGAR) != 0;
+                i64 i0 = -1, j0 = -1;
+                bool walk = true;
+                if (!ez[EZ_ZDROPPED] && !(flag & KSW_EZ_EXTZ_ONLY)) {
+                    i0 = tlen - 1;
+                    j0 = qlen - 1;
+                } else if (!ez[EZ_ZDROPPED] && (flag & KSW_EZ_EXTZ_ONLY) && ez[EZ_MQE] + end_bonus > ez[EZ_MAX]) {
+                    ez[EZ_REACH_END] = 1;
+                    i0 = ez[EZ_MQE_T];
+                    j0 = qlen - 1;
+                } else if (ez[EZ_MAX_T] >= 0 && ez[EZ_MAX_Q] >= 0) {
+                    i0 = ez[EZ_MAX_T];
+                    j0 = ez[EZ_MAX_Q];
+                } else {
+                    walk = false;  // no CIGAR
+                }
+                if (walk) {
+                    // -------------------------------------------------------- gridded traceback
+                    i64 i = i0, j = j0, cur_blk = -1;
+                    int state = 0;
+                    u32 pend = 0;  // the CIGAR op being extended (merged runs), written when it changes
+                    while (i >= 0 && j >= 0) {
+                        const i64 r = i + j;
+                        const i64 blk = r / G;
+                        if (blk != cur_blk) {  // recompute the block's anti-diagonals up to r with directions
+                            const i64 r0 = blk * G;
+                            i64 lo, hi;
+                            block_cols(r0, G, nr, qlen, tlen, w, T, &lo, &hi);
+                            copy_arrays(A, ckpt + blk * 7 * ckw, ckw, lo, hi - lo + 1, false);
+                            for (i64 rr = r0; rr <= r; ++rr) {
+                                const Ksw2Band bb = band_of(rr, qlen, tlen, w);
+                                i64 ls = -1, le = -1;
+                                if (rr > 0) {
+                                    const Ksw2Band bp = band_of(rr - 1, qlen, tlen, w);
+                                    ls = bp.st;
+                                    le = bp.en;
+                                }
+                                d2_row(J, A, S, rr, bb, ls, le, T, mode, pblk + (rr - r0) * pw);
+                            }
+                            cur_blk = blk;
+                        }
+                        const Ksw2Band br = band_of(r, qlen, tlen, w);
+                        int force = -1, tmp = 0;
+                        if (i < br.st) force = 2;
+                        if (i > br.en) force = 1;
+                        if (force < 0) tmp = pblk[(r - blk * G) * pw + (i - br.st)];
+                        if (state == 0)
+                            state = tmp & 7;
+                        else if (!((tmp >> (state + 2)) & 1))
+                            state = 0;
+                        if (state == 0) state = tmp & 7;
+                        if (force >= 0) state = force;
+                        int op;
+                        if (state == 0) {
+                            op = 0;
+                            --i;
+                            --j;
+                        } else if (state == 1 || state == 3) {
+                            op = 2;
+                            --i;
+                        } else {
+                            op = 1;
+                            --j;
+                        }
+                        if (pend != 0 && (int)(pend & 0xF) == op) {
+                            pend += 16;
+                        } else {
+                            if (pend != 0) {
+                                G3_LANES {
+                                    if (lane == 0) cg[nc] = pend;
+                                }
+                                ++nc;
+                            }
+                            pend = 16u | (u32)op;
+                        }
+                        G3_SYNC();  // the uniform reads of this block's rows are done (next recompute rewrites)
+                    }
+                    if (i >= 0) {
+                        if (pend != 0 && (pend & 0xF) == 2) {
+                            pend += (u32)((i + 1) << 4);
+                        } else {
+                            if (pend != 0) {
+                                G3_LANES {
+                                    if (lane == 0) cg[nc] = pend;
+                                }
+                                ++nc;
+                            }
+                            pend = (u32)((i + 1) << 4 | 2);
+                        }
+                    }
+                    if (j >= 0) {
+                        if (pend != 0 && (pend & 0xF) == 1) {
+                            pend += (u32)((j + 1) << 4);
+                        } else {
+                            if (pend != 0) {
+                                G3_LANES {
+                                    if (lane == 0) cg[nc] = pend;
+                                }
+                                ++nc;
+                            }
+                            pend = (u32)((j + 1) << 4 | 1);
+                        }
+                    }
+                    if (pend != 0) {
+                        G3_LANES {
+                            if (lane == 0) cg[nc] = pend;
+                        }
+                        ++nc;
+                    }
+                    G3_SYNC();
+                    if (!rev_cigar) {  // the walk made the CIGAR from its end
+                        G3_LANES {
+                            for (i64 a = lane; a < nc / 2; a += 32) {
+                                const u32 t = cg[a];
+                                cg[a] = cg[nc - 1 - a];
+                                cg[nc - 1 - a] = t;
+                            }
+                        }
+                        G3_SYNC();
+                    }
+                }
+            }
+        }
+        G3_LANES {
+            if (lane == 0) {
+                for (int f = 0; f < EZ_N; ++f) ez_out[jid * EZ_N + f] = ez[f];
+                n_cig[jid] = nc;
+            }
+        }
+    }
+}

@@ -1,0 +1,219 @@
+"""kernels/ksw2.cu (ksw_extd2 with a warp per job and gridded traceback) against its twin aligner/ksw2.py.
+
+1. The kernel compiled as host C++ (kernels/warp.cuh's host build: a warp's 32 lanes in lock step, one
+   warp after another) == ksw2.extd2 on every extd2 case of the stored minimap2 vectors (tests/data), the
+   hand-picked shapes of test_ksw2 and random cases, for several traceback grids (1 anti-diagonal per block
+   up to more than the whole matrix), with garbage in the scratch memory and jobs read through the
+   reversed / complemented views of their buffers.
+2. extd2_batch_cpu (the batch twin) == ksw2.extd2 per job.
+3. nvcc: the file compiles for sm_90 without spills.
+4. With CuPy and a GPU: extd2_batch_gpu == extd2_batch_cpu on the same cases, in one launch and in many
+   (small scratch budget).
+"""
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+import pytest
+from g3align.aligner import ksw2
+from g3align.aligner import ksw2_gpu as kg
+from g3align.aligner.mm_types import KSW_EZ_GENERIC_SC
+from test_ksw2 import _load_vectors, parse_line, random_case, tricky_cases
+
+CU = Path(__file__).resolve().parent.parent / "kernels" / "ksw2.cu"
+
+SHIM = r"""
+#include <cstdint>
+struct dim3h { unsigned x, y, z; };
+static dim3h threadIdx, blockIdx, blockDim, gridDim;
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __restrict__
+static inline int atomicOr(int* p, int v) { int o = *p; *p |= v; return o; }
+#include KERNEL_FILE
+// one emulated warp after another (kernels/warp.cuh runs the 32 lanes of each in lock step)
+extern "C" void host_run(long long n_warps, const u8* Q, const u8* T, const i64* jobs, const i64* geo,
+    const i64* order, i64 n_job, const int* P, int G, u8* scratch, i64* ez, u32* cig, const i64* cig_off,
+    i64* n_cig, int* err) {
+  blockDim.x = 32; gridDim.x = (unsigned)n_warps;
+  for (long long w = 0; w < n_warps; ++w) {
+    blockIdx.x = (unsigned)w; threadIdx.x = 0;
+    ksw_extd2_warp(Q, T, jobs, geo, order, n_job, P, G, scratch, ez, cig, cig_off, n_cig, err);
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory, request):
+    import shutil
+    import subprocess
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not on PATH")
+    d = tmp_path_factory.mktemp("ksw2host")
+    src = d / "shim.cpp"
+    src.write_text(SHIM.replace("KERNEL_FILE", f'"{CU}"'))
+    so = d / "libksw2host.so"
+    r = subprocess.run(["g++", "-O2", "-std=c++17", "-shared", "-fPIC", "-Wall", "-Wno-unknown-pragmas", str(src),
+                        "-o", str(so)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return ctypes.CDLL(str(so))
+
+
+def _p(a):
+    assert a.flags.c_contiguous
+    return ctypes.c_void_p(a.ctypes.data)
+
+
+def make_batch(cases, rng):
+    """Cases (kind 'd', params, mat, q, t) -> (Q, T, jobs, P); each query / target is stored as is or
+    through a reversed and/or complemented view, so that the job reads the original sequence."""
+    bufs = {"q": [], "t": []}
+    used = {"q": 0, "t": 0}
+    fields = {"q": (kg.J_Q_OFF, kg.J_Q_LEN, kg.J_Q_MODE), "t": (kg.J_T_OFF, kg.J_T_LEN, kg.J_T_MODE)}
+    rows, ps = [], []
+    for k, (_, par, mat, q, t) in enumerate(cases):
+        go, ge, go2, ge2, w, zd, eb, flag = par
+        ps.append(kg.pset_row(go, ge, go2, ge2, np.asarray(mat, np.int8)))
+        row = np.zeros(kg.J_NF, np.int64)
+        for side, seq in (("q", q), ("t", t)):
+            mode = int(rng.integers(0, 4))
+            s = np.asarray(seq, np.uint8).copy()
+            if mode & kg.MODE_COMP:  # stored complemented (N stays N): the job complements it back
+                s = np.where(s < 4, 3 - s, 4).astype(np.uint8)
+            if mode & kg.MODE_REV:
+                s = s[::-1].copy()
+            f_off, f_len, f_mode = fields[side]
+            row[f_off], row[f_len], row[f_mode] = used[side], len(s), mode
+            bufs[side].append(s)
+            used[side] += len(s)
+        row[kg.J_W], row[kg.J_ZDROP], row[kg.J_END_BONUS], row[kg.J_FLAG], row[kg.J_PSET] = w, zd, eb, flag, k
+        rows.append(row)
+    cat = lambda lst: np.concatenate(lst + [np.zeros(1, np.uint8)]).astype(np.uint8)  # noqa: E731
+    return cat(bufs["q"]), cat(bufs["t"]), np.stack(rows), np.stack(ps)
+
+
+def run_host(lib, Q, T, jobs, P, grid, rng, n_warps=None):
+    n = jobs.shape[0]
+    size, cw = kg.job_geometry(jobs, grid)
+    geo = np.zeros((n, 3), np.int64)
+    np.cumsum(size[:-1], out=geo[1:, 0])
+    geo[:, 1:] = cw
+    scratch = rng.integers(0, 256, max(16, int(size.sum())), dtype=np.uint8)  # garbage: the kernel initialises
+    cig_off = kg.cig_offsets(jobs)
+    ez = np.full((n, 10), -99, np.int64)
+    cig = np.full(int(cig_off[-1]), 0xDEAD, np.uint32)
+    n_cig = np.full(n, -1, np.int64)
+    err = np.zeros(1, np.int32)
+    order = rng.permutation(n).astype(np.int64)
+    i64 = ctypes.c_int64
+    lib.host_run(ctypes.c_longlong(n_warps or n), _p(Q), _p(T), _p(jobs), _p(geo), _p(order), i64(n), _p(P),
+                 ctypes.c_int(grid), _p(scratch), _p(ez), _p(cig), _p(cig_off), _p(n_cig), _p(err))
+    assert err[0] == 0
+    return ez, cig, cig_off, n_cig
+
+
+def want(cases):
+    out = []
+    for _, par, mat, q, t in cases:
+        ez, c = ksw2.extd2(np.asarray(q, np.uint8), np.asarray(t, np.uint8), np.asarray(mat, np.int8), *par)
+        out.append((ez, c))
+    return out
+
+
+def check(got, exp, cases):
+    ez, cig, cig_off, n_cig = got
+    bad = []
+    for k, (e, c) in enumerate(exp):
+        gc = cig[cig_off[k]:cig_off[k] + n_cig[k]]
+        if not (np.array_equal(ez[k], e) and n_cig[k] == c.shape[0] and np.array_equal(gc, c)):
+            bad.append(k)
+    assert not bad, (f"{len(bad)} of {len(exp)} jobs differ; first: params {cases[bad[0]][1]} "
+                     f"qlen {len(cases[bad[0]][3])} tlen {len(cases[bad[0]][4])}: ez {list(ez[bad[0]])} "
+                     f"vs {list(exp[bad[0]][0])}")
+
+
+def d_cases(lines):
+    return [c for c in lines if c[0] == "d" and not (c[1][7] & KSW_EZ_GENERIC_SC)]
+
+
+@pytest.fixture(scope="module")
+def vector_cases():
+    cases = d_cases([parse_line(inp) for inp, _ in _load_vectors()])
+    assert len(cases) >= 300
+    return cases
+
+
+@pytest.mark.parametrize("grid", [64, 1, 7, 100000])
+def test_host_kernel_stored_vectors(host, vector_cases, grid):
+    rng = np.random.default_rng(grid)
+    cases = vector_cases if grid == 64 else vector_cases[::3]
+    check(run_host(host, *make_batch(cases, rng), grid, rng), want(cases), cases)
+
+
+@pytest.mark.parametrize("grid", [64, 2, 16])
+def test_host_kernel_tricky(host, grid):
+    rng = np.random.default_rng(11)
+    cases = d_cases(tricky_cases(rng))
+    check(run_host(host, *make_batch(cases, rng), grid, rng), want(cases), cases)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_host_kernel_random(host, seed):
+    rng = np.random.default_rng(100 + seed)
+    cases = []
+    while len(cases) < 150:
+        c = random_case(rng, max_len=700)
+        if c[0] == "d" and not (c[1][7] & KSW_EZ_GENERIC_SC):
+            cases.append(c)
+    grid = int(rng.choice([3, 32, 64]))
+    # fewer warps than jobs: each warp takes several (the kernel's grid-stride loop)
+    check(run_host(host, *make_batch(cases, rng), grid, rng, n_warps=7), want(cases), cases)
+
+
+def test_batch_twin(vector_cases):
+    rng = np.random.default_rng(3)
+    cases = vector_cases[::2]
+    check(kg.extd2_batch_cpu(*make_batch(cases, rng)), want(cases), cases)
+
+
+def test_geometry_bounds_hold_on_long_jobs(host):
+    """Long pairs with narrow and wide bands (the widths job_geometry bounds are checked by the kernel)."""
+    rng = np.random.default_rng(8)
+    from test_ksw2 import _pair
+    cases = []
+    for n, w in [(1500, 30), (1200, 751), (900, -1), (2000, 5)]:
+        q, t = _pair(rng, n)
+        mat = [int(v) for v in ksw2.gen_simple_mat(5, 2, 4, 1)]
+        for flag in (0x40 | 0x02 | 0x80, 0x08, 0, 0x40):
+            cases.append(("d", [4, 2, 24, 1, w, 400, 10, flag], mat, q, t))
+    check(run_host(host, *make_batch(cases, rng), 64, rng), want(cases), cases)
+
+
+def test_nvcc_compiles(nvcc_spill_free):
+    nvcc_spill_free(CU, ("ksw_extd2_warp",))
+
+
+def _gpu_ok():
+    try:
+        import cupy as cp
+        return cp.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+@pytest.mark.skipif(not _gpu_ok(), reason="no CuPy/GPU")
+@pytest.mark.parametrize("budget", [2 << 30, 1 << 16])
+def test_gpu_kernel_equals_twin(vector_cases, budget):
+    rng = np.random.default_rng(21)
+    cases = list(vector_cases)
+    while len(cases) < len(vector_cases) + 300:
+        c = random_case(rng, max_len=3000)
+        if c[0] == "d" and not (c[1][7] & KSW_EZ_GENERIC_SC):
+            cases.append(c)
+    batch = make_batch(cases, rng)
+    got = kg.extd2_batch_gpu(*batch, scratch_bytes=budget)
+    check(got, want(cases), cases)
