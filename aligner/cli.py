@@ -209,6 +209,9 @@ def _run_map(args):
     except OSError as e:
         raise G3Error(f"I/O error: {e}")
     log(f"[M::main] mapped {n} sequences", opt.verbose)
+    if os.environ.get("G3ALIGN_STAGES"):  # per-stage wall times of the batches (benchmarks)
+        st = ", ".join(f"{k} {v:.2f} s" for k, v in aligner.stage_times.items())
+        log(f"[M::stages] {st}; ksw2 batch {aligner.ext_stats}", 3, 3)
 
 
 # ------------------------------------------------------------------------------------------ mem

@@ -126,7 +126,8 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
                     to_host: bool = True, stats: dict | None = None):
     """kernels/ksw2.cu over the jobs (the largest first): (ez, cig, cig_off, n_cig), the same arrays as
     extd2_batch_cpu. Q and T may already be on the GPU. Jobs run in launches whose scratch fits
-    scratch_bytes (a job larger than that runs alone). stats: gets 'cells' and 'launches' added."""
+    scratch_bytes (a job larger than that runs alone). stats: gets 'launches', 'jobs' and 'cells' (DP cells
+    the kernel computed, recomputation of the traceback included) added."""
     import cupy as cp
     from g3align.kernels.loader import get_module
 
@@ -148,6 +149,7 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
     n_cig = cp.empty(n, cp.int64)
     cod = cp.asarray(cig_off)
     err = cp.zeros(1, cp.int32)
+    cells = cp.zeros(n, cp.int64) if stats is not None else None
     geo = np.zeros((n, 3), np.int64)
     geo[:, 1:] = cp_w
     # launches: consecutive runs of the size order whose scratch sums stay within the budget
@@ -166,7 +168,7 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
         od = cp.asarray(ids)
         warps = end - start
         kern(((warps * 32 + block - 1) // block,), (block,),
-             (Qd, Td, jd, gd, od, np.int64(warps), Pd, np.int32(grid), scratch, ez, cig, cod, n_cig, err))
+             (Qd, Td, jd, gd, od, np.int64(warps), Pd, np.int32(grid), scratch, ez, cig, cod, n_cig, err, cells))
         del scratch
         start = end
         n_launch += 1
@@ -174,9 +176,8 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
         raise RuntimeError("ksw2 kernel: scratch geometry exceeded (a bug in job_geometry)")
     if stats is not None:
         stats["launches"] = stats.get("launches", 0) + n_launch
-        stats["cells"] = stats.get("cells", 0) + int(np.minimum(jobs[:, J_Q_LEN] * jobs[:, J_T_LEN], (
-            jobs[:, J_Q_LEN] + jobs[:, J_T_LEN]) * np.minimum(np.where(jobs[:, J_W] < 0, 1 << 30, jobs[:, J_W]) + 1,
-                                                          1 << 30)).sum())
+        stats["jobs"] = stats.get("jobs", 0) + n
+        stats["cells"] = stats.get("cells", 0) + int(cells.sum())
     if not to_host:
         return ez, cig, cig_off, n_cig
     return cp.asnumpy(ez), cp.asnumpy(cig), cig_off, cp.asnumpy(n_cig)

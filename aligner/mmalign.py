@@ -289,10 +289,77 @@ def append_cigar(R, i, cigbuf, cig_used, cig, n):
 
 # ----------------------------------------------------------------------------------------------
 # pairwise DP dispatch and Z-drop test
+# ----------------------------------------------------------------------------------------------
+# job context of align_pair (the staged path of aligner/mmpipeline.py): how its ksw calls are served.
+#   JC_DIRECT  computed here (the per-read path);
+#   JC_PLAN    the call's key is recorded (when the GPU batch takes it) and a placeholder result is returned
+#              that never Z-drops, so align1 walks every gap and both ends of the chain: the calls it
+#              would make unless an alignment Z-drops;
+#   JC_REPLAY  the result is looked up among the read's precomputed jobs by key, else computed here.
+# A key (rev, q_lo, q_hi, rid, t_lo, t_hi, w, zdrop, end_bonus, flag) fixes every input of the call: the
+# query is qseq0[q_lo:q_hi] and the target ref[rid][t_lo:t_hi] (both reversed when rev = 1, the left
+# extension), so any job with an equal key has the result the call would compute.
+# jc = (ctl int64[4]: mode, cursor, number of keys, plan: overflow / replay: hits; keys (cap, KJ);
+#       ez (n, EZ_N); cig uint32; cig_off (n + 1, offsets into cig); n_cig (n)).
+JC_DIRECT = 0
+JC_PLAN = 1
+JC_REPLAY = 2
+(K_REV, K_QLO, K_QHI, K_RID, K_TLO, K_THI, K_W, K_ZDROP, K_EB, K_FLAG) = range(10)
+KJ = 10
+
+
 @njit(cache=True, nogil=True)
-def align_pair(q, e, q2, e2, max_sw_mat, qseq, tseq, mat, w, end_bonus, zdrop, flag):
+def jc_new(mode, cap):
+    """A job context with room for cap keys and no results."""
+    ctl = np.zeros(4, np.int64)
+    ctl[0] = mode
+    return (ctl, np.zeros((cap, KJ), np.int64), np.zeros((0, EZ_N), np.int64), np.zeros(0, np.uint32),
+            np.zeros(1, np.int64), np.zeros(0, np.int64))
+
+
+@njit(cache=True, nogil=True)
+def _jc_find(jc, kr, qlo, qhi, rid, tlo, thi, w, end_bonus, zdrop, flag):
+    ctl, keys = jc[0], jc[1]
+    n = ctl[2]
+    for s in range(n):
+        k = ctl[1] + s
+        if k >= n:
+            k -= n
+        if keys[k, K_QLO] == qlo and keys[k, K_TLO] == tlo and keys[k, K_QHI] == qhi and keys[k, K_THI] == thi \
+                and keys[k, K_REV] == kr and keys[k, K_RID] == rid and keys[k, K_W] == w \
+                and keys[k, K_ZDROP] == zdrop and keys[k, K_EB] == end_bonus and keys[k, K_FLAG] == flag:
+            ctl[1] = k + 1 if k + 1 < n else 0
+            return k
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def align_pair(jc, kr, qlo, qhi, rid, tlo, thi, q, e, q2, e2, max_sw_mat, qseq, tseq, mat, w, end_bonus, zdrop,
+               flag):
     """mm_align_pair without splicing: extz2 when both gap models are equal, extd2 otherwise; a
-    DP larger than max_sw_mat cells is skipped and reported as Z-dropped."""
+    DP larger than max_sw_mat cells is skipped and reported as Z-dropped.  jc / kr..thi: the job context
+    and the call's key (kr < 0: no key, always computed here)."""
+    mode = jc[0][0]
+    if mode == JC_PLAN:
+        ctl, keys = jc[0], jc[1]
+        big = max_sw_mat > 0 and np.int64(tseq.shape[0]) * qseq.shape[0] > max_sw_mat
+        if kr >= 0 and not big and not (q == q2 and e == e2) and qseq.shape[0] > 0 and tseq.shape[0] > 0:
+            if ctl[2] < keys.shape[0]:
+                r = keys[ctl[2]]
+                r[K_REV], r[K_QLO], r[K_QHI], r[K_RID], r[K_TLO], r[K_THI] = kr, qlo, qhi, rid, tlo, thi
+                r[K_W], r[K_ZDROP], r[K_EB], r[K_FLAG] = w, zdrop, end_bonus, flag
+                ctl[2] += 1
+            else:
+                ctl[3] = 1
+        ez = _new_ez()
+        ez[EZ_SCORE] = 0
+        return ez, np.empty(0, np.uint32)
+    if mode == JC_REPLAY and kr >= 0:
+        k = _jc_find(jc, kr, qlo, qhi, rid, tlo, thi, w, end_bonus, zdrop, flag)
+        if k >= 0:
+            jc[0][3] += 1  # replay hits
+            o = jc[4][k]
+            return jc[2][k].copy(), jc[3][o:o + jc[5][k]].copy()
     qlen = qseq.shape[0]
     tlen = tseq.shape[0]
     if max_sw_mat > 0 and np.int64(tlen) * qlen > max_sw_mat:
@@ -879,9 +946,11 @@ def max_stretch(r_as, r_cnt, a):
 @njit(cache=True, nogil=True)
 def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bonus, bw_opt, bw_long_opt,
            max_gap, min_cnt, min_chain_score, min_dp_max, min_ksw_len, max_sw_mat,
-           ref_seq, ref_off, qseq0, qlen, mat, R, ri, r2, n_a, a, cigbuf, cig_used):
+           ref_seq, ref_off, qseq0, qlen, mat, R, ri, r2, n_a, a, cigbuf, cig_used, jc):
     """mm_align1 on region ri: base alignment through its anchors.  A split-off tail (Z-drop in the
-    middle) is written to row r2 of R (a scratch row) with CNT > 0.  Returns (cigbuf, cig_used)."""
+    middle) is written to row r2 of R (a scratch row) with CNT > 0.  jc: the ksw calls' job context
+    (JC_PLAN: only the calls are recorded, R is left half-done).  Returns (cigbuf, cig_used)."""
+    plan = jc[0][0] == JC_PLAN
     is_sr = (flag & F_SR) != 0
     is_hpc = (idx_flag & I_HPC) != 0
     qstrand = (flag & F_QSTRAND) != 0
@@ -1005,6 +1074,7 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
 
     tseq = np.zeros(re0 - rs0 if re0 > rs0 else 1, np.uint8)
     qb = 0 if qstrand else rev * qlen  # offset of the query strand used in qseq0
+    keyed = 0 if not qstrand else -1  # the staged path keys forward-strand targets only
 
     if qs > 0 and rs > 0:  # left extension
         if qstrand:
@@ -1014,8 +1084,9 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
         qrev = qseq0[qb + qs0:qb + qs][::-1].copy()
         trev = tseq[:rs - rs0][::-1].copy()
         zd = zdrop_inv if R[ri, SPLIT_INV] else zdrop
-        ez, cig = align_pair(q, e, q2, e2, max_sw_mat, qrev, trev, mat, bw, end_bonus, zd,
-                             KSW_EZ_EXTZ_ONLY | KSW_EZ_RIGHT | KSW_EZ_REV_CIGAR)
+        kr = 1 if keyed == 0 and rs <= rlen else -1
+        ez, cig = align_pair(jc, kr, qb + qs0, qb + qs, rid, rs0, rs, q, e, q2, e2, max_sw_mat, qrev, trev, mat, bw,
+                             end_bonus, zd, KSW_EZ_EXTZ_ONLY | KSW_EZ_RIGHT | KSW_EZ_REV_CIGAR)
         if cig.shape[0] > 0:
             cigbuf, cig_used = append_cigar(R, ri, cigbuf, cig_used, cig, cig.shape[0])
             R[ri, DP_SCORE] += ez[EZ_MAX]
@@ -1066,11 +1137,15 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
                 cig = np.empty(1, np.uint32)
                 cig[0] = np.uint32((qe - qs) << 4 | CIG_M)
             else:
-                ez, cig = align_pair(q, e, q2, e2, max_sw_mat, qv, tv, mat, bw1, -1, zdrop, KSW_EZ_APPROX_MAX)
-            zdrop_code = test_zdrop(flag, q, e, zdrop, zdrop_inv, max_gap, min_chain_score, sc_a, min_dp_max,
-                                    qv, tv, cig, mat)
+                kr = keyed if re <= rlen else -1
+                ez, cig = align_pair(jc, kr, qb + qs, qb + qe, rid, rs, re, q, e, q2, e2, max_sw_mat, qv, tv, mat,
+                                     bw1, -1, zdrop, KSW_EZ_APPROX_MAX)
+            zdrop_code = 0
+            if not plan:
+                zdrop_code = test_zdrop(flag, q, e, zdrop, zdrop_inv, max_gap, min_chain_score, sc_a, min_dp_max,
+                                        qv, tv, cig, mat)
             if zdrop_code != 0:
-                ez, cig = align_pair(q, e, q2, e2, max_sw_mat, qv, tv, mat, bw1, -1,
+                ez, cig = align_pair(jc, -1, 0, 0, 0, 0, 0, q, e, q2, e2, max_sw_mat, qv, tv, mat, bw1, -1,
                                      zdrop_inv if zdrop_code == 2 else zdrop, 0)
             if cig.shape[0] > 0:
                 cigbuf, cig_used = append_cigar(R, ri, cigbuf, cig_used, cig, cig.shape[0])
@@ -1107,14 +1182,17 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
             _getseq2(ref_seq, ref_off, rev, rid, re, re0, tseq)
         else:
             _getseq(ref_seq, ref_off, rid, re, re0, tseq)
-        ez, cig = align_pair(q, e, q2, e2, max_sw_mat, qseq0[qb + qe:qb + qe0], tseq[:re0 - re], mat, bw,
-                             end_bonus, zdrop, KSW_EZ_EXTZ_ONLY)
+        kr = keyed if re0 <= rlen else -1
+        ez, cig = align_pair(jc, kr, qb + qe, qb + qe0, rid, re, re0, q, e, q2, e2, max_sw_mat,
+                             qseq0[qb + qe:qb + qe0], tseq[:re0 - re], mat, bw, end_bonus, zdrop, KSW_EZ_EXTZ_ONLY)
         if cig.shape[0] > 0:
             cigbuf, cig_used = append_cigar(R, ri, cigbuf, cig_used, cig, cig.shape[0])
             R[ri, DP_SCORE] += ez[EZ_MAX]
         re1 = re + (ez[EZ_MQE_T] + 1 if ez[EZ_REACH_END] else ez[EZ_MAX_T] + 1)
         qe1 = qe + (qe0 - qe if ez[EZ_REACH_END] else ez[EZ_MAX_Q] + 1)
 
+    if plan:
+        return cigbuf, cig_used
     R[ri, RS] = rs1
     R[ri, RE] = re1
     if not rev or qstrand:
@@ -1140,7 +1218,7 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
 
 @njit(cache=True, nogil=True)
 def align1_inv(flag, sc_a, q, e, q2, e2, zdrop, bw_opt, max_gap, min_chain_score, min_dp_max, max_sw_mat,
-               ref_seq, ref_off, qseq0, qlen, mat, R, i1, i2, ri, cigbuf, cig_used):
+               ref_seq, ref_off, qseq0, qlen, mat, R, i1, i2, ri, cigbuf, cig_used, jc):
     """mm_align1_inv: between the two halves i1, i2 of a split region, look for the reverse complement
     of the query gap in the reference gap; on success row ri of R (a scratch row) is the inversion
     region.  Returns (found, cigbuf, cig_used)."""
@@ -1173,7 +1251,7 @@ def align1_inv(flag, sc_a, q, e, q2, e2, zdrop, bw_opt, max_gap, min_chain_score
     if qb + q_off < 0:
         return False, cigbuf, cig_used
     qv = qseq0[qb + q_off:qb + ql]
-    ez, cig = align_pair(q, e, q2, e2, max_sw_mat, qv, tseq[t_off:], mat,
+    ez, cig = align_pair(jc, -1, 0, 0, 0, 0, 0, q, e, q2, e2, max_sw_mat, qv, tseq[t_off:], mat,
                          np.int64(np.int32(bw_opt * 1.5)), -1, zdrop, KSW_EZ_EXTZ_ONLY)
     if cig.shape[0] == 0:
         return False, cigbuf, cig_used
@@ -1308,8 +1386,10 @@ def update_dp_max(qlen, n_regs, R, cigbuf, frac, sc_a, sc_b):
 def align_skeleton(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, sc_ambi, zdrop, zdrop_inv, end_bonus,
                    bw, bw_long, max_gap, min_cnt, min_chain_score, min_dp_max, min_ksw_len,
                    max_clip_ratio, rank_min_len, rank_frac, alt_drop, max_sw_mat, split_prefix,
-                   ref_seq, ref_off, qseq, R, n_regs, a, cigbuf, cig_used):
-    """mm_align_skeleton for one read (see the module docstring).  Returns (R, n_regs, cigbuf, cig_used)."""
+                   ref_seq, ref_off, qseq, R, n_regs, a, cigbuf, cig_used, jc):
+    """mm_align_skeleton for one read (see the module docstring).  jc: the job context of the ksw calls
+    (jc_new(JC_DIRECT, 0) computes them all here; with JC_PLAN only the calls of every region are recorded,
+    and R / a / the CIGARs are left half-done).  Returns (R, n_regs, cigbuf, cig_used)."""
     qlen = qseq.shape[0]
     qseq0 = np.empty(2 * qlen, np.uint8)
     for i in range(qlen):
@@ -1327,18 +1407,20 @@ def align_skeleton(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, sc_ambi, zdrop, 
         s = n_regs  # scratch row for a split-off tail / an inversion
         cigbuf, cig_used = align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bonus, bw,
                                   bw_long, max_gap, min_cnt, min_chain_score, min_dp_max, min_ksw_len, max_sw_mat,
-                                  ref_seq, ref_off, qseq0, qlen, mat, R, i, s, n_a, a, cigbuf, cig_used)
+                                  ref_seq, ref_off, qseq0, qlen, mat, R, i, s, n_a, a, cigbuf, cig_used, jc)
         if R[s, CNT] > 0:
             R, n_regs = insert_reg(R, n_regs, i, s)
             s = n_regs
         if i > 0 and R[i, SPLIT_INV] and (flag & F_NO_INV) == 0:
             ok, cigbuf, cig_used = align1_inv(flag, sc_a, q, e, q2, e2, zdrop, bw, max_gap, min_chain_score,
                                               min_dp_max, max_sw_mat, ref_seq, ref_off, qseq0, qlen, mat,
-                                              R, i - 1, i, s, cigbuf, cig_used)
+                                              R, i - 1, i, s, cigbuf, cig_used, jc)
             if ok:
                 R, n_regs = insert_reg(R, n_regs, i, s)
                 i += 1
         i += 1
+    if jc[0][0] == JC_PLAN:
+        return R, n_regs, cigbuf, cig_used
     n_regs = filter_regs(min_cnt, min_chain_score, min_dp_max, clip, qlen, R, n_regs)
     if (flag & F_SR) == 0 and split_prefix == 0 and qlen >= rank_min_len:
         update_dp_max(qlen, n_regs, R, cigbuf, frac, sc_a, sc_b)
@@ -1359,4 +1441,4 @@ def align_skeleton_opt(o, ref_seq, ref_off, qseq, R, n_regs, a, cigbuf, cig_used
         np.int64(o.min_cnt), np.int64(o.min_chain_score), np.int64(o.min_dp_max), np.int64(o.min_ksw_len),
         float(o.max_clip_ratio), np.int64(o.rank_min_len), float(o.rank_frac), float(o.alt_drop),
         np.int64(o.max_sw_mat), np.int64(1 if getattr(o, "split_prefix", None) else 0),
-        ref_seq, ref_off, qseq, R, np.int64(n_regs), a, cigbuf, np.int64(cig_used))
+        ref_seq, ref_off, qseq, R, np.int64(n_regs), a, cigbuf, np.int64(cig_used), jc_new(JC_DIRECT, 0))

@@ -25,7 +25,7 @@ from g3align.aligner import lchain as LC
 from g3align.aligner import mmalign as MA
 from g3align.aligner import mmhit as MH
 from g3align.aligner import mmopt as MO
-from g3align.aligner.mm_types import NR
+from g3align.aligner.mm_types import CNT, NR
 from g3align.aligner.mmformat import write_read
 from g3align.aligner.mmseed import seed_hits, seed_read
 
@@ -80,12 +80,34 @@ def map_one(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, r
     runs here (the RMQ chaining and the rare re-chaining calls still run whole here).
 
     Returns (R, n_regs, cigar buffer, rep_len)."""
+    ok, R, n, a, rep_len = map_one_pre(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, dual_skip,
+                                       diag_rid, pre, mv_p, a_p, rep_p, mini_p, fp_on, f_p, p_p)
+    return map_one_post(ok, q, iv, fv, R, n, a, rep_len, ref_seq, ref_off, ref_len, MA.jc_new(MA.JC_DIRECT, 0))
+
+
+@nb.njit(cache=True, nogil=True)
+def map_one_post(ok, q, iv, fv, R, n, a, rep_len, ref_seq, ref_off, ref_len, jc):
+    """The rest of mm_map_frag after map_one_pre: base alignment (with -c/-a; jc serves its ksw calls) and
+    MAPQ.  Returns (R, n_regs, cigar buffer, rep_len)."""
+    cig = np.zeros(16, np.uint32)
+    if not ok:
+        return R, 0, cig, 0
+    if iv[I_FLAG] & MO.F_CIGAR:
+        R, n, cig = _align(q, iv, fv, R, n, a, ref_seq, ref_off, ref_len, cig, jc)
+    MH.set_mapq(R, n, iv[I_MIN_CHAIN_SCORE], iv[I_A], rep_len, (iv[I_FLAG] & MO.F_SR) != 0)
+    return R, n, cig, rep_len
+
+
+@nb.njit(cache=True, nogil=True)
+def map_one_pre(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, dual_skip, diag_rid,
+                pre, mv_p, a_p, rep_p, mini_p, fp_on, f_p, p_p):
+    """mm_map_frag up to the base alignment: seeds, chains, regions, parents, error estimate.
+    Returns (ok, R, n_regs, anchors, rep_len); ok False: the read is not mapped (empty or too long)."""
     flag = iv[I_FLAG]
     qlen = q.shape[0]
-    cig = np.zeros(16, np.uint32)
     R = np.zeros((0, NR), np.int64)
     if qlen == 0 or (iv[I_MAX_QLEN] > 0 and qlen > iv[I_MAX_QLEN]):
-        return R, 0, cig, 0
+        return False, R, 0, np.zeros((0, 2), np.uint64), 0
     is_sr = (flag & MO.F_SR) != 0
     is_rmq = (flag & MO.F_RMQ) != 0
     hname = name if (flag & MO.F_NO_HASH_NAME) == 0 else name[:0]
@@ -129,14 +151,11 @@ def map_one(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, r
     if not is_sr and not is_qstrand:
         MH.est_err(qlen, R, n, a, mini_pos, ref_len)
         n = MH.filter_strand_retained(R, n)
-    if flag & MO.F_CIGAR:
-        R, n, cig = _align(q, iv, fv, R, n, a, ref_seq, ref_off, ref_len, cig)
-    MH.set_mapq(R, n, iv[I_MIN_CHAIN_SCORE], iv[I_A], rep_len, is_sr)
-    return R, n, cig, rep_len
+    return True, R, n, a, rep_len
 
 
 @nb.njit(cache=True, nogil=True)
-def _align(q, iv, fv, R, n, a, ref_seq, ref_off, ref_len, cig):
+def _align(q, iv, fv, R, n, a, ref_seq, ref_off, ref_len, cig, jc):
     """map.c's align_regs: base-level alignment of every region, then parent/secondary selection."""
     flag = iv[I_FLAG]
     R, n, cig, _ = MA.align_skeleton(flag, iv[I_K], iv[I_HPC], iv[I_A], iv[I_B], iv[I_Q], iv[I_E], iv[I_Q2], iv[I_E2],
@@ -144,7 +163,9 @@ def _align(q, iv, fv, R, n, a, ref_seq, ref_off, ref_len, cig):
                                      iv[I_BW_LONG], iv[I_MAX_GAP], iv[I_MIN_CNT], iv[I_MIN_CHAIN_SCORE],
                                      iv[I_MIN_DP_MAX], iv[I_MIN_KSW_LEN], fv[F_MAX_CLIP_RATIO], iv[I_RANK_MIN_LEN],
                                      fv[F_RANK_FRAC], fv[F_ALT_DROP], iv[I_MAX_SW_MAT], 0, ref_seq, ref_off, q, R, n,
-                                     a, cig, 0)
+                                     a, cig, 0, jc)
+    if jc[0][0] == MA.JC_PLAN:
+        return R, n, cig
     n = MH.align_post((flag & MO.F_ALL_CHAINS) != 0, fv[F_MASK_LEVEL], iv[I_MASK_LEN], iv[I_A] * 2 + iv[I_B],
                       (flag & MO.F_HARD_MLEVEL) != 0, fv[F_ALT_DROP], fv[F_PRI_RATIO], iv[I_K], iv[I_BEST_N],
                       iv[I_MAX_GAP], R, n)
@@ -177,6 +198,97 @@ def map_range(lo, hi, seq, seq_off, raw, qual, qual_on, names, name_off, comment
     return buf, nb_
 
 
+@nb.njit(cache=True, nogil=True)
+def _grow_rows(arr, used, need):
+    """arr with room for `need` more rows after `used` (doubling; content kept)."""
+    if used + need <= arr.shape[0]:
+        return arr
+    n = max(2 * arr.shape[0], used + need)
+    out = np.empty((n, arr.shape[1]), arr.dtype)
+    out[:used] = arr[:used]
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def map_range_plan(lo, hi, seq, seq_off, names, name_off, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq,
+                   ref_off, dual_skip, diag_rids, pre, mv, mv_off, a, a_off, rep_len, mini_pos, mini_off, fp_on, f, p):
+    """The staged path's first half for reads [lo, hi): map_one_pre of every read, then its base alignment in
+    JC_PLAN mode (on copies), which records the keys of the ksw calls it would make. Returns the range's
+    (regions rows, their offsets per read, anchors, their offsets, per-read (ok, rep_len), job keys and
+    their offsets per read); map_range_finish takes them back."""
+    nr = hi - lo
+    flag = iv[I_FLAG]
+    Rs = np.empty((max(16, 2 * nr), NR), np.int64)
+    r_off = np.zeros(nr + 1, np.int64)
+    As = np.empty((max(64, 16 * nr), 2), np.uint64)
+    a_off2 = np.zeros(nr + 1, np.int64)
+    st = np.zeros((nr, 2), np.int64)
+    K = np.empty((max(16, 4 * nr), MA.KJ), np.int64)
+    k_off = np.zeros(nr + 1, np.int64)
+    for i in range(lo, hi):
+        j = i - lo
+        q = seq[seq_off[i]:seq_off[i + 1]]
+        name = names[name_off[i]:name_off[i + 1]]
+        k = i if pre else 0
+        ok, R, n, aa, rl = map_one_pre(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, dual_skip,
+                                       diag_rids[i], pre, mv[mv_off[k]:mv_off[k + 1]], a[a_off[k]:a_off[k + 1]],
+                                       rep_len[k], mini_pos[mini_off[k]:mini_off[k + 1]], fp_on,
+                                       f[a_off[k]:a_off[k + 1]] if fp_on else f,
+                                       p[a_off[k]:a_off[k + 1]] if fp_on else p)
+        st[j, 0] = 1 if ok else 0
+        st[j, 1] = rl
+        Rs = _grow_rows(Rs, r_off[j], n)
+        Rs[r_off[j]:r_off[j] + n] = R[:n]
+        r_off[j + 1] = r_off[j] + n
+        As = _grow_rows(As, a_off2[j], aa.shape[0])
+        As[a_off2[j]:a_off2[j] + aa.shape[0]] = aa
+        a_off2[j + 1] = a_off2[j] + aa.shape[0]
+        k_off[j + 1] = k_off[j]
+        if ok and (flag & MO.F_CIGAR) and n > 0:
+            cap = 4
+            for r in range(n):
+                cap += R[r, CNT] + 2
+            jc = MA.jc_new(MA.JC_PLAN, cap)
+            _align(q, iv, fv, R[:n].copy(), n, aa.copy(), ref_seq, ref_off, ref_len, np.zeros(16, np.uint32), jc)
+            nk = jc[0][2]
+            K = _grow_rows(K, k_off[j], nk)
+            K[k_off[j]:k_off[j] + nk] = jc[1][:nk]
+            k_off[j + 1] = k_off[j] + nk
+    return Rs[:r_off[nr]], r_off, As[:a_off2[nr]], a_off2, st, K[:k_off[nr]], k_off
+
+
+@nb.njit(cache=True, nogil=True)
+def map_range_finish(lo, hi, seq, seq_off, raw, qual, qual_on, names, name_off, comments, com_off, iv, fv, ref_len,
+                     ref_seq, ref_off, ctg_names, ctg_noff, rg_id, Rs, r_off, As, a_off2, st, K, k_off, pez, pcig,
+                     pcig_off, pn_cig):
+    """The staged path's second half: map_one_post of reads [lo, hi) from map_range_plan's arrays, their ksw
+    calls served from the batch's results (pez/pcig/pcig_off/pn_cig: one row per key of K, see
+    aligner/mmalign.py JC_REPLAY), and their records. Returns (bytes buffer, used length) as map_range."""
+    buf = np.empty(1 << 16, np.uint8)
+    nb_ = 0
+    flag = iv[I_FLAG]
+    for i in range(lo, hi):
+        j = i - lo
+        s0 = seq_off[i]
+        s1 = seq_off[i + 1]
+        q = seq[s0:s1]
+        name = names[name_off[i]:name_off[i + 1]]
+        R = Rs[r_off[j]:r_off[j + 1]].copy()
+        aa = As[a_off2[j]:a_off2[j + 1]].copy()
+        k0 = k_off[j]
+        k1 = k_off[j + 1]
+        ctl = np.zeros(4, np.int64)
+        ctl[0] = MA.JC_REPLAY
+        ctl[2] = k1 - k0
+        jc = (ctl, K[k0:k1], pez[k0:k1], pcig, pcig_off[k0:k1], pn_cig[k0:k1])
+        R, n, cig, rl = map_one_post(st[j, 0] != 0, q, iv, fv, R, R.shape[0], aa, st[j, 1], ref_seq, ref_off,
+                                     ref_len, jc)
+        qq = qual[s0:s1] if qual_on else qual[:0]
+        buf, nb_ = write_read(buf, nb_, flag, name, raw[s0:s1], qq, q, R, n, cig, rl, ref_seq, ref_off,
+                              ctg_names, ctg_noff, ref_len, comments[com_off[i]:com_off[i + 1]], rg_id)
+    return buf, nb_
+
+
 # ----------------------------------------------------------------------------------------------- host side
 def log(msg: str, verbose: int = 3, level: int = 3) -> None:
     if verbose >= level:
@@ -195,11 +307,13 @@ class MapAligner:
     """A minimizer index plus options; `map_batch(batch)` -> the batch's PAF/SAM bytes."""
 
     def __init__(self, idx, opt: MO.MapOpt, device: str = "cpu", batch_seed: bool | None = None,
-                 batch_chain: bool | None = None):
+                 batch_chain: bool | None = None, batch_align: bool | None = None):
         """device "gpu": each batch is sketched, seeded and DP-chained (scores) on the GPU (aligner/
-        mmsketch_gpu.py, aligner/mmseed_gpu.py, aligner/lchain_gpu.py), the later stages run on the CPU.
+        mmsketch_gpu.py, aligner/mmseed_gpu.py, aligner/lchain_gpu.py), and with -c/-a its ksw2 extensions
+        and gap fills run as one batch of GPU jobs (aligner/mmext.py); the other stages run on the CPU.
         batch_seed (default: device == "gpu") with device "cpu" runs the same batch stages through the CPU
-        twins (the GPU path's oracle); batch_chain (default: batch_seed) the batch DP chaining scores."""
+        twins (the GPU path's oracle); batch_chain (default: batch_seed) the batch DP chaining scores;
+        batch_align (default: batch_seed) the staged base alignment."""
         self.idx = idx
         self.opt = opt
         self.device = device
@@ -207,8 +321,11 @@ class MapAligner:
         self.batch_chain = self.batch_seed if batch_chain is None else (batch_chain and self.batch_seed)
         if opt.flag & MO.F_RMQ:
             self.batch_chain = False  # RMQ chaining runs per read
+        self.batch_align = (self.batch_seed if batch_align is None else batch_align) and bool(opt.flag & MO.F_CIGAR)
+        self.ext_stats: dict = {}
         self.stage_times: dict = {}
         self._idx_dev = None
+        self._ref_dev = None
         self.iv, self.fv = pack_opts(opt)
         ref = idx.ref
         self.ref_len = np.asarray(ref.lengths, np.int64)
@@ -254,6 +371,11 @@ class MapAligner:
         fp = self._chain_scores(np.diff(seq_off), sd[2], sd[3]) if self.batch_chain else _NO_FP
         _lap(self.stage_times, "chaining scores", t)
 
+        ranges = _ranges(seq_off, max(1, n_threads))
+        if self.batch_align:
+            return self._map_staged(batch, ranges, n_threads, seq_off, raw, qual, qual_on, names, name_off, comments,
+                                    com_off, diag, sd, fp)
+
         def run(lo_hi):
             lo, hi = lo_hi
             buf, used = map_range(lo, hi, batch.seq, seq_off, raw, qual, qual_on, names, name_off, comments, com_off,
@@ -262,12 +384,79 @@ class MapAligner:
                                   self.batch_seed, *sd, self.batch_chain, *fp)
             return buf[:used].tobytes()
 
-        ranges = _ranges(seq_off, max(1, n_threads))
         if len(ranges) == 1:
             return run(ranges[0])
         with ThreadPoolExecutor(max_workers=n_threads) as ex:
             return b"".join(ex.map(run, ranges))
 
+    def _map_staged(self, batch, ranges, n_threads, seq_off, raw, qual, qual_on, names, name_off, comments, com_off,
+                    diag, sd, fp) -> bytes:
+        """map_batch with the base alignment as one batch of ksw2 jobs (aligner/mmext.py): plan every range
+        (map_range_plan), run the jobs on the GPU or the CPU twin, then finish every range."""
+        from g3align.aligner import mmext
+        ref = self.idx.ref
+        t = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=max(1, n_threads)) as ex:
+            plans, jobs, P = self._plan(ex, batch, ranges, seq_off, names, name_off, diag, sd, fp)
+            t = _lap(self.stage_times, "chaining+regions (CPU)", t)
+            if self.device == "gpu":
+                import cupy as cp
+                if self._ref_dev is None:
+                    self._ref_dev = cp.asarray(ref.ref_seq)
+                pez, pcig, pcig_off, pn_cig = mmext.run_jobs(batch.seq, self._ref_dev, jobs, P, "gpu",
+                                                             self.ext_stats)
+            else:
+                pez, pcig, pcig_off, pn_cig = mmext.run_jobs(batch.seq, ref.ref_seq, jobs, P, "cpu")
+                self.ext_stats["jobs"] = self.ext_stats.get("jobs", 0) + int(jobs.shape[0])
+            t = _lap(self.stage_times, "extension (ksw2 batch)", t)
+            k0 = np.cumsum([0] + [pl[5].shape[0] for pl in plans])
+
+            def finish(i):
+                (lo, hi), pl = ranges[i], plans[i]
+                a, c = int(k0[i]), int(k0[i + 1])
+                buf, used = map_range_finish(lo, hi, batch.seq, seq_off, raw, qual, qual_on, names, name_off,
+                                             comments, com_off, self.iv, self.fv, self.ref_len, ref.ref_seq,
+                                             ref.ref_off, self.ctg_names, self.ctg_noff, self.rg_id, *pl, pez[a:c],
+                                             pcig, pcig_off[a:c], pn_cig[a:c])
+                return buf[:used].tobytes()
+
+            out = b"".join(ex.map(finish, range(len(ranges))))
+            _lap(self.stage_times, "alignment replay+output (CPU)", t)
+        return out
+
+    def _plan(self, ex, batch, ranges, seq_off, names, name_off, diag, sd, fp):
+        """map_range_plan over the ranges on the executor -> (per-range plans, ksw2 jobs of the batch, P)."""
+        from g3align.aligner import mmext
+        b, bkt_off, keys, key_off, pos = self.idx.arrays()
+        ref = self.idx.ref
+        iv = self.iv
+
+        def plan(lo_hi):
+            lo, hi = lo_hi
+            return map_range_plan(lo, hi, batch.seq, seq_off, names, name_off, self.iv, self.fv, b, bkt_off, keys,
+                                  key_off, pos, self.ref_len, ref.ref_seq, ref.ref_off, self.dual_skip, diag,
+                                  self.batch_seed, *sd, self.batch_chain, *fp)
+
+        plans = list(ex.map(plan, ranges))
+        K = np.concatenate([pl[5] for pl in plans]) if plans else np.zeros((0, MA.KJ), np.int64)
+        key_read = np.concatenate([np.repeat(np.arange(lo, hi, dtype=np.int64), np.diff(pl[6]))
+                                   for (lo, hi), pl in zip(ranges, plans)])
+        jobs = mmext.keys_to_jobs(K, key_read, seq_off, ref.ref_off)
+        P = mmext.scoring_pset(int(iv[I_A]), int(iv[I_B]), int(iv[I_SC_AMBI]), int(iv[I_Q]), int(iv[I_E]),
+                               int(iv[I_Q2]), int(iv[I_E2]))
+        return plans, jobs, P
+
+    def batch_jobs(self, batch, n_threads: int = 1):
+        """The ksw2 jobs the staged path would run for a batch: (code buffer, jobs, P) (for benchmarks)."""
+        names, name_off = _cat_strings(batch.names)
+        seq_off = batch.seq_off - batch.seq_off[0]
+        diag = self._diag_rids(batch)
+        sd = self._seed_batch(batch.seq, seq_off, diag, self.idx.arrays())
+        fp = self._chain_scores(np.diff(seq_off), sd[2], sd[3]) if self.batch_chain else _NO_FP
+        with ThreadPoolExecutor(max_workers=max(1, n_threads)) as ex:
+            _, jobs, P = self._plan(ex, batch, _ranges(seq_off, max(1, n_threads)), seq_off, names, name_off, diag,
+                                    sd, fp)
+        return batch.seq, jobs, P
 
     def _seed_batch(self, seq, seq_off, diag, idx_arrays):
         """The batch's minimizers and seeds in CSR form, on the GPU (device "gpu") or the CPU twins;

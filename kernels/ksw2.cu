@@ -285,7 +285,7 @@ extern "C" __global__ void ksw_extd2_warp(const u8* __restrict__ Q, const u8* __
                                           const i64* __restrict__ order, i64 n_job, const int* __restrict__ P, int G,
                                           u8* __restrict__ scratch, i64* __restrict__ ez_out, u32* __restrict__ cig,
                                           const i64* __restrict__ cig_off, i64* __restrict__ n_cig,
-                                          int* __restrict__ err) {
+                                          int* __restrict__ err, i64* __restrict__ cells_out) {
     const i64 n_warp = ((i64)gridDim.x * blockDim.x) >> 5;
     for (i64 k = (((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5); k < n_job; k += n_warp) {
         const i64 jid = order[k];
@@ -308,7 +308,7 @@ extern "C" __global__ void ksw_extd2_warp(const u8* __restrict__ Q, const u8* __
         ez[EZ_MAX_Q] = ez[EZ_MAX_T] = ez[EZ_MQE_T] = ez[EZ_MTE_Q] = -1;
         ez[EZ_MQE] = ez[EZ_MTE] = ez[EZ_SCORE] = KSW2_NEG_INF;
         ez[EZ_REACH_END] = 0;
-        i64 nc = 0;
+        i64 nc = 0, n_cells = 0;  // CIGAR words; DP cells computed (widened bands, forward pass + recomputation)
         u32* cg = cig + cig_off[jid];
         const i64 qlen = J.qlen, tlen = J.tlen;
 
@@ -400,6 +400,7 @@ extern "C" __global__ void ksw_extd2_warp(const u8* __restrict__ Q, const u8* __
                     }
                 }
                 d2_row(J, A, S, r, b, last_st, last_en, T, mode, (u8*)0);
+                n_cells += b.en - b.st + 1;
                 if (!approx_max) {
                     i64 max_H, max_t;
                     if (r > 0) {
@@ -561,6 +562,7 @@ extern "C" __global__ void ksw_extd2_warp(const u8* __restrict__ Q, const u8* __
                                     le = bp.en;
                                 }
                                 d2_row(J, A, S, rr, bb, ls, le, T, mode, pblk + (rr - r0) * pw);
+                                n_cells += bb.en - bb.st + 1;
                             }
                             cur_blk = blk;
                         }
@@ -650,6 +652,7 @@ extern "C" __global__ void ksw_extd2_warp(const u8* __restrict__ Q, const u8* __
             if (lane == 0) {
                 for (int f = 0; f < EZ_N; ++f) ez_out[jid * EZ_N + f] = ez[f];
                 n_cig[jid] = nc;
+                if (cells_out) cells_out[jid] = n_cells;
             }
         }
     }

@@ -1,36 +1,69 @@
 #!/bin/bash
-# `g3align map --device gpu` on the GPU box (issue 6): GPU tests of the map path, then E. coli PacBio
-# and ONT mapped with --device cpu, --device gpu and minimap2 2.24 (all -t 16) in the same run; the
-# two g3align outputs must be byte-identical.  Needs .devdata/ with ecoli_K12_MG1655.fa.gz, the two
-# read sets (../shared/data/reads) and a minimap2 binary.  Results under $OUT.
+# `g3align map --device gpu` on the GPU box (issue 6), in one call; results under $OUT.
+#   1. GPU tests: ksw2 kernel == twin, DP chaining kernels == twin, map --device gpu == per-read CPU output
+#   2. kernels/ksw2.cu on the dumped jobs of real reads (scripts/ksw2_jobs.py bench: grid sweep, GCUPS, twin)
+#   3. E. coli PacBio / ONT: g3align --device cpu and gpu, minimap2 2.24, all -t 16, same box; GPU SAM must
+#      equal CPU SAM; concordance with minimap2
+#   4. (PBSIM=1) human chr20, pbsim CLR reads (fixed seed, $PB_DEPTH x): indexes built by both tools, then
+#      mapped by both (-ax map-pb -t 16), with per-stage times of g3align (G3ALIGN_STAGES)
+# Needs .devdata/: ecoli_K12_MG1655.fa.gz, the two E. coli read sets, jobs_*.npz (ksw2_jobs.py dump), a
+# minimap2 binary; for PBSIM=1 also human_GRCh37_chr20.fa.gz, pbsim and model_qc_clr.
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 mkdir -p /tmp/pkg/g3align && cp g3align/__init__.py /tmp/pkg/g3align/
 for d in aligner index kernels; do ln -sfn "$PWD/$d" /tmp/pkg/g3align/$d; done
 export PYTHONPATH=/tmp/pkg PYTHONSAFEPATH=1 NUMBA_NUM_THREADS=$(nproc) PYTHONUNBUFFERED=1
-timeout ${PYTEST_TIMEOUT:-300} python3 -m pytest -q tests/test_map.py tests/test_lchain_gpu.py \
-    -k "gpu_seeding or batch_seeding or gpu_kernel or gpu_warp" 2>&1 | tail -3 \
-    | tee "$OUT/pytest_map.txt"
-D=.devdata; REF=$D/ecoli_K12_MG1655.fa.gz
+D=.devdata; REF=$D/ecoli_K12_MG1655.fa.gz; T0=$SECONDS
+log() { echo "[$((SECONDS - T0)) s] $*" | tee -a "$OUT/times.txt"; }
+nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee "$OUT/device.txt"
+if [ "${TESTS:-1}" = 1 ]; then
+    timeout ${PYTEST_TIMEOUT:-400} python3 -m pytest -q tests/test_ksw2_gpu.py tests/test_lchain_gpu.py \
+        tests/test_map.py -k "gpu or staged or batch_seeding" 2>&1 | tail -4 | tee "$OUT/pytest_map.txt"
+    log "tests done"
+fi
+if ls $D/jobs_*.npz >/dev/null 2>&1 && [ "${KBENCH:-1}" = 1 ]; then
+    timeout 240 python3 scripts/ksw2_jobs.py bench "$OUT" $D/jobs_*.npz --grids ${GRIDS:-16,32,64,128,256} 2>&1 \
+        | tail -25; log "ksw2 bench done"
+fi
 TIMEFORMAT=%R
+g3() { python3 -m g3align.aligner.cli "$@"; }
+if [ "${ECOLI:-1}" = 1 ]; then
 for x in "map-pb ecoli_K12_pacbio_RSII_first3000" "map-ont ecoli_K12_ont_R9_nanoget"; do
     set -- $x
     for dev in cpu gpu; do       # first run of each compiles (numba / CUDA); the second is timed
-        python3 -m g3align.aligner.cli map -t 16 --device $dev -ax $1 $REF $D/$2.fastq.gz > /dev/null 2>&1
-        s=$( { time python3 -m g3align.aligner.cli map -t 16 --device $dev -ax $1 $REF $D/$2.fastq.gz \
-            > "$OUT/$1.$dev.sam" 2> "$OUT/$1.$dev.log"; } 2>&1 )
-        echo "$1 g3align --device $dev: $s s" | tee -a "$OUT/times.txt"
+        g3 map -t 16 --device $dev -ax $1 $REF $D/$2.fastq.gz > /dev/null 2>&1
+        s=$( { time G3ALIGN_STAGES=1 python3 -m g3align.aligner.cli map -t 16 --device $dev -ax $1 $REF \
+            $D/$2.fastq.gz > "$OUT/$1.$dev.sam" 2> "$OUT/$1.$dev.log"; } 2>&1 )
+        log "$1 g3align --device $dev: $s s; $(grep -h 'stage' "$OUT/$1.$dev.log" | tail -1)"
     done
     s=$( { time $D/minimap2 -t 16 -ax $1 $REF $D/$2.fastq.gz > "$OUT/$1.mm2.sam" 2>/dev/null; } 2>&1 )
-    echo "$1 minimap2 -t16: $s s" | tee -a "$OUT/times.txt"
+    log "$1 minimap2 -t16: $s s"
     if cmp -s <(grep -v '^@PG' "$OUT/$1.cpu.sam") <(grep -v '^@PG' "$OUT/$1.gpu.sam"); then   # @PG CL differs
-        echo "$1: GPU SAM == CPU SAM ($(grep -vc '^@' "$OUT/$1.gpu.sam") records, header but @PG too)"
-    else echo "$1: GPU SAM != CPU SAM"; fi | tee -a "$OUT/times.txt"
-    python3 -m g3align.aligner.cli compare "$OUT/$1.gpu.sam" "$OUT/$1.mm2.sam" \
-        --tags NM,ms,AS,nn,tp,cm,s1,s2,de,rl,SA 2>&1 | tail -4 | tee -a "$OUT/times.txt"
-    rm -f "$OUT/$1.cpu.sam" "$OUT/$1.mm2.sam"; gzip -f "$OUT/$1.gpu.sam"
+        log "$1: GPU SAM == CPU SAM ($(grep -vc '^@' "$OUT/$1.gpu.sam") records, header but @PG too)"
+    else log "$1: GPU SAM != CPU SAM"; fi
+    g3 compare "$OUT/$1.gpu.sam" "$OUT/$1.mm2.sam" --tags NM,ms,AS,nn,tp,cm,s1,s2,de,rl,SA 2>&1 | tail -4 \
+        | tee -a "$OUT/times.txt"
+    rm -f "$OUT/$1.cpu.sam" "$OUT/$1.mm2.sam" "$OUT/$1.gpu.sam"
 done
-# the two DP chaining kernels on the same anchors (real E. coli seeds + synthetic dense reads)
-timeout 300 python3 scripts/gpu_lchain_bench.py --out "$OUT" --ref $REF \
-    --reads $D/ecoli_K12_ont_R9_nanoget.fastq.gz:map-ont,$D/ecoli_K12_pacbio_RSII_first3000.fastq.gz:map-pb 2>&1 \
-    | tail -6 | tee -a "$OUT/times.txt"
+fi
+if [ "${PBSIM:-0}" = 1 ]; then
+    W=/tmp/chr20; mkdir -p $W; zcat $D/human_GRCh37_chr20.fa.gz > $W/chr20.fa; DA=$PWD/$D
+    (cd $W && $DA/pbsim --data-type CLR --depth ${PB_DEPTH:-2.4} --model_qc $DA/model_qc_clr --seed 20261125 \
+        --prefix pb chr20.fa > pbsim.log 2>&1)
+    R=$W/pb_0001.fastq
+    log "pbsim: $(awk 'NR%4==2{n++; b+=length($0)} END{print n" reads, "b" bases"}' $R)"
+    s=$( { time $D/minimap2 -t 16 -x map-pb -d $W/chr20.mmi $W/chr20.fa 2>/dev/null; } 2>&1 ); log "minimap2 index: $s s"
+    s=$( { time g3 index -x map-pb --no-fm -p $W/g3 $W/chr20.fa 2>/dev/null; } 2>&1 ); log "g3align index: $s s"
+    g3 map -t 16 --device gpu -ax map-pb $W/g3 $R 2>/dev/null | head -c 0   # warm (numba / CUDA caches)
+    s=$( { time $D/minimap2 -t 16 -ax map-pb $W/chr20.mmi $R > $W/mm2.sam 2>/dev/null; } 2>&1 ); log "minimap2 map: $s s"
+    s=$( { time G3ALIGN_STAGES=1 python3 -m g3align.aligner.cli map -t 16 --device gpu -ax map-pb $W/g3 $R \
+        > $W/gpu.sam 2> $OUT/pbsim.gpu.log; } 2>&1 ); log "g3align map --device gpu: $s s; $(grep -h stage $OUT/pbsim.gpu.log | tail -1)"
+    g3 compare $W/gpu.sam $W/mm2.sam --tags NM,ms,AS,nn,tp,cm,s1,s2,de,rl,SA 2>&1 | tail -4 | tee -a "$OUT/times.txt"
+    if [ "${PB_CPU:-0}" = 1 ]; then
+        s=$( { time g3 map -t 16 --device cpu -ax map-pb $W/g3 $R > $W/cpu.sam 2>/dev/null; } 2>&1 )
+        log "g3align map --device cpu: $s s"
+        cmp -s <(grep -v '^@PG' $W/cpu.sam) <(grep -v '^@PG' $W/gpu.sam) && log "chr20: GPU SAM == CPU SAM" \
+            || log "chr20: GPU SAM != CPU SAM"
+    fi
+fi
+log "end"

@@ -37,11 +37,11 @@ static inline int atomicOr(int* p, int v) { int o = *p; *p |= v; return o; }
 // one emulated warp after another (kernels/warp.cuh runs the 32 lanes of each in lock step)
 extern "C" void host_run(long long n_warps, const u8* Q, const u8* T, const i64* jobs, const i64* geo,
     const i64* order, i64 n_job, const int* P, int G, u8* scratch, i64* ez, u32* cig, const i64* cig_off,
-    i64* n_cig, int* err) {
+    i64* n_cig, int* err, i64* cells) {
   blockDim.x = 32; gridDim.x = (unsigned)n_warps;
   for (long long w = 0; w < n_warps; ++w) {
     blockIdx.x = (unsigned)w; threadIdx.x = 0;
-    ksw_extd2_warp(Q, T, jobs, geo, order, n_job, P, G, scratch, ez, cig, cig_off, n_cig, err);
+    ksw_extd2_warp(Q, T, jobs, geo, order, n_job, P, G, scratch, ez, cig, cig_off, n_cig, err, cells);
   }
 }
 """
@@ -111,7 +111,7 @@ def run_host(lib, Q, T, jobs, P, grid, rng, n_warps=None):
     order = rng.permutation(n).astype(np.int64)
     i64 = ctypes.c_int64
     lib.host_run(ctypes.c_longlong(n_warps or n), _p(Q), _p(T), _p(jobs), _p(geo), _p(order), i64(n), _p(P),
-                 ctypes.c_int(grid), _p(scratch), _p(ez), _p(cig), _p(cig_off), _p(n_cig), _p(err))
+                 ctypes.c_int(grid), _p(scratch), _p(ez), _p(cig), _p(cig_off), _p(n_cig), _p(err), None)
     assert err[0] == 0
     return ez, cig, cig_off, n_cig
 

@@ -169,8 +169,9 @@ def _map_outputs(ref, reads, preset_args, devices):
     idx = mmidx.build_mm_index(mmidx.read_mm_ref(str(ref)), opt.k, opt.w, opt.is_hpc, opt.bucket_bits)
     MO.update_mid_occ(opt, idx.cal_max_occ)
     outs = []
-    for device, batch_seed, *chain in devices:
-        al = MapAligner(idx, opt, device=device, batch_seed=batch_seed, batch_chain=chain[0] if chain else None)
+    for device, batch_seed, *more in devices:  # more: batch_chain, batch_align (None: the default)
+        more = list(more) + [None] * (2 - len(more))
+        al = MapAligner(idx, opt, device=device, batch_seed=batch_seed, batch_chain=more[0], batch_align=more[1])
         outs.append(b"".join(al.map_batch(bt, 2) for bt in read_batches(str(reads), chunk_size=20_000,
                                                                           trim_readno=False)))
     return outs
@@ -179,10 +180,11 @@ def _map_outputs(ref, reads, preset_args, devices):
 @pytest.mark.parametrize("preset", [["-x", "map-pb", "-a"], ["-x", "map-ont", "-c"], ["-x", "map-hifi"],
                                     ["-x", "sr", "-a"]])
 def test_batch_seeding_gives_the_same_output(preset):
-    """Batch seeding with and without the batch DP chaining scores (lchain_gpu's twin) == per-read mapping."""
-    per_read, batched, seeded = _map_outputs(REF, READS, preset, [("cpu", False), ("cpu", True),
-                                                                    ("cpu", True, False)])
-    assert per_read and per_read == batched and per_read == seeded
+    """Batch seeding with and without the batch DP chaining scores (lchain_gpu's twin) and the staged base
+    alignment (aligner/mmext.py, ksw2_gpu's twin) == per-read mapping."""
+    outs = _map_outputs(REF, READS, preset, [("cpu", False), ("cpu", True), ("cpu", True, False),
+                                             ("cpu", True, None, False)])
+    assert outs[0] and all(o == outs[0] for o in outs[1:])
 
 
 SHARED = ROOT.parent / "shared" / "data"
@@ -196,6 +198,19 @@ def test_batch_seeding_ecoli_ont(tmp_path):
     per_read, batched = _map_outputs(SHARED / "ref" / "ecoli_K12_MG1655.fa.gz", reads, ["-x", "map-ont", "-c"],
                                      [("cpu", False), ("cpu", True)])
     assert per_read.count(b"\n") >= 8 and per_read == batched
+
+
+@pytest.mark.skipif(not (SHARED / "reads" / "ecoli_K12_pacbio_RSII_first3000.fastq.gz").exists(),
+                    reason="no shared data")
+def test_staged_alignment_ecoli_pacbio(tmp_path):
+    """The staged base alignment (plan, batch of ksw2 jobs on the twin, replay) on 300 real RS II reads, SAM
+    with --cs and --MD: == the per-read path."""
+    reads = tmp_path / "pb.fq"
+    with gzip.open(SHARED / "reads" / "ecoli_K12_pacbio_RSII_first3000.fastq.gz", "rt") as fh:
+        reads.write_text("".join(line for _, line in zip(range(4 * 300), fh)))
+    per_read, staged = _map_outputs(SHARED / "ref" / "ecoli_K12_MG1655.fa.gz", reads,
+                                    ["-ax", "map-pb", "--cs", "--MD"], [("cpu", False), ("cpu", True)])
+    assert per_read.count(b"\n") >= 300 and per_read == staged
 
 
 def _gpu():

@@ -47,7 +47,7 @@ def _load(name):
     return d, ref, ref_off
 
 
-def _run(h, ref, ref_off, qseq, rin, a):
+def _run(h, ref, ref_off, qseq, rin, a, jc=None):
     o = [int(x) for x in h]
     n = rin.shape[0]
     R = new_regs(max(n, 1))
@@ -56,11 +56,32 @@ def _run(h, ref, ref_off, qseq, rin, a):
     return mmalign.align_skeleton(
         o[1], o[2], o[3], o[4], o[5], o[6], o[7], o[8], o[9], o[10], o[11], o[12], o[13], o[14], o[15], o[16],
         o[17], o[18], o[19], o[20], _f32(o[21]), o[22], _f32(o[23]), _f32(o[24]), o[25], o[26],
-        ref, ref_off, qseq, R, n, a.copy(), cig, 0)
+        ref, ref_off, qseq, R, n, a.copy(), cig, 0, mmalign.jc_new(mmalign.JC_DIRECT, 0) if jc is None else jc)
 
 
+def _run_staged(h, ref, ref_off, qseq, rin, a, counts):
+    """The staged path on one read: plan (keys of the ksw calls), the jobs through the batch twin
+    (aligner/ksw2_gpu.py), then the replay served from their results."""
+    from g3align.aligner import mmext
+    jc = mmalign.jc_new(mmalign.JC_PLAN, int(rin[:, 3].sum()) + 2 * rin.shape[0] + 4 if rin.shape[0] else 4)
+    _run(h, ref, ref_off, qseq, rin, a, jc)
+    nk = int(jc[0][2])
+    K = jc[1][:nk]
+    o = [int(x) for x in h]
+    jobs = mmext.keys_to_jobs(K, np.zeros(nk, np.int64), np.array([0, len(qseq)], np.int64), ref_off)
+    ez, cg, cg_off, n_cig = mmext.run_jobs(qseq, ref, jobs, mmext.scoring_pset(o[4], o[5], o[10], o[6], o[7], o[8],
+                                                                               o[9]), "cpu")
+    ctl = np.zeros(4, np.int64)
+    ctl[0], ctl[2] = mmalign.JC_REPLAY, nk
+    out = _run(h, ref, ref_off, qseq, rin, a, (ctl, np.ascontiguousarray(K), ez, cg, cg_off[:nk], n_cig))
+    counts[0] += nk
+    counts[1] += int(ctl[3])
+    return out
+
+
+@pytest.mark.parametrize("staged", [False, True], ids=["per-read", "staged"])
 @pytest.mark.parametrize("name", SETS)
-def test_align_skeleton_matches_minimap2(name):
+def test_align_skeleton_matches_minimap2(name, staged):
     d, ref, ref_off = _load(name)
     h = d["hdr"]
     q, qo = d["q"], d["q_off"]
@@ -69,10 +90,12 @@ def test_align_skeleton_matches_minimap2(name):
     rout, roo = d["rout"], d["rout_off"]
     cig, co = d["cig"], d["cig_off"]
     n_reads = len(qo) - 1
+    counts = [0, 0]  # staged: jobs planned, calls served from them
     bad = []
     n_reg = 0
     for r in range(n_reads):
-        R, n, cb, _ = _run(h, ref, ref_off, q[qo[r]:qo[r + 1]], rin[rio[r]:rio[r + 1]], a[ao[r]:ao[r + 1]])
+        args = (h, ref, ref_off, q[qo[r]:qo[r + 1]], rin[rio[r]:rio[r + 1]], a[ao[r]:ao[r + 1]])
+        R, n, cb, _ = _run_staged(*args, counts) if staged else _run(*args)
         exp = rout[roo[r]:roo[r + 1]]
         if n != exp.shape[0]:
             bad.append(f"read {r}: {n} regions, minimap2 {exp.shape[0]}")
@@ -88,6 +111,8 @@ def test_align_skeleton_matches_minimap2(name):
         n_reg += n
     assert n_reg > 0
     assert not bad, f"{len(bad)} differences, first: " + "; ".join(bad[:5])
+    if staged and name not in ("qstrand", "extz2", "sr"):  # these plan no jobs (or only the two ends)
+        assert counts[0] > 0 and counts[1] >= 0.9 * counts[0], counts
 
 
 def test_mg_log2_matches_c():

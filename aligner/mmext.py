@@ -1,0 +1,61 @@
+"""Base alignment of a whole batch for `g3align map` (the staged path of aligner/mmpipeline.py).
+
+mmpipeline.map_range_plan runs every read up to its base alignment and lets aligner/mmalign.py walk each
+region in JC_PLAN mode: the ksw_extd2 calls minimap2's mm_align1 would make (left extension, every gap
+fill, right extension) are recorded as keys, without aligning. This module turns the batch's keys into
+ksw2 jobs (aligner/ksw2_gpu.py), runs them all at once -- kernels/ksw2.cu on the GPU or the twin on CPU
+threads -- and mmpipeline.map_range_finish replays each read's alignment with the results (JC_REPLAY).
+Calls the plan could not foresee (a second pass after a Z-drop test, the tail of a split region, the
+inversion rescue, extz2 / oversized DPs) are computed during the replay on the CPU, so the output is the
+per-read path's byte for byte.
+
+Key -> job: the key's query qseq0[q_lo:q_hi] lies in one half of qseq0 = read + reverse complement; the
+second half is read as a reversed, complemented view of the read's bytes in the batch's code buffer. The
+target is ref_seq[ref_off[rid] + t_lo : ... + t_hi]. A key with rev = 1 (left extension) reads both
+backwards.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import ksw2_gpu as KG
+from . import mmalign as MA
+from .ksw2 import gen_simple_mat
+
+
+def scoring_pset(a: int, b: int, sc_ambi: int, q: int, e: int, q2: int, e2: int) -> np.ndarray:
+    """The one parameter set of a map run (mm_align_skeleton's matrix and gap costs), as P's row."""
+    return KG.pset_row(q, e, q2, e2, gen_simple_mat(5, a, b, sc_ambi))[None, :]
+
+
+def keys_to_jobs(K: np.ndarray, key_read: np.ndarray, seq_off: np.ndarray, ref_off: np.ndarray) -> np.ndarray:
+    """ksw2 job rows (aligner/ksw2_gpu.py) for keys K (mmalign K_* columns); key_read: each key's read
+    (index into seq_off, the batch's offsets into its code buffer)."""
+    n = K.shape[0]
+    jobs = np.zeros((n, KG.J_NF), np.int64)
+    if n == 0:
+        return jobs
+    s0 = seq_off[key_read]
+    qlen = seq_off[key_read + 1] - s0
+    rev = K[:, MA.K_REV] == 1
+    qlo, qhi = K[:, MA.K_QLO], K[:, MA.K_QHI]
+    rc = qlo >= qlen  # the reverse-complement half of qseq0
+    jobs[:, KG.J_Q_OFF] = np.where(rc, s0 + 2 * qlen - qhi, s0 + qlo)
+    jobs[:, KG.J_Q_LEN] = qhi - qlo
+    jobs[:, KG.J_Q_MODE] = np.where(rc, KG.MODE_COMP | np.where(rev, 0, KG.MODE_REV), np.where(rev, KG.MODE_REV, 0))
+    jobs[:, KG.J_T_OFF] = ref_off[K[:, MA.K_RID]] + K[:, MA.K_TLO]
+    jobs[:, KG.J_T_LEN] = K[:, MA.K_THI] - K[:, MA.K_TLO]
+    jobs[:, KG.J_T_MODE] = np.where(rev, KG.MODE_REV, 0)
+    jobs[:, KG.J_W] = K[:, MA.K_W]
+    jobs[:, KG.J_ZDROP] = K[:, MA.K_ZDROP]
+    jobs[:, KG.J_END_BONUS] = K[:, MA.K_EB]
+    jobs[:, KG.J_FLAG] = K[:, MA.K_FLAG]
+    return jobs
+
+
+def run_jobs(seq, ref_seq, jobs, P, device: str = "cpu", stats: dict | None = None):
+    """(ez, cig, cig_off, n_cig) of every job: kernels/ksw2.cu (device "gpu"; seq / ref_seq may be on the
+    GPU already) or the CPU twin."""
+    if device == "gpu":
+        return KG.extd2_batch_gpu(seq, ref_seq, jobs, P, stats=stats)
+    return KG.extd2_batch_cpu(seq, ref_seq, jobs, P)

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""The ksw2 jobs of `g3align map`'s staged alignment, dumped and benchmarked (issue 6).
+
+  python scripts/ksw2_jobs.py dump -x map-pb REF READS OUT.npz [--max-reads N]
+  python scripts/ksw2_jobs.py bench OUT_DIR A.npz [B.npz ...] [--grids 16,32,64,128,256] [--reps 3]
+
+dump: plans the base alignment of the reads as `g3align map -c` does (MapAligner.batch_jobs: seeds,
+chains, regions, then every left extension / gap fill / right extension minimap2 would align) and saves
+the code buffer Q, the reference T (only the windows the jobs read; elsewhere 4), the jobs and P.
+
+bench (needs a GPU): for every dump, kernels/ksw2.cu at each traceback grid (CUDA events around the
+launches, inputs already on the GPU, best of --reps) and the CPU twin (numba, all cores, one run);
+checks that every GPU result equals the twin's; writes OUT_DIR/ksw2_bench.md (cells = DP cells the kernel
+computed, widened bands and the traceback's recomputation included; GCUPS = cells / kernel time).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+
+def dump(args):
+    from g3align.aligner import mmopt as MO
+    from g3align.aligner import ksw2_gpu as KG
+    from g3align.aligner.mmpipeline import MapAligner
+    from g3align.aligner.reads import read_all
+    from g3align.index import mmidx
+    opt, _, _ = MO.parse_map_args(["-cx", args.x, args.ref, args.reads])
+    idx = mmidx.build_mm_index(mmidx.read_mm_ref(args.ref), opt.k, opt.w, opt.is_hpc, opt.bucket_bits)
+    MO.update_mid_occ(opt, idx.cal_max_occ)
+    al = MapAligner(idx, opt, device="cpu", batch_seed=True)
+    b = read_all(args.reads, trim_readno=False)
+    if args.max_reads and b.n > args.max_reads:
+        b = b.slice(0, args.max_reads)
+    Q, jobs, P = al.batch_jobs(b, os.cpu_count() or 1)
+    ref = idx.ref.ref_seq
+    T = np.full(ref.shape[0], 4, np.uint8)
+    for o, n in zip(jobs[:, KG.J_T_OFF], jobs[:, KG.J_T_LEN]):
+        T[o:o + n] = ref[o:o + n]
+    np.savez_compressed(args.out, Q=np.asarray(Q, np.uint8), T=T, jobs=jobs, P=P,
+                        name=f"{os.path.basename(args.reads)} ({args.x}, {b.n} reads)")
+    print(f"{args.out}: {jobs.shape[0]} jobs, query bases {int(jobs[:, KG.J_Q_LEN].sum()):,}")
+
+
+def bench(args):
+    import cupy as cp
+
+    from g3align.aligner import ksw2_gpu as KG
+    from g3align.kernels.loader import get_module
+    grids = [int(g) for g in args.grids.split(",")]
+    rows = ["| jobs | grid | GPU ms | cells | GCUPS | GPU == twin |", "|---|---|---|---|---|---|"]
+    twin_rows = ["| jobs | CPU twin s (numba, all cores) | cells (forward) |", "|---|---|---|"]
+    get_module("ksw2")
+    for path in args.dumps:
+        d = np.load(path)
+        Q, T, jobs, P, name = d["Q"], d["T"], d["jobs"], d["P"], str(d["name"])
+        Qd, Td = cp.asarray(Q), cp.asarray(T)
+        KG.extd2_batch_gpu(Qd, Td, jobs[:64], P)  # warm-up
+        t = time.perf_counter()
+        want = KG.extd2_batch_cpu(Q, T, jobs, P)
+        t_cpu = time.perf_counter() - t
+        for g in grids:
+            best = None
+            for _ in range(args.reps):
+                st = {}
+                e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+                e0.record()
+                got = KG.extd2_batch_gpu(Qd, Td, jobs, P, grid=g, to_host=False, stats=st)
+                e1.record()
+                e1.synchronize()
+                ms = cp.cuda.get_elapsed_time(e0, e1)
+                best = ms if best is None else min(best, ms)
+            ez, cig, cig_off, n_cig = (cp.asnumpy(got[0]), cp.asnumpy(got[1]), got[2], cp.asnumpy(got[3]))
+            same = bool(np.array_equal(ez, want[0]) and np.array_equal(n_cig, want[3]))
+            if same:
+                for k in range(jobs.shape[0]):
+                    o = cig_off[k]
+                    if not np.array_equal(cig[o:o + n_cig[k]], want[1][o:o + n_cig[k]]):
+                        same = False
+                        break
+            cells = st["cells"]
+            rows.append(f"| {name}: {jobs.shape[0]:,} | {g} | {best:.1f} | {cells:,} | {cells / best / 1e6:.1f} | "
+                        f"{'yes' if same else 'NO'} |")
+            print(rows[-1], flush=True)
+        twin_rows.append(f"| {name} | {t_cpu:.2f} | |")
+    out = "\n".join(["## ksw2 jobs: kernels/ksw2.cu vs the CPU twin", "", *rows, "", *twin_rows, ""])
+    os.makedirs(args.out_dir, exist_ok=True)
+    with open(os.path.join(args.out_dir, "ksw2_bench.md"), "w") as fh:
+        fh.write(out)
+    print(out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("dump")
+    d.add_argument("-x", required=True)
+    d.add_argument("ref")
+    d.add_argument("reads")
+    d.add_argument("out")
+    d.add_argument("--max-reads", type=int, default=0)
+    b = sub.add_parser("bench")
+    b.add_argument("out_dir")
+    b.add_argument("dumps", nargs="+")
+    b.add_argument("--grids", default="16,32,64,128,256")
+    b.add_argument("--reps", type=int, default=3)
+    args = ap.parse_args(argv)
+    dump(args) if args.cmd == "dump" else bench(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
