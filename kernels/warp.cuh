@@ -38,7 +38,19 @@
         }                                                                    \
         (u) = g3_m_;                                                         \
     } while (0)
+// uniform u = the value of *ctr before lane 0 added 1 to it (a warp takes the next work item)
+#define G3_FETCH_ADD1(u, ctr)                                                \
+    do {                                                                     \
+        long long g3_k_ = 0;                                                 \
+        if ((threadIdx.x & 31u) == 0) g3_k_ = (long long)atomicAdd((unsigned long long*)(ctr), 1ull); \
+        (u) = __shfl_sync(0xffffffffu, g3_k_, 0);                            \
+    } while (0)
+// the block's dynamic shared memory
+#define G3_DYN_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
 #else
+// host build: the work counter is a plain variable and "shared memory" is a static buffer of the shim
+#define G3_FETCH_ADD1(u, ctr) ((u) = (long long)((*(ctr))++))
+#define G3_DYN_SMEM(name) unsigned char* name = g3_host_smem
 #define G3_LANE(T, v) T v[32]
 #define G3_L(v) v[lane]
 #define G3_LANES for (int lane = 0; lane < 32; ++lane)

@@ -17,8 +17,8 @@ D=.devdata; REF=$D/ecoli_K12_MG1655.fa.gz; T0=$SECONDS
 log() { echo "[$((SECONDS - T0)) s] $*" | tee -a "$OUT/times.txt"; }
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee "$OUT/device.txt"
 if [ "${TESTS:-1}" = 1 ]; then
-    timeout ${PYTEST_TIMEOUT:-400} python3 -m pytest -q tests/test_ksw2_gpu.py tests/test_lchain_gpu.py \
-        tests/test_map.py -k "gpu or staged or batch_seeding" 2>&1 | tail -4 | tee "$OUT/pytest_map.txt"
+    timeout ${PYTEST_TIMEOUT:-400} python3 -m pytest -q ${PYTEST_ARGS:-tests/test_ksw2_gpu.py tests/test_lchain_gpu.py \
+        tests/test_map.py -k "gpu or staged or batch_seeding"} 2>&1 | tail -4 | tee "$OUT/pytest_map.txt"
     log "tests done"
 fi
 if ls $D/jobs_*.npz >/dev/null 2>&1 && [ "${KBENCH:-1}" = 1 ]; then
@@ -54,7 +54,7 @@ if [ "${PBSIM:-0}" = 1 ]; then
     log "pbsim: $(awk 'NR%4==2{n++; b+=length($0)} END{print n" reads, "b" bases"}' $R)"
     s=$( { time $D/minimap2 -t 16 -x map-pb -d $W/chr20.mmi $W/chr20.fa 2>/dev/null; } 2>&1 ); log "minimap2 index: $s s"
     s=$( { time g3 index -x map-pb --no-fm -p $W/g3 $W/chr20.fa 2>/dev/null; } 2>&1 ); log "g3align index: $s s"
-    g3 map -t 16 --device gpu -ax map-pb $W/g3 $R 2>/dev/null | head -c 0   # warm (numba / CUDA caches)
+    head -n 2000 $R > $W/warm.fq; g3 map -t 16 --device gpu -ax map-pb $W/g3 $W/warm.fq > /dev/null 2>&1  # warm-up
     s=$( { time $D/minimap2 -t 16 -ax map-pb $W/chr20.mmi $R > $W/mm2.sam 2>/dev/null; } 2>&1 ); log "minimap2 map: $s s"
     s=$( { time G3ALIGN_STAGES=1 python3 -m g3align.aligner.cli map -t 16 --device gpu -ax map-pb $W/g3 $R \
         > $W/gpu.sam 2> $OUT/pbsim.gpu.log; } 2>&1 ); log "g3align map --device gpu: $s s; $(grep -h stage $OUT/pbsim.gpu.log | tail -1)"

@@ -32,16 +32,19 @@ static dim3h threadIdx, blockIdx, blockDim, gridDim;
 #define __global__
 #define __forceinline__ inline
 #define __restrict__
+#define __launch_bounds__(...)
 static inline int atomicOr(int* p, int v) { int o = *p; *p |= v; return o; }
+static unsigned char g3_host_smem[4 * 11 * 16384];  // one block's shared memory (4 warps)
 #include KERNEL_FILE
-// one emulated warp after another (kernels/warp.cuh runs the 32 lanes of each in lock step)
-extern "C" void host_run(long long n_warps, const u8* Q, const u8* T, const i64* jobs, const i64* geo,
-    const i64* order, i64 n_job, const int* P, int G, u8* scratch, i64* ez, u32* cig, const i64* cig_off,
+// one emulated warp after another, 4 warps a block (kernels/warp.cuh runs the 32 lanes of each in lock step)
+extern "C" void host_run(long long n_warps, const u8* Q, const u8* T, const i64* jobs, const i64* order, i64 n_job,
+    const int* P, int G, int sm_w, u8* scratch, i64 warp_bytes, u64* ctr, i64* ez, u32* cig, const i64* cig_off,
     i64* n_cig, int* err, i64* cells) {
-  blockDim.x = 32; gridDim.x = (unsigned)n_warps;
+  blockDim.x = 128; gridDim.x = (unsigned)((n_warps + 3) / 4);
   for (long long w = 0; w < n_warps; ++w) {
-    blockIdx.x = (unsigned)w; threadIdx.x = 0;
-    ksw_extd2_warp(Q, T, jobs, geo, order, n_job, P, G, scratch, ez, cig, cig_off, n_cig, err, cells);
+    blockIdx.x = (unsigned)(w / 4); threadIdx.x = (unsigned)(w % 4) * 32;
+    ksw_extd2_warp(Q, T, jobs, order, n_job, P, G, sm_w, scratch, warp_bytes, ctr, ez, cig, cig_off, n_cig, err,
+                   cells);
   }
 }
 """
@@ -96,22 +99,25 @@ def make_batch(cases, rng):
     return cat(bufs["q"]), cat(bufs["t"]), np.stack(rows), np.stack(ps)
 
 
-def run_host(lib, Q, T, jobs, P, grid, rng, n_warps=None):
+def run_host(lib, Q, T, jobs, P, grid, rng, n_warps=3, classes=kg.SMEM_CLASSES):
+    """The host build over the jobs, launch by launch as extd2_batch_gpu plans them (garbage in the scratch
+    and the shared memory: the kernel initialises what it reads)."""
     n = jobs.shape[0]
-    size, cw = kg.job_geometry(jobs, grid)
-    geo = np.zeros((n, 3), np.int64)
-    np.cumsum(size[:-1], out=geo[1:, 0])
-    geo[:, 1:] = cw
-    scratch = rng.integers(0, 256, max(16, int(size.sum())), dtype=np.uint8)  # garbage: the kernel initialises
     cig_off = kg.cig_offsets(jobs)
     ez = np.full((n, 10), -99, np.int64)
     cig = np.full(int(cig_off[-1]), 0xDEAD, np.uint32)
     n_cig = np.full(n, -1, np.int64)
     err = np.zeros(1, np.int32)
-    order = rng.permutation(n).astype(np.int64)
     i64 = ctypes.c_int64
-    lib.host_run(ctypes.c_longlong(n_warps or n), _p(Q), _p(T), _p(jobs), _p(geo), _p(order), i64(n), _p(P),
-                 ctypes.c_int(grid), _p(scratch), _p(ez), _p(cig), _p(cig_off), _p(n_cig), _p(err), None)
+    for L in kg.launch_plan(jobs, grid, classes):
+        assert 4 * 11 * L["sm_w"] <= 4 * 11 * 16384
+        scratch = rng.integers(0, 256, n_warps * L["warp_bytes"], dtype=np.uint8)
+        ctr = np.zeros(1, np.uint64)
+        order = np.ascontiguousarray(L["order"])
+        lib.host_run(ctypes.c_longlong(n_warps), _p(Q), _p(T), _p(jobs), _p(order), i64(order.shape[0]), _p(P),
+                     ctypes.c_int(grid), ctypes.c_int(L["sm_w"]), _p(scratch), i64(L["warp_bytes"]), _p(ctr), _p(ez),
+                     _p(cig), _p(cig_off), _p(n_cig), _p(err), None)
+        assert int(ctr[0]) >= order.shape[0]
     assert err[0] == 0
     return ez, cig, cig_off, n_cig
 
@@ -147,11 +153,13 @@ def vector_cases():
     return cases
 
 
-@pytest.mark.parametrize("grid", [64, 1, 7, 100000])
-def test_host_kernel_stored_vectors(host, vector_cases, grid):
+@pytest.mark.parametrize("grid,classes", [(64, kg.SMEM_CLASSES), (1, kg.SMEM_CLASSES), (7, ()), (100000, (128,)),
+                                          (64, ())], ids=["g64", "g1", "g7-global", "g100000-smem128", "g64-global"])
+def test_host_kernel_stored_vectors(host, vector_cases, grid, classes):
+    """Every extd2 vector; buffers in shared memory (the default classes), all in global memory (no class)."""
     rng = np.random.default_rng(grid)
     cases = vector_cases if grid == 64 else vector_cases[::3]
-    check(run_host(host, *make_batch(cases, rng), grid, rng), want(cases), cases)
+    check(run_host(host, *make_batch(cases, rng), grid, rng, classes=classes), want(cases), cases)
 
 
 @pytest.mark.parametrize("grid", [64, 2, 16])
@@ -170,8 +178,7 @@ def test_host_kernel_random(host, seed):
         if c[0] == "d" and not (c[1][7] & KSW_EZ_GENERIC_SC):
             cases.append(c)
     grid = int(rng.choice([3, 32, 64]))
-    # fewer warps than jobs: each warp takes several (the kernel's grid-stride loop)
-    check(run_host(host, *make_batch(cases, rng), grid, rng, n_warps=7), want(cases), cases)
+    check(run_host(host, *make_batch(cases, rng), grid, rng, n_warps=5), want(cases), cases)
 
 
 def test_batch_twin(vector_cases):
@@ -191,6 +198,7 @@ def test_geometry_bounds_hold_on_long_jobs(host):
         for flag in (0x40 | 0x02 | 0x80, 0x08, 0, 0x40):
             cases.append(("d", [4, 2, 24, 1, w, 400, 10, flag], mat, q, t))
     check(run_host(host, *make_batch(cases, rng), 64, rng), want(cases), cases)
+    check(run_host(host, *make_batch(cases, rng), 64, rng, classes=()), want(cases), cases)
 
 
 def test_nvcc_compiles(nvcc_spill_free):
