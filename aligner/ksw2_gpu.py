@@ -193,7 +193,8 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
                 kern.max_dynamic_shared_size_bytes = smem
             kern(((L["n_warps"] * 32 + block - 1) // block,), (block,),
                  (Qd, Td, jd, od, np.int64(od.shape[0]), Pd, np.int32(grid), np.int32(L["sm_w"]), scratch,
-                  np.int64(L["warp_bytes"]), ctr, ez, cig, cod, n_cig, err, cells), shared_mem=smem)
+                  np.int64(L["warp_bytes"]), np.int64(L["n_warps"]), ctr, ez, cig, cod, n_cig, err, cells),
+                 shared_mem=smem)
             keep.append((s, scratch, ctr, od))
     for s, *_ in keep:
         main.wait_event(s.record())

@@ -369,15 +369,17 @@ __device__ __forceinline__ void ckpt_copy(const Ksw2Buf& B, u8* ck, int* hiw, bo
 }
 
 // sm_w: the per-warp share of shared memory in slots (a job with W <= sm_w keeps its buffers there: 11*sm_w
-// bytes per warp); warp_bytes: each warp's global scratch; ctr: the next entry of `order` to take.
+// bytes per warp); warp_bytes: each of the n_warps warps' global scratch (warps past n_warps return at once);
+// ctr: the next entry of `order` to take.
 extern "C" __global__ void __launch_bounds__(128) ksw_extd2_warp(
     const u8* __restrict__ Q, const u8* __restrict__ Tg, const i64* __restrict__ jobs,
     const i64* __restrict__ order, i64 n_job, const int* __restrict__ P, int G, int sm_w,
-    u8* __restrict__ scratch, i64 warp_bytes, u64* __restrict__ ctr, i64* __restrict__ ez_out,
+    u8* __restrict__ scratch, i64 warp_bytes, i64 n_warps, u64* __restrict__ ctr, i64* __restrict__ ez_out,
     u32* __restrict__ cig, const i64* __restrict__ cig_off, i64* __restrict__ n_cig, int* __restrict__ err,
     i64* __restrict__ cells_out) {
     G3_DYN_SMEM(ksw2_smem);
     const i64 wid = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (wid >= n_warps) return;  // the last block's surplus warps: no scratch of their own
     u8* const wscr = scratch + wid * warp_bytes;
     u8* const wsm = ksw2_smem + (i64)(threadIdx.x >> 5) * 11 * sm_w;
     for (;;) {

@@ -18,22 +18,23 @@ log() { echo "[$((SECONDS - T0)) s] $*" | tee -a "$OUT/times.txt"; }
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee "$OUT/device.txt"
 if [ "${TESTS:-1}" = 1 ]; then
     timeout ${PYTEST_TIMEOUT:-400} python3 -m pytest -q ${PYTEST_ARGS:-tests/test_ksw2_gpu.py tests/test_lchain_gpu.py \
-        tests/test_map.py -k "gpu or staged or batch_seeding"} 2>&1 | tail -4 | tee "$OUT/pytest_map.txt"
-    log "tests done"
+        tests/test_map.py -k "gpu or staged or batch_seeding"} > "$OUT/pytest_map.txt" 2>&1
+    rc=$?; tail -3 "$OUT/pytest_map.txt"; log "tests done (exit $rc)"
+    if [ $rc != 0 ] && [ "${KEEP_GOING:-0}" != 1 ]; then log "GPU tests failed: stopping"; exit 1; fi
 fi
 if ls $D/jobs_*.npz >/dev/null 2>&1 && [ "${KBENCH:-1}" = 1 ]; then
     timeout 240 python3 scripts/ksw2_jobs.py bench "$OUT" $D/jobs_*.npz --grids ${GRIDS:-16,32,64,128,256} 2>&1 \
         | tail -25; log "ksw2 bench done"
 fi
 TIMEFORMAT=%R
-g3() { python3 -m g3align.aligner.cli "$@"; }
+g3() { timeout ${CMD_TIMEOUT:-150} python3 -m g3align.aligner.cli "$@"; }
 if [ "${ECOLI:-1}" = 1 ]; then
 for x in "map-pb ecoli_K12_pacbio_RSII_first3000" "map-ont ecoli_K12_ont_R9_nanoget"; do
     set -- $x
     [ -e $D/$2.fastq.gz ] || continue
     for dev in cpu gpu; do       # first run of each compiles (numba / CUDA); the second is timed
         g3 map -t 16 --device $dev -ax $1 $REF $D/$2.fastq.gz > /dev/null 2>&1
-        s=$( { time G3ALIGN_STAGES=1 python3 -m g3align.aligner.cli map -t 16 --device $dev -ax $1 $REF \
+        s=$( { time G3ALIGN_STAGES=1 timeout 150 python3 -m g3align.aligner.cli map -t 16 --device $dev -ax $1 $REF \
             $D/$2.fastq.gz > "$OUT/$1.$dev.sam" 2> "$OUT/$1.$dev.log"; } 2>&1 )
         log "$1 g3align --device $dev: $s s; $(grep -h 'stage' "$OUT/$1.$dev.log" | tail -1)"
     done
@@ -57,7 +58,7 @@ if [ "${PBSIM:-0}" = 1 ]; then
     s=$( { time g3 index -x map-pb --no-fm -p $W/g3 $W/chr20.fa 2>/dev/null; } 2>&1 ); log "g3align index: $s s"
     head -n 2000 $R > $W/warm.fq; g3 map -t 16 --device gpu -ax map-pb $W/g3 $W/warm.fq > /dev/null 2>&1  # warm-up
     s=$( { time $D/minimap2 -t 16 -ax map-pb $W/chr20.mmi $R > $W/mm2.sam 2>/dev/null; } 2>&1 ); log "minimap2 map: $s s"
-    s=$( { time G3ALIGN_STAGES=1 python3 -m g3align.aligner.cli map -t 16 --device gpu -ax map-pb $W/g3 $R \
+    s=$( { time G3ALIGN_STAGES=1 timeout 150 python3 -m g3align.aligner.cli map -t 16 --device gpu -ax map-pb $W/g3 $R \
         > $W/gpu.sam 2> $OUT/pbsim.gpu.log; } 2>&1 ); log "g3align map --device gpu: $s s; $(grep -h stage $OUT/pbsim.gpu.log | tail -1)"
     g3 compare $W/gpu.sam $W/mm2.sam --tags NM,ms,AS,nn,tp,cm,s1,s2,de,rl,SA 2>&1 | tail -4 | tee -a "$OUT/times.txt"
     if [ "${PB_CPU:-0}" = 1 ]; then

@@ -36,15 +36,17 @@ static dim3h threadIdx, blockIdx, blockDim, gridDim;
 static inline int atomicOr(int* p, int v) { int o = *p; *p |= v; return o; }
 static unsigned char g3_host_smem[4 * 11 * 16384];  // one block's shared memory (4 warps)
 #include KERNEL_FILE
-// one emulated warp after another, 4 warps a block (kernels/warp.cuh runs the 32 lanes of each in lock step)
+// one emulated warp after another over whole blocks of 4 warps, as extd2_batch_gpu launches them (the last
+// block's warps past n_warps included, and run first: they must take no job); kernels/warp.cuh runs the 32 lanes
+// of each in lock step
 extern "C" void host_run(long long n_warps, const u8* Q, const u8* T, const i64* jobs, const i64* order, i64 n_job,
     const int* P, int G, int sm_w, u8* scratch, i64 warp_bytes, u64* ctr, i64* ez, u32* cig, const i64* cig_off,
     i64* n_cig, int* err, i64* cells) {
   blockDim.x = 128; gridDim.x = (unsigned)((n_warps + 3) / 4);
-  for (long long w = 0; w < n_warps; ++w) {
+  for (long long w = 4 * (long long)gridDim.x - 1; w >= 0; --w) {  // the last (surplus) warps first
     blockIdx.x = (unsigned)(w / 4); threadIdx.x = (unsigned)(w % 4) * 32;
-    ksw_extd2_warp(Q, T, jobs, order, n_job, P, G, sm_w, scratch, warp_bytes, ctr, ez, cig, cig_off, n_cig, err,
-                   cells);
+    ksw_extd2_warp(Q, T, jobs, order, n_job, P, G, sm_w, scratch, warp_bytes, n_warps, ctr, ez, cig, cig_off, n_cig,
+                   err, cells);
   }
 }
 """
@@ -111,13 +113,16 @@ def run_host(lib, Q, T, jobs, P, grid, rng, n_warps=3, classes=kg.SMEM_CLASSES):
     i64 = ctypes.c_int64
     for L in kg.launch_plan(jobs, grid, classes):
         assert 4 * 11 * L["sm_w"] <= 4 * 11 * 16384
-        scratch = rng.integers(0, 256, n_warps * L["warp_bytes"], dtype=np.uint8)
+        # the scratch of n_warps warps, then a guard the kernel must not touch (surplus warps of the last block)
+        scratch = rng.integers(0, 256, (n_warps + 4) * L["warp_bytes"], dtype=np.uint8)
+        guard = scratch[n_warps * L["warp_bytes"]:].copy()
         ctr = np.zeros(1, np.uint64)
         order = np.ascontiguousarray(L["order"])
         lib.host_run(ctypes.c_longlong(n_warps), _p(Q), _p(T), _p(jobs), _p(order), i64(order.shape[0]), _p(P),
                      ctypes.c_int(grid), ctypes.c_int(L["sm_w"]), _p(scratch), i64(L["warp_bytes"]), _p(ctr), _p(ez),
                      _p(cig), _p(cig_off), _p(n_cig), _p(err), None)
         assert int(ctr[0]) >= order.shape[0]
+        assert np.array_equal(scratch[n_warps * L["warp_bytes"]:], guard)
     assert err[0] == 0
     return ez, cig, cig_off, n_cig
 
