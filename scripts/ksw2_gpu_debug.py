@@ -22,11 +22,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 
 def make(path):
-    from test_ksw2 import _load_vectors, parse_line, random_case
-    from test_ksw2_gpu import d_cases, make_batch, want
-
     from g3align.aligner import ksw2_gpu as kg
     from g3align.aligner.mm_types import KSW_EZ_GENERIC_SC
+    from test_ksw2 import _load_vectors, parse_line, random_case
+    from test_ksw2_gpu import d_cases, make_batch, want
     rng = np.random.default_rng(21)
     cases = d_cases([parse_line(inp) for inp, _ in _load_vectors()])
     while len(cases) < 700:
