@@ -152,11 +152,11 @@ def extd2_batch_cpu(Q, T, jobs, P):
 
 # ----------------------------------------------------------------------------------------------- GPU
 def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_bytes: int = 4 << 30,
-                    to_host: bool = True, stats: dict | None = None, classes=SMEM_CLASSES):
+                    to_host: bool = True, stats: dict | None = None, classes=SMEM_CLASSES, defines: dict | None = None):
     """kernels/ksw2.cu over the jobs: (ez, cig, cig_off, n_cig), the same arrays as extd2_batch_cpu. Q and T
     may already be on the GPU. One launch per shared-memory class (launch_plan), each on its own stream, its
     warps taking jobs largest first. stats: gets 'launches', 'jobs' and 'cells' (DP cells the kernel
-    computed, the traceback's recomputation included) added."""
+    computed, the traceback's recomputation included) added. defines: compile-time switches of the kernel."""
     import cupy as cp
     from g3align.kernels.loader import get_module
 
@@ -166,7 +166,7 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
         return (np.zeros((0, EZ_N), np.int64), np.zeros(0, np.uint32), cig_off, np.zeros(0, np.int64))
     if not gpu_ok(jobs).all():
         raise ValueError("ksw2 GPU jobs with KSW_EZ_GENERIC_SC")
-    kern = get_module("ksw2").get_function("ksw_extd2_warp")
+    kern = get_module("ksw2", defines).get_function("ksw_extd2_warp")
     Qd = cp.asarray(Q, dtype=cp.uint8)
     Td = cp.asarray(T, dtype=cp.uint8)
     jd = cp.asarray(np.ascontiguousarray(jobs, np.int64))

@@ -556,9 +556,14 @@ extern "C" __global__ void __launch_bounds__(128) ksw_extd2_warp(
                             drop = true;
                         }
                     }
+#ifndef KSW2_DIAG_BREAK_FIRST
+                    G3_SYNC();  // the uniform reads of H are done before the next anti-diagonal (or traceback) writes
+#endif
                     if (drop) break;
                     if (r == qlen + tlen - 2 && b.en0 == tlen - 1) ez[EZ_SCORE] = h_en0;
-                    G3_SYNC();  // the uniform reads of H are done before the next anti-diagonal writes it
+#ifdef KSW2_DIAG_BREAK_FIRST
+                    G3_SYNC();
+#endif
                 } else {
                     if (r > 0) {
                         if (last_H0_t >= b.st0 && last_H0_t <= b.en0 && last_H0_t + 1 >= b.st0 &&
@@ -595,9 +600,9 @@ extern "C" __global__ void __launch_bounds__(128) ksw_extd2_warp(
                             }
                         }
                     }
+                    G3_SYNC();
                     if (drop) break;
                     if (r == qlen + tlen - 2 && b.en0 == tlen - 1) ez[EZ_SCORE] = H0;
-                    G3_SYNC();
                 }
                 last_st = b.st;
                 last_en = b.en;
@@ -684,6 +689,9 @@ extern "C" __global__ void __launch_bounds__(128) ksw_extd2_warp(
                             }
                             pend = 16u | (u32)op;
                         }
+#ifndef KSW2_DIAG_NO_WALK_SYNC
+                        G3_SYNC();  // every lane has read this step's direction byte
+#endif
                     }
                     G3_SYNC();
                     if (i >= 0) {

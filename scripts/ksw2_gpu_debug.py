@@ -51,7 +51,8 @@ def child(args):
     ids = np.load(args.ids)
     jobs = d["jobs"][ids]
     classes = () if args.classes == "global" else kg.SMEM_CLASSES
-    ez, cig, cig_off, n_cig = kg.extd2_batch_gpu(d["Q"], d["T"], jobs, d["P"], classes=classes)
+    defines = {k: 1 for k in args.defines.split(",") if k}
+    ez, cig, cig_off, n_cig = kg.extd2_batch_gpu(d["Q"], d["T"], jobs, d["P"], classes=classes, defines=defines)
     full_off = kg.cig_offsets(d["jobs"])
     bad = 0
     for k, j in enumerate(ids):
@@ -118,6 +119,7 @@ def main():
     c.add_argument("dump")
     c.add_argument("ids")
     c.add_argument("--classes", default="default")
+    c.add_argument("--defines", default="")
     r = sub.add_parser("run")
     r.add_argument("dump")
     r.add_argument("--timeout", type=float, default=25)
