@@ -382,10 +382,11 @@ extern "C" __global__ void __launch_bounds__(128) ksw_extd2_warp(
     if (wid >= n_warps) return;  // the last block's surplus warps: no scratch of their own
     u8* const wscr = scratch + wid * warp_bytes;
     u8* const wsm = ksw2_smem + (i64)(threadIdx.x >> 5) * 11 * sm_w;
-    for (;;) {
-        i64 k;
-        G3_FETCH_ADD1(k, ctr);
-        if (k >= n_job) break;
+    // No loop that holds warp collectives is left by `break` (here and in the forward pass): every exit is
+    // the loop's own condition, so the warp leaves it together.
+    i64 k;
+    G3_FETCH_ADD1(k, ctr);
+    while (k < n_job) {
         const i64 jid = order[k];
         const i64* jr = jobs + jid * J_NF;
         Ksw2Job J;
@@ -466,20 +467,22 @@ extern "C" __global__ void __launch_bounds__(128) ksw_extd2_warp(
 
             // ---------------------------------------------------------------- forward pass
             int H0 = 0, last_H0_t = 0, last_st = -1, last_en = -1;
-            bool bad = !run;
-            for (int r = 0; r < nr && run; ++r) {
+            bool bad = !run, go = run;
+            for (int r = 0; r < nr && go; ++r) {
                 const Ksw2Band b = band_of(r, qlen, tlen, w);
                 if (b.st0 > b.en0) {
                     ez[EZ_ZDROPPED] = 1;
-                    break;
+                    go = false;
                 }
-                if (with_cigar) {
+                if (go && with_cigar) {
                     if (b.en - b.st + 1 > g.pw) {  // job_geometry's bound (never expected to fail)
                         bad = true;
-                        break;
+                        go = false;
+                    } else if (r % G == 0) {
+                        ckpt_copy(B, ckpt + (r / G) * g.ck, &hiw, true);
                     }
-                    if (r % G == 0) ckpt_copy(B, ckpt + (r / G) * g.ck, &hiw, true);
                 }
+                if (!go) continue;
                 d2_row(J, B, S, r, b, last_st, last_en, T, mode, !approx_max, (u8*)0, &hiw);
                 n_cells += b.en - b.st + 1;
                 if (!approx_max) {
@@ -556,14 +559,11 @@ extern "C" __global__ void __launch_bounds__(128) ksw_extd2_warp(
                             drop = true;
                         }
                     }
-#ifndef KSW2_DIAG_BREAK_FIRST
                     G3_SYNC();  // the uniform reads of H are done before the next anti-diagonal (or traceback) writes
-#endif
-                    if (drop) break;
-                    if (r == qlen + tlen - 2 && b.en0 == tlen - 1) ez[EZ_SCORE] = h_en0;
-#ifdef KSW2_DIAG_BREAK_FIRST
-                    G3_SYNC();
-#endif
+                    if (drop)
+                        go = false;
+                    else if (r == qlen + tlen - 2 && b.en0 == tlen - 1)
+                        ez[EZ_SCORE] = h_en0;
                 } else {
                     if (r > 0) {
                         if (last_H0_t >= b.st0 && last_H0_t <= b.en0 && last_H0_t + 1 >= b.st0 &&
@@ -601,8 +601,10 @@ extern "C" __global__ void __launch_bounds__(128) ksw_extd2_warp(
                         }
                     }
                     G3_SYNC();
-                    if (drop) break;
-                    if (r == qlen + tlen - 2 && b.en0 == tlen - 1) ez[EZ_SCORE] = H0;
+                    if (drop)
+                        go = false;
+                    else if (r == qlen + tlen - 2 && b.en0 == tlen - 1)
+                        ez[EZ_SCORE] = H0;
                 }
                 last_st = b.st;
                 last_en = b.en;
@@ -748,5 +750,6 @@ extern "C" __global__ void __launch_bounds__(128) ksw_extd2_warp(
             }
         }
         G3_SYNC();
+        G3_FETCH_ADD1(k, ctr);
     }
 }

@@ -47,6 +47,48 @@
     } while (0)
 // the block's dynamic shared memory
 #define G3_DYN_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+#elif defined(G3_THREAD_WARP)
+// host build with a warp of 32 real threads (tests/test_ksw2_gpu.py): every lane runs all the code as on the GPU;
+// a sync or a shuffle is a barrier at which every lane must come from the same source line (g3_meet checks it
+// and reports the first mismatch: a branch that was meant to be uniform but is not).
+#define G3_LANE(T, v) T v
+#define G3_L(v) v
+#define G3_LANES for (int lane = g3_lane, g3_once_ = 1; g3_once_; g3_once_ = 0)
+#define G3_SYNC() g3_meet(__LINE__)
+#define G3_SHFL_UP1(dst, src, first)                                         \
+    do {                                                                     \
+        g3_x[g3_lane] = (long long)(src);                                    \
+        g3_meet(__LINE__);                                                   \
+        const long long g3_t_ = g3_lane ? g3_x[g3_lane - 1] : (long long)(first); \
+        g3_meet(__LINE__);                                                   \
+        (dst) = (decltype(dst))g3_t_;                                        \
+    } while (0)
+#define G3_BCAST(u, src, k)                                                  \
+    do {                                                                     \
+        g3_x[g3_lane] = (long long)(src);                                    \
+        g3_meet(__LINE__);                                                   \
+        const long long g3_t_ = g3_x[k];                                     \
+        g3_meet(__LINE__);                                                   \
+        (u) = (decltype(u))g3_t_;                                            \
+    } while (0)
+#define G3_MAX64(u, src)                                                     \
+    do {                                                                     \
+        g3_x[g3_lane] = (long long)(src);                                    \
+        g3_meet(__LINE__);                                                   \
+        long long g3_m_ = g3_x[0];                                           \
+        for (int g3_l_ = 1; g3_l_ < 32; ++g3_l_) g3_m_ = g3_x[g3_l_] > g3_m_ ? g3_x[g3_l_] : g3_m_; \
+        g3_meet(__LINE__);                                                   \
+        (u) = g3_m_;                                                         \
+    } while (0)
+#define G3_FETCH_ADD1(u, ctr)                                                \
+    do {                                                                     \
+        if (g3_lane == 0) g3_x[0] = (long long)((*(ctr))++);                 \
+        g3_meet(__LINE__);                                                   \
+        const long long g3_t_ = g3_x[0];                                     \
+        g3_meet(__LINE__);                                                   \
+        (u) = g3_t_;                                                         \
+    } while (0)
+#define G3_DYN_SMEM(name) unsigned char* name = g3_host_smem
 #else
 // host build: the work counter is a plain variable and "shared memory" is a static buffer of the shim
 #define G3_FETCH_ADD1(u, ctr) ((u) = (long long)((*(ctr))++))
