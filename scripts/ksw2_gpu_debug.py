@@ -63,6 +63,62 @@ def child(args):
     sys.exit(3 if bad else 0)
 
 
+def scratch(args):
+    """One launch over the jobs `ids` (comma list) from zeroed scratch, on the GPU (--host: the lock-step host
+    build instead); saves scratch, ez, cig and n_cig to --out (to diff the two builds byte for byte)."""
+    from g3align.aligner import ksw2_gpu as kg
+    d = np.load(args.dump)
+    ids = np.array([int(x) for x in args.ids.split(",")], np.int64)
+    jobs = np.ascontiguousarray(d["jobs"][ids])
+    (L,) = kg.launch_plan(jobs, kg.GRID)
+    n = jobs.shape[0]
+    cig_off = kg.cig_offsets(jobs)
+    nw = L["n_warps"]
+    if args.host:
+        import ctypes
+        import subprocess
+
+        from test_ksw2_gpu import CU, SHIM
+        src = os.path.join(tempfile.mkdtemp(), "s.cpp")
+        open(src, "w").write(SHIM.replace("KERNEL_FILE", f'"{CU}"'))
+        subprocess.run(["g++", "-O2", "-std=c++17", "-shared", "-fPIC", src, "-o", src + ".so"], check=True)
+        lib = ctypes.CDLL(src + ".so")
+        sc = np.zeros(nw * L["warp_bytes"], np.uint8)
+        ez = np.zeros((n, 10), np.int64)
+        cig = np.zeros(int(cig_off[-1]), np.uint32)
+        n_cig = np.zeros(n, np.int64)
+        err = np.zeros(1, np.int32)
+        ctr = np.zeros(1, np.uint64)
+        P = np.ascontiguousarray(d["P"])
+        Q, T = np.ascontiguousarray(d["Q"]), np.ascontiguousarray(d["T"])
+        pp = lambda a: ctypes.c_void_p(a.ctypes.data)  # noqa: E731
+        order = np.ascontiguousarray(L["order"])
+        i64 = ctypes.c_int64
+        lib.host_run(ctypes.c_longlong(nw), pp(Q), pp(T), pp(jobs), pp(order), i64(n), pp(P), ctypes.c_int(kg.GRID),
+                     ctypes.c_int(L["sm_w"]), pp(sc), i64(L["warp_bytes"]), pp(ctr), pp(ez), pp(cig), pp(cig_off),
+                     pp(n_cig), pp(err), None)
+    else:
+        import cupy as cp
+        from g3align.kernels.loader import get_module
+        kern = get_module("ksw2").get_function("ksw_extd2_warp")
+        scd = cp.zeros(nw * L["warp_bytes"], cp.uint8)
+        ezd = cp.zeros((n, 10), cp.int64)
+        cgd = cp.zeros(int(cig_off[-1]), cp.uint32)
+        ncd = cp.zeros(n, cp.int64)
+        errd = cp.zeros(1, cp.int32)
+        ctr = cp.zeros(1, cp.uint64)
+        smem = 4 * 11 * L["sm_w"]
+        kern(((nw * 32 + 127) // 128,), (128,),
+             (cp.asarray(d["Q"]), cp.asarray(d["T"]), cp.asarray(jobs), cp.asarray(L["order"]), np.int64(n),
+              cp.asarray(d["P"]), np.int32(kg.GRID), np.int32(L["sm_w"]), scd, np.int64(L["warp_bytes"]),
+              np.int64(nw), ctr, ezd, cgd, cp.asarray(cig_off), ncd, errd, np.uint64(0)), shared_mem=smem)
+        cp.cuda.Device().synchronize()
+        sc, ez, cig, n_cig, err = (cp.asnumpy(x) for x in (scd, ezd, cgd, ncd, errd))
+    np.savez(args.out, scratch=sc, ez=ez, cig=cig, n_cig=n_cig, err=err, sm_w=L["sm_w"],
+             warp_bytes=L["warp_bytes"])
+    print(f"{args.out}: ez {ez.tolist()} n_cig {n_cig.tolist()} err {err.tolist()}")
+
+
 def run(args):
     d = np.load(args.dump)
     n = d["jobs"].shape[0]
@@ -120,13 +176,18 @@ def main():
     c.add_argument("ids")
     c.add_argument("--classes", default="default")
     c.add_argument("--defines", default="")
+    x = sub.add_parser("scratch")
+    x.add_argument("dump")
+    x.add_argument("ids")
+    x.add_argument("out")
+    x.add_argument("--host", action="store_true")
     r = sub.add_parser("run")
     r.add_argument("dump")
     r.add_argument("--timeout", type=float, default=25)
     r.add_argument("--classes", default="default")
     r.add_argument("--max-leaves", type=int, default=4)
     a = ap.parse_args()
-    {"make": lambda: make(a.dump), "child": lambda: child(a), "run": lambda: run(a)}[a.cmd]()
+    {"make": lambda: make(a.dump), "child": lambda: child(a), "run": lambda: run(a), "scratch": lambda: scratch(a)}[a.cmd]()
 
 
 if __name__ == "__main__":
