@@ -537,6 +537,22 @@ extern "C" __global__ void __launch_bounds__(128) ksw_extd2_warp(
                         max_t = 0;
                     }
                     const int h_en0 = B.H[slot(B, b.en0)], h_st0 = B.H[slot(B, b.st0)];
+#ifdef KSW2_DIAG_TRACE
+                    if (r < 8 && cells_out) {  // diagnosis: the first anti-diagonals' state, 16 words each
+                        G3_LANES {
+                            if (lane == 0) {
+                                i64* tr = cells_out + 1 + r * 16;
+                                tr[0] = r; tr[1] = max_H; tr[2] = max_t; tr[3] = hiw; tr[4] = b.st0; tr[5] = b.en0;
+                                for (int q = 0; q < 4; ++q) {
+                                    tr[6 + q] = B.H[slot(B, q)];
+                                    tr[10 + q] = ((i64)(u8)arr(B, B_U)[slot(B, q)] << 8) | (u8)arr(B, B_V)[slot(B, q)];
+                                }
+                                tr[14] = (i64)((u8*)B.H - B.b);
+                                tr[15] = (i64)(B.b == wsm);
+                            }
+                        }
+                    }
+#endif
                     if (b.en0 == tlen - 1 && h_en0 > ez[EZ_MTE]) {
                         ez[EZ_MTE] = h_en0;
                         ez[EZ_MTE_Q] = r - b.en;

@@ -81,7 +81,8 @@ def scratch(args):
         from test_ksw2_gpu import CU, SHIM
         src = os.path.join(tempfile.mkdtemp(), "s.cpp")
         open(src, "w").write(SHIM.replace("KERNEL_FILE", f'"{CU}"'))
-        subprocess.run(["g++", "-O2", "-std=c++17", "-shared", "-fPIC", src, "-o", src + ".so"], check=True)
+        subprocess.run(["g++", "-O2", "-std=c++17", "-DKSW2_DIAG_TRACE", "-shared", "-fPIC", src, "-o", src + ".so"],
+                       check=True)
         lib = ctypes.CDLL(src + ".so")
         sc = np.zeros(nw * L["warp_bytes"], np.uint8)
         ez = np.zeros((n, 10), np.int64)
@@ -94,13 +95,15 @@ def scratch(args):
         pp = lambda a: ctypes.c_void_p(a.ctypes.data)  # noqa: E731
         order = np.ascontiguousarray(L["order"])
         i64 = ctypes.c_int64
+        tr = np.zeros(1 + 8 * 16, np.int64)
         lib.host_run(ctypes.c_longlong(nw), pp(Q), pp(T), pp(jobs), pp(order), i64(n), pp(P), ctypes.c_int(kg.GRID),
                      ctypes.c_int(L["sm_w"]), pp(sc), i64(L["warp_bytes"]), pp(ctr), pp(ez), pp(cig), pp(cig_off),
-                     pp(n_cig), pp(err), None)
+                     pp(n_cig), pp(err), pp(tr))
     else:
         import cupy as cp
         from g3align.kernels.loader import get_module
-        kern = get_module("ksw2").get_function("ksw_extd2_warp")
+        kern = get_module("ksw2", {"KSW2_DIAG_TRACE": 1}).get_function("ksw_extd2_warp")
+        trd = cp.zeros(1 + 8 * 16, cp.int64)
         scd = cp.zeros(nw * L["warp_bytes"], cp.uint8)
         ezd = cp.zeros((n, 10), cp.int64)
         cgd = cp.zeros(int(cig_off[-1]), cp.uint32)
@@ -111,11 +114,11 @@ def scratch(args):
         kern(((nw * 32 + 127) // 128,), (128,),
              (cp.asarray(d["Q"]), cp.asarray(d["T"]), cp.asarray(jobs), cp.asarray(L["order"]), np.int64(n),
               cp.asarray(d["P"]), np.int32(kg.GRID), np.int32(L["sm_w"]), scd, np.int64(L["warp_bytes"]),
-              np.int64(nw), ctr, ezd, cgd, cp.asarray(cig_off), ncd, errd, np.uint64(0)), shared_mem=smem)
+              np.int64(nw), ctr, ezd, cgd, cp.asarray(cig_off), ncd, errd, trd), shared_mem=smem)
         cp.cuda.Device().synchronize()
-        sc, ez, cig, n_cig, err = (cp.asnumpy(x) for x in (scd, ezd, cgd, ncd, errd))
+        sc, ez, cig, n_cig, err, tr = (cp.asnumpy(x) for x in (scd, ezd, cgd, ncd, errd, trd))
     np.savez(args.out, scratch=sc, ez=ez, cig=cig, n_cig=n_cig, err=err, sm_w=L["sm_w"],
-             warp_bytes=L["warp_bytes"])
+             warp_bytes=L["warp_bytes"], trace=tr[1:].reshape(8, 16))
     print(f"{args.out}: ez {ez.tolist()} n_cig {n_cig.tolist()} err {err.tolist()}")
 
 
@@ -187,7 +190,9 @@ def main():
     r.add_argument("--classes", default="default")
     r.add_argument("--max-leaves", type=int, default=4)
     a = ap.parse_args()
-    {"make": lambda: make(a.dump), "child": lambda: child(a), "run": lambda: run(a), "scratch": lambda: scratch(a)}[a.cmd]()
+    cmds = {"make": lambda: make(a.dump), "child": lambda: child(a), "run": lambda: run(a),
+            "scratch": lambda: scratch(a)}
+    cmds[a.cmd]()
 
 
 if __name__ == "__main__":
