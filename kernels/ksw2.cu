@@ -154,6 +154,12 @@ struct Ksw2Buf {
 
 __device__ __forceinline__ i8* arr(const Ksw2Buf& B, int k) { return (i8*)(B.b + k * (B.mask + 1)); }
 __device__ __forceinline__ int slot(const Ksw2Buf& B, int t) { return t & B.mask; }
+// Array k's value at slot i, read as the aligned 32-bit word that holds it. Every byte of the buffers is read
+// this way: on the H100 (sm_90, CUDA 13) a plain per-lane signed-byte load of them in the exact-maximum loop
+// came out as the byte shifted left by 24 bits (0xF8 -> 0xF8000000), while the word loads were right.
+__device__ __forceinline__ int buf_at(const Ksw2Buf& B, int k, int i) {
+    return byte_of(*(const u32*)(B.b + k * (B.mask + 1) + (i & ~3)), i & 3);
+}
 
 // u[r] / v1 on the band's first column: the score of an all-gap prefix of length r, as differences
 __device__ __forceinline__ int edge_val(int r, const Ksw2Sc& S) {
@@ -237,9 +243,9 @@ __device__ void d2_row(const Ksw2Job& J, const Ksw2Buf& B, const Ksw2Sc& S, int 
     if (b.st > 0) {
         if (b.st - 1 >= last_st && b.st - 1 <= last_en) {
             const int k = slot(B, b.st - 1);
-            x1 = arr(B, B_X)[k];
-            x21 = arr(B, B_X2)[k];
-            v1 = arr(B, B_V)[k];
+            x1 = buf_at(B, B_X, k);
+            x21 = buf_at(B, B_X2, k);
+            v1 = buf_at(B, B_V, k);
         } else {
             x1 = S.init1;
             x21 = S.init2;
@@ -489,8 +495,8 @@ extern "C" __global__ void __launch_bounds__(128) ksw_extd2_warp(
                     int max_H, max_t;
                     if (r > 0) {
                         // H[en0] first, from H[en0 - 1] before its update (the SSE code's order)
-                        const int hE = b.en0 > 0 ? B.H[slot(B, b.en0 - 1)] + (int)arr(B, B_U)[slot(B, b.en0)]
-                                                 : B.H[slot(B, b.en0)] + (int)arr(B, B_V)[slot(B, b.en0)];
+                        const int hE = b.en0 > 0 ? B.H[slot(B, b.en0 - 1)] + buf_at(B, B_U, slot(B, b.en0))
+                                                 : B.H[slot(B, b.en0)] + buf_at(B, B_V, slot(B, b.en0));
                         G3_SYNC();
                         const int en1 = b.st0 + (b.en0 - b.st0) / 4 * 4;
                         G3_LANE(i64, key);
@@ -498,7 +504,7 @@ extern "C" __global__ void __launch_bounds__(128) ksw_extd2_warp(
                             i64 kk = (i64)(-0x7fffffffffffffffLL - 1);
                             for (int t = b.st0 + lane; t < b.en0; t += 32) {
                                 const int sl = slot(B, t);
-                                const int h = B.H[sl] + (int)arr(B, B_V)[sl];
+                                const int h = B.H[sl] + buf_at(B, B_V, sl);
                                 B.H[sl] = h;
                                 if (t < en1) {
                                     // value, then the lowest of the SSE code's 4 interleaved lanes, then the
@@ -530,7 +536,7 @@ extern "C" __global__ void __launch_bounds__(128) ksw_extd2_warp(
                                 max_t = t;
                             }
                     } else {
-                        const int h0 = (int)arr(B, B_V)[slot(B, 0)] - (int)S.qe;
+                        const int h0 = buf_at(B, B_V, slot(B, 0)) - (int)S.qe;
                         B.H[slot(B, 0)] = h0;
                         G3_SYNC();
                         max_H = h0;
@@ -584,7 +590,8 @@ extern "C" __global__ void __launch_bounds__(128) ksw_extd2_warp(
                     if (r > 0) {
                         if (last_H0_t >= b.st0 && last_H0_t <= b.en0 && last_H0_t + 1 >= b.st0 &&
                             last_H0_t + 1 <= b.en0) {
-                            const int d0 = arr(B, B_V)[slot(B, last_H0_t)], d1 = arr(B, B_U)[slot(B, last_H0_t + 1)];
+                            const int d0 = buf_at(B, B_V, slot(B, last_H0_t));
+                            const int d1 = buf_at(B, B_U, slot(B, last_H0_t + 1));
                             if (d0 > d1) {
                                 H0 += d0;
                             } else {
@@ -592,13 +599,13 @@ extern "C" __global__ void __launch_bounds__(128) ksw_extd2_warp(
                                 ++last_H0_t;
                             }
                         } else if (last_H0_t >= b.st0 && last_H0_t <= b.en0) {
-                            H0 += arr(B, B_V)[slot(B, last_H0_t)];
+                            H0 += buf_at(B, B_V, slot(B, last_H0_t));
                         } else {
                             ++last_H0_t;
-                            H0 += arr(B, B_U)[slot(B, last_H0_t)];
+                            H0 += buf_at(B, B_U, slot(B, last_H0_t));
                         }
                     } else {
-                        H0 = (int)arr(B, B_V)[slot(B, 0)] - S.qe;
+                        H0 = buf_at(B, B_V, slot(B, 0)) - S.qe;
                         last_H0_t = 0;
                     }
                     bool drop = false;
