@@ -107,7 +107,9 @@ The target is a FASTA[.gz] (indexed on the fly), a .g3m file (`-d`), or an index
   -k -w -H index k-mer, window, homopolymer compression;  -d FILE  save the minimizer index
   -t INT   threads [3]   -o FILE  output (.bam: BAM)   -R STR  @RG line   -Y soft clips
   -N -p --secondary=yes|no  -r -g -n -m -s -z -A -B -O -E -f -U  as in minimap2
-  --device auto|cpu|gpu  minimizers and seeds of each batch on the GPU (later stages on the CPU)
+  --device auto|cpu|gpu  minimizers, seeds and DP chaining scores of each batch on the GPU
+  --gpu-align  with a GPU: the base alignment (-a/-c) as one batch of ksw2 jobs on the GPU (experimental:
+               same output, not faster yet)
 """
 
 

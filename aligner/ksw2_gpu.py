@@ -20,7 +20,7 @@ import numba as nb
 import numpy as np
 
 from .ksw2 import extd2
-from .mm_types import EZ_N, KSW_EZ_GENERIC_SC, KSW_EZ_SCORE_ONLY
+from .mm_types import EZ_N, KSW_EZ_APPROX_MAX, KSW_EZ_GENERIC_SC, KSW_EZ_SCORE_ONLY
 
 (J_Q_OFF, J_Q_LEN, J_Q_MODE, J_T_OFF, J_T_LEN, J_T_MODE, J_W, J_ZDROP, J_END_BONUS, J_FLAG, J_PSET) = range(11)
 J_NF = 12
@@ -51,58 +51,29 @@ def cig_offsets(jobs: np.ndarray) -> np.ndarray:
     return off
 
 
-def job_geometry(jobs: np.ndarray, grid: int = GRID) -> dict:
-    """The kernel's geometry of every job (kernels/ksw2.cu geometry()): W (circular buffer slots, a power of
-    two >= band + 64 where band = min(qlen, tlen, w + 2)), pw (direction row stride), n_blk (checkpoints of
-    7*W + 16 bytes), rows (direction rows of one block) and `scratch`: the global bytes its traceback needs
-    (checkpoints + direction rows, none for score-only jobs); a job whose buffers do not fit the launch's
-    shared memory needs 11*W more."""
+def job_geometry(jobs: np.ndarray, grid: int = GRID) -> tuple[np.ndarray, np.ndarray]:
+    """Per job (scratch bytes, ckw, pw): the kernel's scratch size (16-aligned) and the widths of a
+    checkpoint (ckw) and of a direction row (pw). Bounds: a band row holds at most min(qlen, tlen, w + 2)
+    cells, widened by up to 15 on each side to whole 16-byte blocks; the columns a block of `grid`
+    anti-diagonals touches add at most grid + 1 more (the band moves by at most one column per
+    anti-diagonal). The kernel checks both and reports ERR_GEOMETRY if one is ever exceeded."""
     ql = jobs[:, J_Q_LEN]
     tl = jobs[:, J_T_LEN]
     w = jobs[:, J_W]
     w = np.where(w < 0, np.maximum(ql, tl), w)
     T = (tl + 15) // 16 * 16
     band = np.minimum(np.minimum(ql, tl), w + 2)
-    W = np.full(jobs.shape[0], 128, np.int64)
-    while True:
-        small = W < band + 64
-        if not small.any():
-            break
-        W[small] <<= 1
-    pw = (np.minimum(band + 30, T) + 15) // 16 * 16
+    pw = np.minimum(T, band + 30)
+    ckw = np.minimum(T, band + grid + 31)
     nr = np.maximum(ql + tl - 1, 0)
     n_blk = (nr + grid - 1) // grid
-    rows = np.minimum(nr, grid)
-    cig = (jobs[:, J_FLAG] & KSW_EZ_SCORE_ONLY) == 0
-    scratch = np.where(cig, n_blk * (7 * W + 16) + rows * pw, 0)
-    run = (ql > 0) & (tl > 0)
-    return {"W": W, "pw": pw, "n_blk": n_blk, "rows": rows, "scratch": np.where(run, scratch, 0),
-            "cost": np.where(run, (ql + tl) * np.minimum(band, T), 0)}
-
-
-SMEM_CLASSES = (256, 512, 1024, 2048)  # per-warp shared-memory share (slots) of the launches; larger W: global
-
-
-def launch_plan(jobs: np.ndarray, grid: int = GRID, classes=SMEM_CLASSES, max_warps: int = 132 * 16,
-                scratch_bytes: int = 4 << 30) -> list[dict]:
-    """Launches of a batch: jobs grouped by the smallest shared-memory class their W fits (the rest in one
-    class of global buffers), each class sorted by cost (largest first) with its per-warp scratch (the most
-    any of its jobs needs) and number of warps (at most max_warps, and within scratch_bytes)."""
-    g = job_geometry(jobs, grid)
-    W = g["W"]
-    cls = np.searchsorted(np.asarray(classes), W)  # index of the first class >= W; len(classes): global
-    out = []
-    for c in range(len(classes) + 1):
-        ids = np.nonzero(cls == c)[0]
-        if ids.size == 0:
-            continue
-        sm_w = classes[c] if c < len(classes) else 0
-        need = g["scratch"][ids] + np.where(W[ids] > sm_w, 11 * W[ids], 0)
-        warp_bytes = int(max(16, (int(need.max()) + 15) // 16 * 16))
-        n_warps = int(max(1, min(ids.size, max_warps, scratch_bytes // warp_bytes)))
-        order = ids[np.argsort(-g["cost"][ids], kind="stable")].astype(np.int64)
-        out.append({"order": order, "sm_w": sm_w, "warp_bytes": warp_bytes, "n_warps": n_warps})
-    return out
+    flag = jobs[:, J_FLAG]
+    cig = (flag & KSW_EZ_SCORE_ONLY) == 0
+    exact = (flag & KSW_EZ_APPROX_MAX) == 0
+    rows = np.minimum(nr, grid)  # direction rows of one block
+    size = 7 * T + np.where(exact, 4 * T, 0) + np.where(cig, n_blk * 7 * ckw + rows * pw, 0)
+    size = np.where((ql > 0) & (tl > 0), (size + 15) // 16 * 16, 0)
+    return size.astype(np.int64), np.stack([ckw, pw], 1).astype(np.int64)
 
 
 # ----------------------------------------------------------------------------------------------- CPU twin
@@ -151,12 +122,12 @@ def extd2_batch_cpu(Q, T, jobs, P):
 
 
 # ----------------------------------------------------------------------------------------------- GPU
-def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_bytes: int = 4 << 30,
-                    to_host: bool = True, stats: dict | None = None, classes=SMEM_CLASSES, defines: dict | None = None):
-    """kernels/ksw2.cu over the jobs: (ez, cig, cig_off, n_cig), the same arrays as extd2_batch_cpu. Q and T
-    may already be on the GPU. One launch per shared-memory class (launch_plan), each on its own stream, its
-    warps taking jobs largest first. stats: gets 'launches', 'jobs' and 'cells' (DP cells the kernel
-    computed, the traceback's recomputation included) added. defines: compile-time switches of the kernel."""
+def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_bytes: int = 2 << 30,
+                    to_host: bool = True, stats: dict | None = None, defines: dict | None = None):
+    """kernels/ksw2.cu over the jobs (the largest first): (ez, cig, cig_off, n_cig), the same arrays as
+    extd2_batch_cpu. Q and T may already be on the GPU. Jobs run in launches whose scratch fits
+    scratch_bytes (a job larger than that runs alone). stats: gets 'launches', 'jobs' and 'cells' (DP cells
+    the kernel computed, recomputation of the traceback included) added. defines: compile-time switches."""
     import cupy as cp
     from g3align.kernels.loader import get_module
 
@@ -166,6 +137,8 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
         return (np.zeros((0, EZ_N), np.int64), np.zeros(0, np.uint32), cig_off, np.zeros(0, np.int64))
     if not gpu_ok(jobs).all():
         raise ValueError("ksw2 GPU jobs with KSW_EZ_GENERIC_SC")
+    size, cp_w = job_geometry(jobs, grid)
+    order = np.argsort(-(jobs[:, J_Q_LEN] * jobs[:, J_T_LEN]), kind="stable").astype(np.int64)
     kern = get_module("ksw2", defines).get_function("ksw_extd2_warp")
     Qd = cp.asarray(Q, dtype=cp.uint8)
     Td = cp.asarray(T, dtype=cp.uint8)
@@ -177,32 +150,32 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
     cod = cp.asarray(cig_off)
     err = cp.zeros(1, cp.int32)
     cells = cp.zeros(n, cp.int64) if stats is not None else np.uint64(0)  # 0: the kernel counts nothing
-    plan = launch_plan(jobs, grid, classes, scratch_bytes=scratch_bytes)
-    main = cp.cuda.get_current_stream()
-    done = main.record()
-    keep = []
-    for L in plan:
-        s = cp.cuda.Stream(non_blocking=True)
-        s.wait_event(done)
-        with s:
-            scratch = cp.empty(L["n_warps"] * L["warp_bytes"], cp.uint8)
-            ctr = cp.zeros(1, cp.uint64)
-            od = cp.asarray(L["order"])
-            smem = (block // 32) * 11 * L["sm_w"]
-            if smem > 48 * 1024:
-                kern.max_dynamic_shared_size_bytes = smem
-            kern(((L["n_warps"] * 32 + block - 1) // block,), (block,),
-                 (Qd, Td, jd, od, np.int64(od.shape[0]), Pd, np.int32(grid), np.int32(L["sm_w"]), scratch,
-                  np.int64(L["warp_bytes"]), np.int64(L["n_warps"]), ctr, ez, cig, cod, n_cig, err, cells),
-                 shared_mem=smem)
-            keep.append((s, scratch, ctr, od))
-    for s, *_ in keep:
-        main.wait_event(s.record())
+    geo = np.zeros((n, 3), np.int64)
+    geo[:, 1:] = cp_w
+    # launches: consecutive runs of the size order whose scratch sums stay within the budget
+    s_ord = size[order]
+    start = 0
+    n_launch = 0
+    while start < n:
+        csum = np.cumsum(s_ord[start:])
+        end = start + max(1, int(np.searchsorted(csum, scratch_bytes, side="right")))
+        ids = order[start:end]
+        offs = np.zeros(end - start, np.int64)
+        np.cumsum(s_ord[start:end - 1], out=offs[1:])
+        geo[ids, 0] = offs
+        scratch = cp.empty(max(16, int(csum[end - start - 1])), cp.uint8)
+        gd = cp.asarray(geo)
+        od = cp.asarray(ids)
+        warps = end - start
+        kern(((warps * 32 + block - 1) // block,), (block,),
+             (Qd, Td, jd, gd, od, np.int64(warps), Pd, np.int32(grid), scratch, ez, cig, cod, n_cig, err, cells))
+        del scratch
+        start = end
+        n_launch += 1
     if int(err.get()[0]):
         raise RuntimeError("ksw2 kernel: scratch geometry exceeded (a bug in job_geometry)")
-    del keep
     if stats is not None:
-        stats["launches"] = stats.get("launches", 0) + len(plan)
+        stats["launches"] = stats.get("launches", 0) + n_launch
         stats["jobs"] = stats.get("jobs", 0) + n
         stats["cells"] = stats.get("cells", 0) + int(cells.sum())
     if not to_host:

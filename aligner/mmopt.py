@@ -129,6 +129,7 @@ class MapOpt:
     rg: str | None = None
     out: str | None = None
     device: str = "auto"
+    gpu_align: bool = False  # --gpu-align: base alignment as one batch of ksw2 jobs on the GPU (experimental)
     verbose: int = 3
     dump: str | None = None
 
@@ -231,7 +232,7 @@ LONG = {
     "max-intron-len": (1, "G"), "version": (0, "V"), "min-count": (1, "n"), "min-chain-score": (1, "m"),
     "mask-level": (1, "M"), "min-dp-score": (1, "s"), "sam": (0, "a"),
     # g3align's own
-    "device": (1, "device"), "qstrand": (0, "qstrand"),
+    "device": (1, "device"), "gpu-align": (0, "gpu-align"), "qstrand": (0, "qstrand"),
 }
 UNSUPPORTED = {"splice": "--splice", "G": "-G",
                "u": "-u", "C": "-C", "I": "-I", "qstrand": "--qstrand", "S": "-S"}
@@ -443,6 +444,8 @@ def parse_map_args(argv: list[str]) -> tuple[MapOpt, list[str], dict]:
             if val not in ("auto", "cpu", "gpu"):
                 raise MapOptError(f"--device must be auto, cpu or gpu, not '{val}'")
             o.device = val
+        elif key == "gpu-align":
+            o.gpu_align = True
         else:  # pragma: no cover - every LONG/SHORT key is handled above
             raise MapOptError(f"option '{key}' is not handled")
     check_opt(o)

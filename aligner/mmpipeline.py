@@ -309,11 +309,14 @@ class MapAligner:
     def __init__(self, idx, opt: MO.MapOpt, device: str = "cpu", batch_seed: bool | None = None,
                  batch_chain: bool | None = None, batch_align: bool | None = None):
         """device "gpu": each batch is sketched, seeded and DP-chained (scores) on the GPU (aligner/
-        mmsketch_gpu.py, aligner/mmseed_gpu.py, aligner/lchain_gpu.py), and with -c/-a its ksw2 extensions
-        and gap fills run as one batch of GPU jobs (aligner/mmext.py); the other stages run on the CPU.
+        mmsketch_gpu.py, aligner/mmseed_gpu.py, aligner/lchain_gpu.py), and with batch_align (-c/-a) its ksw2
+        extensions and gap fills run as one batch of GPU jobs (aligner/mmext.py); the rest runs on the CPU.
         batch_seed (default: device == "gpu") with device "cpu" runs the same batch stages through the CPU
         twins (the GPU path's oracle); batch_chain (default: batch_seed) the batch DP chaining scores;
-        batch_align (default: batch_seed) the staged base alignment."""
+        batch_align (default: opt.gpu_align with batch seeding; off otherwise) the staged base alignment.
+        Staged alignment is not the default on the GPU: with today's kernel (one warp per job, band arrays in
+        global memory: ~11 GCUPS) the whole run is slower than aligning per read on CPU threads
+        (docs/BENCHMARKS.md, GPU base alignment)."""
         self.idx = idx
         self.opt = opt
         self.device = device
@@ -321,7 +324,9 @@ class MapAligner:
         self.batch_chain = self.batch_seed if batch_chain is None else (batch_chain and self.batch_seed)
         if opt.flag & MO.F_RMQ:
             self.batch_chain = False  # RMQ chaining runs per read
-        self.batch_align = (self.batch_seed if batch_align is None else batch_align) and bool(opt.flag & MO.F_CIGAR)
+        if batch_align is None:
+            batch_align = self.batch_seed and bool(getattr(opt, "gpu_align", False))
+        self.batch_align = batch_align and bool(opt.flag & MO.F_CIGAR)
         self.ext_stats: dict = {}
         self.stage_times: dict = {}
         self._idx_dev = None

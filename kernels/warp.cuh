@@ -1,14 +1,18 @@
-// Warp-synchronous code written once for two builds (kernels/ksw2.cu uses it).
+// Warp-synchronous code written once for three builds (kernels/ksw2.cu uses it).
 //
 // CUDA (nvcc, NVRTC): every lane of a warp is a thread. Code outside G3_LANES blocks is *uniform*: the 32
 // lanes run it on equal values (so its stores write one value to one address). A G3_LANES block is the
 // per-lane part: its body runs with `lane` = the lane index (0..31). Per-lane variables are declared with
 // G3_LANE(type, name) and used as G3_L(name).
 //
-// Host C++ (the tests, no GPU): one thread runs the whole warp. Uniform code runs once, a G3_LANES block is
-// a loop over the 32 lanes, and a per-lane variable is an array of 32 indexed by `lane`. Lanes exchange
-// values only through the collectives below or through memory between two G3_SYNC()s, so running the lanes
-// one after another inside a block computes what the real warp computes.
+// Host C++, lock step (the tests' default, no GPU): one thread runs the whole warp. Uniform code runs once, a
+// G3_LANES block is a loop over the 32 lanes, and a per-lane variable is an array of 32 indexed by `lane`.
+// Lanes exchange values only through the collectives below or through memory between two G3_SYNC()s, so
+// running the lanes one after another inside a block computes what the real warp computes.
+//
+// Host C++, G3_THREAD_WARP (tests/test_ksw2_gpu.py): a warp of 32 real threads that all run all the code, as
+// on the GPU. A sync or a shuffle is a barrier at which every lane must come from the same source line
+// (g3_meet checks it): a branch meant to be uniform that is not shows up as an error naming the lines.
 #pragma once
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -38,19 +42,8 @@
         }                                                                    \
         (u) = g3_m_;                                                         \
     } while (0)
-// uniform u = the value of *ctr before lane 0 added 1 to it (a warp takes the next work item)
-#define G3_FETCH_ADD1(u, ctr)                                                \
-    do {                                                                     \
-        long long g3_k_ = 0;                                                 \
-        if ((threadIdx.x & 31u) == 0) g3_k_ = (long long)atomicAdd((unsigned long long*)(ctr), 1ull); \
-        (u) = __shfl_sync(0xffffffffu, g3_k_, 0);                            \
-    } while (0)
-// the block's dynamic shared memory
-#define G3_DYN_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
 #elif defined(G3_THREAD_WARP)
-// host build with a warp of 32 real threads (tests/test_ksw2_gpu.py): every lane runs all the code as on the GPU;
-// a sync or a shuffle is a barrier at which every lane must come from the same source line (g3_meet checks it
-// and reports the first mismatch: a branch that was meant to be uniform but is not).
+// the shim defines g3_lane (thread_local), g3_x[32] and g3_meet(line)
 #define G3_LANE(T, v) T v
 #define G3_L(v) v
 #define G3_LANES for (int lane = g3_lane, g3_once_ = 1; g3_once_; g3_once_ = 0)
@@ -80,19 +73,7 @@
         g3_meet(__LINE__);                                                   \
         (u) = g3_m_;                                                         \
     } while (0)
-#define G3_FETCH_ADD1(u, ctr)                                                \
-    do {                                                                     \
-        if (g3_lane == 0) g3_x[0] = (long long)((*(ctr))++);                 \
-        g3_meet(__LINE__);                                                   \
-        const long long g3_t_ = g3_x[0];                                     \
-        g3_meet(__LINE__);                                                   \
-        (u) = g3_t_;                                                         \
-    } while (0)
-#define G3_DYN_SMEM(name) unsigned char* name = g3_host_smem
 #else
-// host build: the work counter is a plain variable and "shared memory" is a static buffer of the shim
-#define G3_FETCH_ADD1(u, ctr) ((u) = (long long)((*(ctr))++))
-#define G3_DYN_SMEM(name) unsigned char* name = g3_host_smem
 #define G3_LANE(T, v) T v[32]
 #define G3_L(v) v[lane]
 #define G3_LANES for (int lane = 0; lane < 32; ++lane)

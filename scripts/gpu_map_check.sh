@@ -6,6 +6,7 @@
 #      equal CPU SAM; concordance with minimap2
 #   4. (PBSIM=1) human chr20, pbsim CLR reads (fixed seed, $PB_DEPTH x): indexes built by both tools, then
 #      mapped by both (-ax map-pb -t 16), with per-stage times of g3align (G3ALIGN_STAGES)
+# GPU_ALIGN=0: the GPU runs align per read on the CPU (map's default) instead of --gpu-align.
 # Needs .devdata/: ecoli_K12_MG1655.fa.gz, the two E. coli read sets, jobs_*.npz (ksw2_jobs.py dump), a
 # minimap2 binary; for PBSIM=1 also human_GRCh37_chr20.fa.gz, pbsim and model_qc_clr.
 set -o pipefail
@@ -14,6 +15,7 @@ mkdir -p /tmp/pkg/g3align && cp g3align/__init__.py /tmp/pkg/g3align/
 for d in aligner index kernels; do ln -sfn "$PWD/$d" /tmp/pkg/g3align/$d; done
 export PYTHONPATH=/tmp/pkg PYTHONSAFEPATH=1 NUMBA_NUM_THREADS=$(nproc) PYTHONUNBUFFERED=1
 D=.devdata; REF=$D/ecoli_K12_MG1655.fa.gz; T0=$SECONDS
+GPU_ALIGN_OPT=$([ "${GPU_ALIGN:-1}" = 1 ] && echo --gpu-align)   # the GPU runs align on the GPU too
 log() { echo "[$((SECONDS - T0)) s] $*" | tee -a "$OUT/times.txt"; }
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee "$OUT/device.txt"
 if [ "${TESTS:-1}" = 1 ]; then
@@ -33,8 +35,9 @@ for x in "map-pb ecoli_K12_pacbio_RSII_first3000" "map-ont ecoli_K12_ont_R9_nano
     set -- $x
     [ -e $D/$2.fastq.gz ] || continue
     for dev in ${ECOLI_DEVS:-cpu gpu}; do   # first run of each compiles (numba / CUDA); the second is timed
-        g3 map -t 16 --device $dev -ax $1 $REF $D/$2.fastq.gz > /dev/null 2>&1
-        s=$( { time G3ALIGN_STAGES=1 timeout 150 python3 -m g3align.aligner.cli map -t 16 --device $dev -ax $1 $REF \
+        ga=""; [ $dev = gpu ] && ga=$GPU_ALIGN_OPT
+        g3 map -t 16 --device $dev $ga -ax $1 $REF $D/$2.fastq.gz > /dev/null 2>&1
+        s=$( { time G3ALIGN_STAGES=1 timeout 150 python3 -m g3align.aligner.cli map -t 16 --device $dev $ga -ax $1 $REF \
             $D/$2.fastq.gz > "$OUT/$1.$dev.sam" 2> "$OUT/$1.$dev.log"; } 2>&1 )
         log "$1 g3align --device $dev: $s s; $(grep -h 'stage' "$OUT/$1.$dev.log" | tail -1)"
     done
@@ -58,9 +61,10 @@ if [ "${PBSIM:-0}" = 1 ]; then
     log "pbsim: $(awk 'NR%4==2{n++; b+=length($0)} END{print n" reads, "b" bases"}' $R)"
     s=$( { time $D/minimap2 -t 16 -x map-pb -d $W/chr20.mmi $W/chr20.fa 2>/dev/null; } 2>&1 ); log "minimap2 index: $s s"
     s=$( { time g3 index -x map-pb --no-fm -p $W/g3 $W/chr20.fa 2>/dev/null; } 2>&1 ); log "g3align index: $s s"
-    head -n 2000 $R > $W/warm.fq; g3 map -t 16 --device gpu -ax map-pb $W/g3 $W/warm.fq > /dev/null 2>&1  # warm-up
+    head -n 2000 $R > $W/warm.fq; g3 map -t 16 --device gpu $GPU_ALIGN_OPT -ax map-pb $W/g3 $W/warm.fq > /dev/null 2>&1
     s=$( { time $D/minimap2 -t 16 -ax map-pb $W/chr20.mmi $R > $W/mm2.sam 2>/dev/null; } 2>&1 ); log "minimap2 map: $s s"
-    s=$( { time G3ALIGN_STAGES=1 timeout 150 python3 -m g3align.aligner.cli map -t 16 --device gpu -ax map-pb $W/g3 $R \
+    s=$( { time G3ALIGN_STAGES=1 timeout 150 python3 -m g3align.aligner.cli map -t 16 --device gpu $GPU_ALIGN_OPT \
+        -ax map-pb $W/g3 $R \
         > $W/gpu.sam 2> $OUT/pbsim.gpu.log; } 2>&1 ); log "g3align map --device gpu: $s s; $(grep -h stage $OUT/pbsim.gpu.log | tail -1)"
     g3 compare $W/gpu.sam $W/mm2.sam --tags NM,ms,AS,nn,tp,cm,s1,s2,de,rl,SA 2>&1 | tail -4 | tee -a "$OUT/times.txt"
     if [ "${PB_CPU:-0}" = 1 ]; then

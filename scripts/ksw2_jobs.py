@@ -24,8 +24,8 @@ import numpy as np
 
 
 def dump(args):
-    from g3align.aligner import mmopt as MO
     from g3align.aligner import ksw2_gpu as KG
+    from g3align.aligner import mmopt as MO
     from g3align.aligner.mmpipeline import MapAligner
     from g3align.aligner.reads import read_all
     from g3align.index import mmidx
@@ -48,7 +48,6 @@ def dump(args):
 
 def bench(args):
     import cupy as cp
-
     from g3align.aligner import ksw2_gpu as KG
     from g3align.kernels.loader import get_module
     grids = [int(g) for g in args.grids.split(",")]

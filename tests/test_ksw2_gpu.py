@@ -6,8 +6,10 @@
    up to more than the whole matrix), with garbage in the scratch memory and jobs read through the
    reversed / complemented views of their buffers.
 2. extd2_batch_cpu (the batch twin) == ksw2.extd2 per job.
-3. nvcc: the file compiles for sm_90 without spills.
-4. With CuPy and a GPU: extd2_batch_gpu == extd2_batch_cpu on the same cases, in one launch and in many
+3. The kernel run by a warp of 32 real threads (kernels/warp.cuh's G3_THREAD_WARP build): every lane comes to
+   every sync and shuffle from the same line (no branch that should be uniform is not), results == the twin.
+4. nvcc: the file compiles for sm_90 without spills.
+5. With CuPy and a GPU: extd2_batch_gpu == extd2_batch_cpu on the same cases, in one launch and in many
    (small scratch budget).
 """
 from __future__ import annotations
@@ -32,21 +34,16 @@ static dim3h threadIdx, blockIdx, blockDim, gridDim;
 #define __global__
 #define __forceinline__ inline
 #define __restrict__
-#define __launch_bounds__(...)
 static inline int atomicOr(int* p, int v) { int o = *p; *p |= v; return o; }
-static unsigned char g3_host_smem[4 * 11 * 16384];  // one block's shared memory (4 warps)
 #include KERNEL_FILE
-// one emulated warp after another over whole blocks of 4 warps, as extd2_batch_gpu launches them (the last
-// block's warps past n_warps included, and run first: they must take no job); kernels/warp.cuh runs the 32 lanes
-// of each in lock step
-extern "C" void host_run(long long n_warps, const u8* Q, const u8* T, const i64* jobs, const i64* order, i64 n_job,
-    const int* P, int G, int sm_w, u8* scratch, i64 warp_bytes, u64* ctr, i64* ez, u32* cig, const i64* cig_off,
+// one emulated warp after another (kernels/warp.cuh runs the 32 lanes of each in lock step)
+extern "C" void host_run(long long n_warps, const u8* Q, const u8* T, const i64* jobs, const i64* geo,
+    const i64* order, i64 n_job, const int* P, int G, u8* scratch, i64* ez, u32* cig, const i64* cig_off,
     i64* n_cig, int* err, i64* cells) {
-  blockDim.x = 128; gridDim.x = (unsigned)((n_warps + 3) / 4);
-  for (long long w = 4 * (long long)gridDim.x - 1; w >= 0; --w) {  // the last (surplus) warps first
-    blockIdx.x = (unsigned)(w / 4); threadIdx.x = (unsigned)(w % 4) * 32;
-    ksw_extd2_warp(Q, T, jobs, order, n_job, P, G, sm_w, scratch, warp_bytes, n_warps, ctr, ez, cig, cig_off, n_cig,
-                   err, cells);
+  blockDim.x = 32; gridDim.x = (unsigned)n_warps;
+  for (long long w = 0; w < n_warps; ++w) {
+    blockIdx.x = (unsigned)w; threadIdx.x = 0;
+    ksw_extd2_warp(Q, T, jobs, geo, order, n_job, P, G, scratch, ez, cig, cig_off, n_cig, err, cells);
   }
 }
 """
@@ -101,28 +98,22 @@ def make_batch(cases, rng):
     return cat(bufs["q"]), cat(bufs["t"]), np.stack(rows), np.stack(ps)
 
 
-def run_host(lib, Q, T, jobs, P, grid, rng, n_warps=3, classes=kg.SMEM_CLASSES):
-    """The host build over the jobs, launch by launch as extd2_batch_gpu plans them (garbage in the scratch
-    and the shared memory: the kernel initialises what it reads)."""
+def run_host(lib, Q, T, jobs, P, grid, rng, n_warps=None):
     n = jobs.shape[0]
+    size, cw = kg.job_geometry(jobs, grid)
+    geo = np.zeros((n, 3), np.int64)
+    np.cumsum(size[:-1], out=geo[1:, 0])
+    geo[:, 1:] = cw
+    scratch = rng.integers(0, 256, max(16, int(size.sum())), dtype=np.uint8)  # garbage: the kernel initialises
     cig_off = kg.cig_offsets(jobs)
     ez = np.full((n, 10), -99, np.int64)
     cig = np.full(int(cig_off[-1]), 0xDEAD, np.uint32)
     n_cig = np.full(n, -1, np.int64)
     err = np.zeros(1, np.int32)
+    order = rng.permutation(n).astype(np.int64)
     i64 = ctypes.c_int64
-    for L in kg.launch_plan(jobs, grid, classes):
-        assert 4 * 11 * L["sm_w"] <= 4 * 11 * 16384
-        # the scratch of n_warps warps, then a guard the kernel must not touch (surplus warps of the last block)
-        scratch = rng.integers(0, 256, (n_warps + 4) * L["warp_bytes"], dtype=np.uint8)
-        guard = scratch[n_warps * L["warp_bytes"]:].copy()
-        ctr = np.zeros(1, np.uint64)
-        order = np.ascontiguousarray(L["order"])
-        lib.host_run(ctypes.c_longlong(n_warps), _p(Q), _p(T), _p(jobs), _p(order), i64(order.shape[0]), _p(P),
-                     ctypes.c_int(grid), ctypes.c_int(L["sm_w"]), _p(scratch), i64(L["warp_bytes"]), _p(ctr), _p(ez),
-                     _p(cig), _p(cig_off), _p(n_cig), _p(err), None)
-        assert int(ctr[0]) >= order.shape[0]
-        assert np.array_equal(scratch[n_warps * L["warp_bytes"]:], guard)
+    lib.host_run(ctypes.c_longlong(n_warps or n), _p(Q), _p(T), _p(jobs), _p(geo), _p(order), i64(n), _p(P),
+                 ctypes.c_int(grid), _p(scratch), _p(ez), _p(cig), _p(cig_off), _p(n_cig), _p(err), None)
     assert err[0] == 0
     return ez, cig, cig_off, n_cig
 
@@ -158,13 +149,11 @@ def vector_cases():
     return cases
 
 
-@pytest.mark.parametrize("grid,classes", [(64, kg.SMEM_CLASSES), (1, kg.SMEM_CLASSES), (7, ()), (100000, (128,)),
-                                          (64, ())], ids=["g64", "g1", "g7-global", "g100000-smem128", "g64-global"])
-def test_host_kernel_stored_vectors(host, vector_cases, grid, classes):
-    """Every extd2 vector; buffers in shared memory (the default classes), all in global memory (no class)."""
+@pytest.mark.parametrize("grid", [64, 1, 7, 100000])
+def test_host_kernel_stored_vectors(host, vector_cases, grid):
     rng = np.random.default_rng(grid)
     cases = vector_cases if grid == 64 else vector_cases[::3]
-    check(run_host(host, *make_batch(cases, rng), grid, rng, classes=classes), want(cases), cases)
+    check(run_host(host, *make_batch(cases, rng), grid, rng), want(cases), cases)
 
 
 @pytest.mark.parametrize("grid", [64, 2, 16])
@@ -183,7 +172,8 @@ def test_host_kernel_random(host, seed):
         if c[0] == "d" and not (c[1][7] & KSW_EZ_GENERIC_SC):
             cases.append(c)
     grid = int(rng.choice([3, 32, 64]))
-    check(run_host(host, *make_batch(cases, rng), grid, rng, n_warps=5), want(cases), cases)
+    # fewer warps than jobs: each warp takes several (the kernel's grid-stride loop)
+    check(run_host(host, *make_batch(cases, rng), grid, rng, n_warps=7), want(cases), cases)
 
 
 def test_batch_twin(vector_cases):
@@ -203,7 +193,97 @@ def test_geometry_bounds_hold_on_long_jobs(host):
         for flag in (0x40 | 0x02 | 0x80, 0x08, 0, 0x40):
             cases.append(("d", [4, 2, 24, 1, w, 400, 10, flag], mat, q, t))
     check(run_host(host, *make_batch(cases, rng), 64, rng), want(cases), cases)
-    check(run_host(host, *make_batch(cases, rng), 64, rng, classes=()), want(cases), cases)
+
+
+THREAD_SHIM = r"""
+#include <barrier>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+struct dim3h { unsigned x, y, z; };
+static thread_local dim3h threadIdx;
+static dim3h blockIdx, blockDim, gridDim;
+static thread_local int g3_lane;
+static long long g3_x[32];
+static std::barrier<>* g3_bar;
+static int g3_lines[32];
+// every lane must reach each sync / shuffle from the same line; else report the lines and exit 17
+static void g3_meet(int line) {
+  g3_lines[g3_lane] = line;
+  g3_bar->arrive_and_wait();
+  for (int l = 1; l < 32; ++l)
+    if (g3_lines[l] != g3_lines[0]) {
+      if (g3_lane == 0) {
+        std::fprintf(stderr, "warp divergence at lines:");
+        for (int k = 0; k < 32; ++k) std::fprintf(stderr, " %d", g3_lines[k]);
+        std::fprintf(stderr, "\n");
+        std::fflush(stderr);
+        std::_Exit(17);
+      }
+      break;
+    }
+  g3_bar->arrive_and_wait();
+}
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __restrict__
+static inline int atomicOr(int* p, int v) { int o = *p; *p |= v; return o; }
+#define G3_THREAD_WARP 1
+#include KERNEL_FILE
+extern "C" void host_run(long long n_warps, const u8* Q, const u8* T, const i64* jobs, const i64* geo,
+    const i64* order, i64 n_job, const int* P, int G, u8* scratch, i64* ez, u32* cig, const i64* cig_off,
+    i64* n_cig, int* err, i64* cells) {
+  blockDim.x = 32; gridDim.x = (unsigned)n_warps;
+  for (long long w = 0; w < n_warps; ++w) {
+    blockIdx.x = (unsigned)w;
+    std::barrier<> bar(32);
+    g3_bar = &bar;
+    std::vector<std::thread> th;
+    for (int l = 0; l < 32; ++l)
+      th.emplace_back([=]() {
+        threadIdx.x = (unsigned)l;
+        g3_lane = l;
+        ksw_extd2_warp(Q, T, jobs, geo, order, n_job, P, G, scratch, ez, cig, cig_off, n_cig, err, cells);
+      });
+    for (auto& t : th) t.join();
+  }
+}
+"""
+
+_THREAD_CHILD = """
+import ctypes, sys
+import numpy as np
+sys.path.insert(0, {tests!r})
+import test_ksw2_gpu as t
+from test_ksw2 import _load_vectors, parse_line
+lib = ctypes.CDLL({so!r})
+rng = np.random.default_rng(4)
+cases = t.d_cases([parse_line(i) for i, _ in _load_vectors()])[::40]
+t.check(t.run_host(lib, *t.make_batch(cases, rng), 16, rng, n_warps=3), t.want(cases), cases)
+print(len(cases), "jobs equal")
+"""
+
+
+def test_thread_warp_build_is_uniform_and_exact(tmp_path):
+    """The kernel run by 32 real threads per warp (a subprocess: a divergence ends it with exit 17)."""
+    import shutil
+    import subprocess
+    import sys
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not on PATH")
+    src = tmp_path / "thread_shim.cpp"
+    src.write_text(THREAD_SHIM.replace("KERNEL_FILE", f'"{CU}"'))
+    so = tmp_path / "libksw2thread.so"
+    r = subprocess.run(["g++", "-O1", "-std=c++20", "-pthread", "-shared", "-fPIC", "-Wall", "-Wno-unknown-pragmas",
+                        str(src), "-o", str(so)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    child = _THREAD_CHILD.format(tests=str(Path(__file__).resolve().parent), so=str(so))
+    r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "jobs equal" in r.stdout
 
 
 def test_nvcc_compiles(nvcc_spill_free):

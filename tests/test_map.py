@@ -182,8 +182,8 @@ def _map_outputs(ref, reads, preset_args, devices):
 def test_batch_seeding_gives_the_same_output(preset):
     """Batch seeding with and without the batch DP chaining scores (lchain_gpu's twin) and the staged base
     alignment (aligner/mmext.py, ksw2_gpu's twin) == per-read mapping."""
-    outs = _map_outputs(REF, READS, preset, [("cpu", False), ("cpu", True), ("cpu", True, False),
-                                             ("cpu", True, None, False)])
+    outs = _map_outputs(REF, READS, preset, [("cpu", False), ("cpu", True), ("cpu", True, None, True),
+                                             ("cpu", True, False, True)])
     assert outs[0] and all(o == outs[0] for o in outs[1:])
 
 
@@ -195,9 +195,10 @@ def test_batch_seeding_ecoli_ont(tmp_path):
     reads = tmp_path / "ont.fq"
     with gzip.open(SHARED / "reads" / "ecoli_K12_ont_R9_nanoget.fastq.gz", "rt") as fh:
         reads.write_text("".join(line for _, line in zip(range(4 * 12), fh)))
-    per_read, batched = _map_outputs(SHARED / "ref" / "ecoli_K12_MG1655.fa.gz", reads, ["-x", "map-ont", "-c"],
-                                     [("cpu", False), ("cpu", True)])
-    assert per_read.count(b"\n") >= 8 and per_read == batched
+    per_read, batched, staged = _map_outputs(SHARED / "ref" / "ecoli_K12_MG1655.fa.gz", reads,
+                                             ["-x", "map-ont", "-c"], [("cpu", False), ("cpu", True),
+                                                                       ("cpu", True, None, True)])
+    assert per_read.count(b"\n") >= 8 and per_read == batched and per_read == staged
 
 
 @pytest.mark.skipif(not (SHARED / "reads" / "ecoli_K12_pacbio_RSII_first3000.fastq.gz").exists(),
@@ -209,7 +210,7 @@ def test_staged_alignment_ecoli_pacbio(tmp_path):
     with gzip.open(SHARED / "reads" / "ecoli_K12_pacbio_RSII_first3000.fastq.gz", "rt") as fh:
         reads.write_text("".join(line for _, line in zip(range(4 * 300), fh)))
     per_read, staged = _map_outputs(SHARED / "ref" / "ecoli_K12_MG1655.fa.gz", reads,
-                                    ["-ax", "map-pb", "--cs", "--MD"], [("cpu", False), ("cpu", True)])
+                                    ["-ax", "map-pb", "--cs", "--MD"], [("cpu", False), ("cpu", True, None, True)])
     assert per_read.count(b"\n") >= 300 and per_read == staged
 
 
@@ -221,5 +222,7 @@ def _gpu():
 @pytest.mark.skipif(not _gpu(), reason="no CUDA device / cupy")
 @pytest.mark.parametrize("preset", [["-x", "map-pb", "-a"], ["-x", "map-ont", "-c"], ["-x", "sr", "-a"]])
 def test_gpu_seeding_gives_the_same_output(preset):
-    per_read, gpu = _map_outputs(REF, READS, preset, [("cpu", False), ("gpu", None)])
-    assert per_read and per_read == gpu
+    """--device gpu, and with it the base alignment on the GPU (kernels/ksw2.cu), == per-read CPU output."""
+    per_read, gpu, gpu_align = _map_outputs(REF, READS, preset, [("cpu", False), ("gpu", None),
+                                                                 ("gpu", None, None, True)])
+    assert per_read and per_read == gpu and per_read == gpu_align
