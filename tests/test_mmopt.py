@@ -59,3 +59,11 @@ def test_mid_occ_update():
     o, _, _ = M.parse_map_args(["-x", "map-hifi", "r"])
     M.update_mid_occ(o, lambda f: 10**6)
     assert o.mid_occ == 500                                     # capped at max_mid_occ
+
+
+def test_gpu_align_option():
+    """--gpu-align (g3align's own) turns on the staged base alignment of the GPU path; off by default."""
+    opt, pos, _ = M.parse_map_args(["-ax", "map-pb", "--gpu-align", "ref.fa", "r.fq"])
+    assert opt.gpu_align and pos == ["ref.fa", "r.fq"]
+    opt, _, _ = M.parse_map_args(["-ax", "map-pb", "ref.fa", "r.fq"])
+    assert not opt.gpu_align
