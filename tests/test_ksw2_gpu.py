@@ -22,6 +22,7 @@ import pytest
 from g3align.aligner import ksw2
 from g3align.aligner import ksw2_gpu as kg
 from g3align.aligner.mm_types import KSW_EZ_GENERIC_SC
+from g3align.aligner.mmsketch_gpu import gpu_available
 from test_ksw2 import _load_vectors, parse_line, random_case, tricky_cases
 
 CU = Path(__file__).resolve().parent.parent / "kernels" / "ksw2.cu"
@@ -290,15 +291,7 @@ def test_nvcc_compiles(nvcc_spill_free):
     nvcc_spill_free(CU, ("ksw_extd2_warp",))
 
 
-def _gpu_ok():
-    try:
-        import cupy as cp
-        return cp.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
-
-
-@pytest.mark.skipif(not _gpu_ok(), reason="no CuPy/GPU")
+@pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
 @pytest.mark.parametrize("budget", [2 << 30, 1 << 16])
 def test_gpu_kernel_equals_twin(vector_cases, budget):
     rng = np.random.default_rng(21)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from g3align.aligner import lchain as lc
 from g3align.aligner import lchain_gpu as lg
+from g3align.aligner.mmsketch_gpu import gpu_available
 from g3align.kernels import loader
 from test_lchain import HERE, STORED, pair_records, read_records
 
@@ -178,16 +179,20 @@ def dense_reads(seed, n_reads=6, n_anchors=3000):
     return items
 
 
-@pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("max_skip", [0, 2, 25])
-def test_warp_algorithm_dense(seed, max_skip):
-    items = dense_reads(seed)
+def dense_args(items, max_skip):
+    """dp_scores_* arguments for dense_reads items: anchors in CSR, limits of 5000 bases, bw 500."""
     a = np.concatenate([it[0] for it in items])
     off = np.zeros(len(items) + 1, np.int64)
     np.cumsum([len(it[0]) for it in items], out=off[1:])
     one = np.ones(len(items), np.int64)
     mdx, mdy = lg.limits_batch(5000 * one, 5000 * one, 500, 0)
-    args = (a, off, mdx, mdy, one, 500, max_skip, 5000, np.float32(0.12), np.float32(0.0), 0)
+    return (a, off, mdx, mdy, one, 500, max_skip, 5000, np.float32(0.12), np.float32(0.0), 0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("max_skip", [0, 2, 25])
+def test_warp_algorithm_dense(seed, max_skip):
+    args = dense_args(dense_reads(seed), max_skip)
     want = lg.dp_scores_batch(*args)
     got = _emulate(*args)
     assert (want[1] >= 0).mean() > 0.5  # most anchors chain
@@ -195,16 +200,7 @@ def test_warp_algorithm_dense(seed, max_skip):
     np.testing.assert_array_equal(got[1], want[1])
 
 
-def _gpu_ok():
-    try:
-        import cupy as cp
-
-        return cp.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
-
-
-@pytest.mark.skipif(not _gpu_ok(), reason="no CuPy/GPU")
+@pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
 @pytest.mark.parametrize("key", list(BATCHES), ids=[f"{k[0]}-bw{k[1]}" for k in BATCHES])
 def test_gpu_kernel_equals_twin(key):
     name, bw, max_skip, max_iter, pg, ps, is_cdna = key
@@ -219,16 +215,10 @@ def test_gpu_kernel_equals_twin(key):
     np.testing.assert_array_equal(got[1], want[1])
 
 
-@pytest.mark.skipif(not _gpu_ok(), reason="no CuPy/GPU")
+@pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
 @pytest.mark.parametrize("max_skip", [0, 2, 25])
 def test_gpu_warp_kernel_dense(max_skip):
-    items = [it for seed in range(4) for it in dense_reads(seed)]
-    a = np.concatenate([it[0] for it in items])
-    off = np.zeros(len(items) + 1, np.int64)
-    np.cumsum([len(it[0]) for it in items], out=off[1:])
-    one = np.ones(len(items), np.int64)
-    mdx, mdy = lg.limits_batch(5000 * one, 5000 * one, 500, 0)
-    args = (a, off, mdx, mdy, one, 500, max_skip, 5000, np.float32(0.12), np.float32(0.0), 0)
+    args = dense_args([it for seed in range(4) for it in dense_reads(seed)], max_skip)
     want = lg.dp_scores_batch(*args)
     for got in (lg.dp_scores_gpu(*args), lg.dp_scores_gpu_warp(*args)):
         np.testing.assert_array_equal(got[0], want[0])
