@@ -144,14 +144,20 @@ def _emulate(a, off, mdx, mdy, nseg, bw, max_skip, max_iter, pg, ps, is_cdna):
     return f, p
 
 
-@pytest.mark.parametrize("key", list(BATCHES), ids=[f"{k[0]}-bw{k[1]}" for k in BATCHES])
-def test_warp_algorithm_equals_twin(key):
-    """lchain_dp_warp_kernel's algorithm (lanes run in turn between its sync points) == the twin."""
+def _dump_case(key):
+    """(arguments of the dp_scores_* functions, the twin's (f, p)) for one minimap2 dump batch."""
     name, bw, max_skip, max_iter, pg, ps, is_cdna = key
     a, off, (mdx0, mdy0, nseg) = _csr(BATCHES[key])
     mdx, mdy = lg.limits_batch(mdx0, mdy0, bw, is_cdna)
-    want = lg.dp_scores_batch(a, off, mdx, mdy, nseg, bw, max_skip, max_iter, np.float32(pg), np.float32(ps), is_cdna)
-    got = _emulate(a, off, mdx, mdy, nseg, bw, max_skip, max_iter, pg, ps, is_cdna)
+    args = (a, off, mdx, mdy, nseg, bw, max_skip, max_iter, pg, ps, is_cdna)
+    return args, lg.dp_scores_batch(*args[:8], np.float32(pg), np.float32(ps), is_cdna)
+
+
+@pytest.mark.parametrize("key", list(BATCHES), ids=[f"{k[0]}-bw{k[1]}" for k in BATCHES])
+def test_warp_algorithm_equals_twin(key):
+    """lchain_dp_warp_kernel's algorithm (lanes run in turn between its sync points) == the twin."""
+    args, want = _dump_case(key)
+    got = _emulate(*args)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
 
@@ -203,16 +209,10 @@ def test_warp_algorithm_dense(seed, max_skip):
 @pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
 @pytest.mark.parametrize("key", list(BATCHES), ids=[f"{k[0]}-bw{k[1]}" for k in BATCHES])
 def test_gpu_kernel_equals_twin(key):
-    name, bw, max_skip, max_iter, pg, ps, is_cdna = key
-    a, off, (mdx0, mdy0, nseg) = _csr(BATCHES[key])
-    mdx, mdy = lg.limits_batch(mdx0, mdy0, bw, is_cdna)
-    want = lg.dp_scores_batch(a, off, mdx, mdy, nseg, bw, max_skip, max_iter, np.float32(pg), np.float32(ps), is_cdna)
-    got = lg.dp_scores_gpu(a, off, mdx, mdy, nseg, bw, max_skip, max_iter, pg, ps, is_cdna)
-    np.testing.assert_array_equal(got[0], want[0])
-    np.testing.assert_array_equal(got[1], want[1])
-    got = lg.dp_scores_gpu_warp(a, off, mdx, mdy, nseg, bw, max_skip, max_iter, pg, ps, is_cdna)
-    np.testing.assert_array_equal(got[0], want[0])
-    np.testing.assert_array_equal(got[1], want[1])
+    args, want = _dump_case(key)
+    for got in (lg.dp_scores_gpu(*args), lg.dp_scores_gpu_warp(*args)):
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
 
 
 @pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
