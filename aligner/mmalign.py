@@ -289,7 +289,7 @@ def append_cigar(R, i, cigbuf, cig_used, cig, n):
 
 # ----------------------------------------------------------------------------------------------
 # pairwise DP dispatch and Z-drop test
-# ----------------------------------------------------------------------------------------------
+#
 # job context of align_pair (the staged path of aligner/mmpipeline.py): how its ksw calls are served.
 #   JC_DIRECT  computed here (the per-read path);
 #   JC_PLAN    the call's key is recorded (when the GPU batch takes it) and a placeholder result is returned
@@ -340,10 +340,12 @@ def align_pair(jc, kr, qlo, qhi, rid, tlo, thi, q, e, q2, e2, max_sw_mat, qseq, 
     DP larger than max_sw_mat cells is skipped and reported as Z-dropped.  jc / kr..thi: the job context
     and the call's key (kr < 0: no key, always computed here)."""
     mode = jc[0][0]
+    qlen = qseq.shape[0]
+    tlen = tseq.shape[0]
+    big = max_sw_mat > 0 and np.int64(tlen) * qlen > max_sw_mat
     if mode == JC_PLAN:
         ctl, keys = jc[0], jc[1]
-        big = max_sw_mat > 0 and np.int64(tseq.shape[0]) * qseq.shape[0] > max_sw_mat
-        if kr >= 0 and not big and not (q == q2 and e == e2) and qseq.shape[0] > 0 and tseq.shape[0] > 0:
+        if kr >= 0 and not big and not (q == q2 and e == e2) and qlen > 0 and tlen > 0:
             if ctl[2] < keys.shape[0]:
                 r = keys[ctl[2]]
                 r[K_REV], r[K_QLO], r[K_QHI], r[K_RID], r[K_TLO], r[K_THI] = kr, qlo, qhi, rid, tlo, thi
@@ -360,9 +362,7 @@ def align_pair(jc, kr, qlo, qhi, rid, tlo, thi, q, e, q2, e2, max_sw_mat, qseq, 
             jc[0][3] += 1  # replay hits
             o = jc[4][k]
             return jc[2][k].copy(), jc[3][o:o + jc[5][k]].copy()
-    qlen = qseq.shape[0]
-    tlen = tseq.shape[0]
-    if max_sw_mat > 0 and np.int64(tlen) * qlen > max_sw_mat:
+    if big:
         ez = _new_ez()
         ez[EZ_ZDROPPED] = 1
         return ez, np.empty(0, np.uint32)
@@ -1074,7 +1074,7 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
 
     tseq = np.zeros(re0 - rs0 if re0 > rs0 else 1, np.uint8)
     qb = 0 if qstrand else rev * qlen  # offset of the query strand used in qseq0
-    keyed = 0 if not qstrand else -1  # the staged path keys forward-strand targets only
+    fwd = not qstrand  # the staged path keys forward-strand targets only (key rev: 1 left extension, else 0)
 
     if qs > 0 and rs > 0:  # left extension
         if qstrand:
@@ -1084,7 +1084,7 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
         qrev = qseq0[qb + qs0:qb + qs][::-1].copy()
         trev = tseq[:rs - rs0][::-1].copy()
         zd = zdrop_inv if R[ri, SPLIT_INV] else zdrop
-        kr = 1 if keyed == 0 and rs <= rlen else -1
+        kr = 1 if fwd and rs <= rlen else -1
         ez, cig = align_pair(jc, kr, qb + qs0, qb + qs, rid, rs0, rs, q, e, q2, e2, max_sw_mat, qrev, trev, mat, bw,
                              end_bonus, zd, KSW_EZ_EXTZ_ONLY | KSW_EZ_RIGHT | KSW_EZ_REV_CIGAR)
         if cig.shape[0] > 0:
@@ -1137,7 +1137,7 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
                 cig = np.empty(1, np.uint32)
                 cig[0] = np.uint32((qe - qs) << 4 | CIG_M)
             else:
-                kr = keyed if re <= rlen else -1
+                kr = 0 if fwd and re <= rlen else -1
                 ez, cig = align_pair(jc, kr, qb + qs, qb + qe, rid, rs, re, q, e, q2, e2, max_sw_mat, qv, tv, mat,
                                      bw1, -1, zdrop, KSW_EZ_APPROX_MAX)
             zdrop_code = 0
@@ -1182,7 +1182,7 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
             _getseq2(ref_seq, ref_off, rev, rid, re, re0, tseq)
         else:
             _getseq(ref_seq, ref_off, rid, re, re0, tseq)
-        kr = keyed if re0 <= rlen else -1
+        kr = 0 if fwd and re0 <= rlen else -1
         ez, cig = align_pair(jc, kr, qb + qe, qb + qe0, rid, re, re0, q, e, q2, e2, max_sw_mat,
                              qseq0[qb + qe:qb + qe0], tseq[:re0 - re], mat, bw, end_bonus, zdrop, KSW_EZ_EXTZ_ONLY)
         if cig.shape[0] > 0:

@@ -325,7 +325,7 @@ class MapAligner:
         if opt.flag & MO.F_RMQ:
             self.batch_chain = False  # RMQ chaining runs per read
         if batch_align is None:
-            batch_align = self.batch_seed and bool(getattr(opt, "gpu_align", False))
+            batch_align = self.batch_seed and opt.gpu_align
         self.batch_align = batch_align and bool(opt.flag & MO.F_CIGAR)
         self.ext_stats: dict = {}
         self.stage_times: dict = {}
@@ -358,28 +358,18 @@ class MapAligner:
         n = batch.n
         if n == 0:
             return b""
-        names, name_off = _cat_strings(batch.names)
+        names, name_off, seq_off, diag, sd, fp = self._batch_stages(batch)
         comments, com_off = _cat_strings(batch.comments)
         raw = batch.raw if batch.raw is not None else np.frombuffer(b"ACGTN", np.uint8)[batch.seq]
         raw = _u_to_t(raw)
         qual_on = bool(batch.has_qual and (self.opt.flag & MO.F_OUT_SAM) and not (self.opt.flag & MO.F_NO_QUAL))
         qual = batch.qual if batch.has_qual else np.zeros(0, np.uint8)
-        seq_off = batch.seq_off - batch.seq_off[0]
-        b, bkt_off, keys, key_off, pos = self.idx.arrays()
-        ref = self.idx.ref
-        diag = self._diag_rids(batch)
-
-        t = time.perf_counter()
-        sd = self._seed_batch(batch.seq, seq_off, diag, (b, bkt_off, keys, key_off, pos)) if self.batch_seed \
-            else _NO_SEEDS
-        t = _lap(self.stage_times, "seeding", t)
-        fp = self._chain_scores(np.diff(seq_off), sd[2], sd[3]) if self.batch_chain else _NO_FP
-        _lap(self.stage_times, "chaining scores", t)
-
         ranges = _ranges(seq_off, max(1, n_threads))
         if self.batch_align:
             return self._map_staged(batch, ranges, n_threads, seq_off, raw, qual, qual_on, names, name_off, comments,
                                     com_off, diag, sd, fp)
+        b, bkt_off, keys, key_off, pos = self.idx.arrays()
+        ref = self.idx.ref
 
         def run(lo_hi):
             lo, hi = lo_hi
@@ -394,6 +384,19 @@ class MapAligner:
         with ThreadPoolExecutor(max_workers=n_threads) as ex:
             return b"".join(ex.map(run, ranges))
 
+    def _batch_stages(self, batch):
+        """What every read of the batch needs first: (names CSR, seq_off from 0, -D contigs, the batch's seeds
+        (_NO_SEEDS unless batch_seed), its DP chaining scores (_NO_FP unless batch_chain))."""
+        names, name_off = _cat_strings(batch.names)
+        seq_off = batch.seq_off - batch.seq_off[0]
+        diag = self._diag_rids(batch)
+        t = time.perf_counter()
+        sd = self._seed_batch(batch.seq, seq_off, diag, self.idx.arrays()) if self.batch_seed else _NO_SEEDS
+        t = _lap(self.stage_times, "seeding", t)
+        fp = self._chain_scores(np.diff(seq_off), sd[2], sd[3]) if self.batch_chain else _NO_FP
+        _lap(self.stage_times, "chaining scores", t)
+        return names, name_off, seq_off, diag, sd, fp
+
     def _map_staged(self, batch, ranges, n_threads, seq_off, raw, qual, qual_on, names, name_off, comments, com_off,
                     diag, sd, fp) -> bytes:
         """map_batch with the base alignment as one batch of ksw2 jobs (aligner/mmext.py): plan every range
@@ -404,15 +407,13 @@ class MapAligner:
         with ThreadPoolExecutor(max_workers=max(1, n_threads)) as ex:
             plans, jobs, P = self._plan(ex, batch, ranges, seq_off, names, name_off, diag, sd, fp)
             t = _lap(self.stage_times, "chaining+regions (CPU)", t)
+            ref_seq = ref.ref_seq
             if self.device == "gpu":
                 import cupy as cp
                 if self._ref_dev is None:
                     self._ref_dev = cp.asarray(ref.ref_seq)
-                pez, pcig, pcig_off, pn_cig = mmext.run_jobs(batch.seq, self._ref_dev, jobs, P, "gpu",
-                                                             self.ext_stats)
-            else:
-                pez, pcig, pcig_off, pn_cig = mmext.run_jobs(batch.seq, ref.ref_seq, jobs, P, "cpu")
-                self.ext_stats["jobs"] = self.ext_stats.get("jobs", 0) + int(jobs.shape[0])
+                ref_seq = self._ref_dev
+            pez, pcig, pcig_off, pn_cig = mmext.run_jobs(batch.seq, ref_seq, jobs, P, self.device, self.ext_stats)
             t = _lap(self.stage_times, "extension (ksw2 batch)", t)
             k0 = np.cumsum([0] + [pl[5].shape[0] for pl in plans])
 
@@ -453,11 +454,7 @@ class MapAligner:
 
     def batch_jobs(self, batch, n_threads: int = 1):
         """The ksw2 jobs the staged path would run for a batch: (code buffer, jobs, P) (for benchmarks)."""
-        names, name_off = _cat_strings(batch.names)
-        seq_off = batch.seq_off - batch.seq_off[0]
-        diag = self._diag_rids(batch)
-        sd = self._seed_batch(batch.seq, seq_off, diag, self.idx.arrays())
-        fp = self._chain_scores(np.diff(seq_off), sd[2], sd[3]) if self.batch_chain else _NO_FP
+        names, name_off, seq_off, diag, sd, fp = self._batch_stages(batch)
         with ThreadPoolExecutor(max_workers=max(1, n_threads)) as ex:
             _, jobs, P = self._plan(ex, batch, _ranges(seq_off, max(1, n_threads)), seq_off, names, name_off, diag,
                                     sd, fp)

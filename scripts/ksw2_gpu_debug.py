@@ -50,8 +50,7 @@ def child(args):
     d = np.load(args.dump)
     ids = np.load(args.ids)
     jobs = d["jobs"][ids]
-    defines = {k: 1 for k in args.defines.split(",") if k}
-    ez, cig, cig_off, n_cig = kg.extd2_batch_gpu(d["Q"], d["T"], jobs, d["P"], defines=defines)
+    ez, cig, cig_off, n_cig = kg.extd2_batch_gpu(d["Q"], d["T"], jobs, d["P"])
     full_off = kg.cig_offsets(d["jobs"])
     bad = 0
     for k, j in enumerate(ids):
@@ -115,7 +114,6 @@ def main():
     c = sub.add_parser("child")
     c.add_argument("dump")
     c.add_argument("ids")
-    c.add_argument("--defines", default="")
     r = sub.add_parser("run")
     r.add_argument("dump")
     r.add_argument("--timeout", type=float, default=25)
