@@ -13,7 +13,7 @@ import numpy as np
 from g3align.aligner.chain import chain_and_filter, rep_len
 from g3align.aligner.extend import IS_ALT, NF, QB, SCORE, SECONDARY, SECONDARY_ALL, XF, chain2aln, flt_chained_seeds
 from g3align.aligner.nbshare import unowned
-from g3align.aligner.samout import F_ALL, F_KEEP_SUPP_MAPQ, F_NO_MULTI, gen_alt, reg2aln, write_record
+from g3align.aligner.samout import F_ALL, F_KEEP_SUPP_MAPQ, F_NO_MULTI, cg_empty, gen_alt, reg2aln, write_record
 from g3align.aligner.select import INT_MAX, mark_primary_se, sort_dedup_patch
 from g3align.aligner.smem import collect_intv
 
@@ -118,27 +118,27 @@ _EMPTY_U32 = np.zeros(0, np.uint32)
 
 @nb.njit(cache=True)
 def reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, name, qual, has_qual,
-               comment, rg_id, R, nreg, read_id):
+               comment, rg_id, R, nreg, read_id, cg):
     """mem_mark_primary_se + mem_reg2sam for one single-end read; appends records to buf."""
     mark_primary_se(opt, R, nreg, read_id)
     if opt.flag & F_PRIMARY5:
         reorder_primary5(opt, R, nreg)
     return reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, name, qual, has_qual,
-                   comment, rg_id, R, nreg, 0, False, -1, -1, 0, _EMPTY_U32)
+                   comment, rg_id, R, nreg, 0, False, -1, -1, 0, _EMPTY_U32, cg)
 
 
 @nb.njit(cache=True)
 def reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, name, qual, has_qual,
-            comment, rg_id, R, nreg, extra_flag, m_has, m_rid, m_pos, m_rev, m_cig):
+            comment, rg_id, R, nreg, extra_flag, m_has, m_rid, m_pos, m_rev, m_cig, cg):
     """bwa's mem_reg2sam on regions already marked primary/secondary: the read's records (primary,
     supplementary, with -a secondary; or one unmapped record), with `extra_flag` and the mate's
-    position (m_*) for paired reads."""
+    position (m_*) for paired reads. cg: the read's precomputed alignments (samout.reg2aln)."""
     L = q.shape[0]
     has_xa = False
     xa_off = np.zeros(nreg + 1, np.int64)
     xa = _EMPTY_U8
     if not (opt.flag & F_ALL):
-        xa_off, xa, has_xa = gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, nreg, ctg_names, ctg_off)
+        xa_off, xa, has_xa = gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, nreg, ctg_names, ctg_off, cg)
     cap = nreg if nreg > 0 else 1
     l_rid = np.empty(cap, np.int64)
     l_pos = np.empty(cap, np.int64)
@@ -164,7 +164,7 @@ def reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, nam
         if sec >= 0 and sec < INT_MAX and np.float32(R[k, SCORE]) < np.float32(R[sec, SCORE]) * opt.drop_ratio:
             continue
         rid, pos, is_rev, mapq, flag, nm, cig, md, score, sub, alt_sc = reg2aln(
-            opt, mat, offsets, l_pac, pac, L, q, R, k)
+            opt, mat, offsets, l_pac, pac, L, q, R, k, cg)
         flag |= extra_flag
         if sec >= 0:
             sub = -1
@@ -225,11 +225,12 @@ def align_range_se(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qu
                      rg_id, mat, pre))
     buf = np.empty(1024 + 600 * (i1 - i0), np.uint8)
     nbuf = 0
+    cg = cg_empty()
     for i in range(i0, i1):
         q = seq[seq_off[i]:seq_off[i + 1]]
         R, nreg, fr = align1_in_batch(fm, offsets, l_pac, pac, seq, seq_off, i, opt, mat, pre)
         qu = qual[seq_off[i]:seq_off[i + 1]] if has_qual else _EMPTY_U8
         buf, nbuf = reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q,
                                names[name_off[i]:name_off[i + 1]], qu, has_qual,
-                               comments[com_off[i]:com_off[i + 1]], rg_id, R, nreg, first_id + i)
+                               comments[com_off[i]:com_off[i + 1]], rg_id, R, nreg, first_id + i, cg)
     return buf[:nbuf]

@@ -43,7 +43,7 @@ from g3align.aligner.extend import (
 from g3align.aligner.ksort import introsort
 from g3align.aligner.ksw import ksw_align2
 from g3align.aligner.nbshare import unowned
-from g3align.aligner.samout import F_ALL, gen_alt_one, reg2aln, write_record
+from g3align.aligner.samout import F_ALL, cg_empty, gen_alt_one, reg2aln, write_record
 from g3align.aligner.select import approx_mapq_se, hash_64, mark_primary_se, sort_dedup_patch
 
 F_NOPAIRING = 0x4
@@ -501,20 +501,22 @@ def raw_mapq(diff, a):
 
 
 @nb.njit(cache=True)
-def _aln_for_mate(opt, mat, offsets, l_pac, pac, q, R, which):
+def _aln_for_mate(opt, mat, offsets, l_pac, pac, q, R, which, cg):
     """h = mem_reg2aln(region `which`) or an unmapped placeholder: (rid, pos, is_rev, cigar)."""
     if which < 0:
         return -1, -1, 0, _EMPTY_U32
     rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt = reg2aln(opt, mat, offsets, l_pac, pac, q.shape[0],
-                                                                     q, R, which)
+                                                                     q, R, which, cg)
     return rid, pos, is_rev, cig
 
 
 @nb.njit(cache=True)
 def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, p_high, p_failed, p_avg, p_std,
-           q0, q1, name0, name1, qual0, qual1, has_qual, com0, com1, rg_id, Ra, na, Rb, nb_, pair_id, sw_key, sw_res):
+           q0, q1, name0, name1, qual0, qual1, has_qual, com0, com1, rg_id, Ra, na, Rb, nb_, pair_id, sw_key, sw_res,
+           cg0, cg1):
     """mem_sam_pe for one pair: appends read 1's then read 2's records. sw_key/sw_res: the pair's
-    precomputed rescue alignments (empty: computed in matesw)."""
+    precomputed rescue alignments (empty: computed in matesw); cg0/cg1: each read's precomputed region
+    alignments (samout.reg2aln)."""
     if not (opt.flag & F_NO_RESCUE):
         # candidate anchors for rescue: regions within pen_unpaired of each read's best (taken before any
         # rescue modifies the other read's list)
@@ -553,27 +555,27 @@ def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, 
     if paired:
         return _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q0, q1, name0, name1,
                              qual0, qual1, has_qual, com0, com1, rg_id, Ra, na, Rb, nb_, n_pri0, n_pri1, o, subo,
-                             n_sub, z0, z1)
+                             n_sub, z0, z1, cg0, cg1)
     # no pairing: each read's best hit, the proper-pair flag if the two best hits form one
     w0 = 0 if na > 0 and Ra[0, SCORE] >= opt.T else -1
     w1 = 0 if nb_ > 0 and Rb[0, SCORE] >= opt.T else -1
-    h0_rid, h0_pos, h0_rev, h0_cig = _aln_for_mate(opt, mat, offsets, l_pac, pac, q0, Ra, w0)
-    h1_rid, h1_pos, h1_rev, h1_cig = _aln_for_mate(opt, mat, offsets, l_pac, pac, q1, Rb, w1)
+    h0_rid, h0_pos, h0_rev, h0_cig = _aln_for_mate(opt, mat, offsets, l_pac, pac, q0, Ra, w0, cg0)
+    h1_rid, h1_pos, h1_rev, h1_cig = _aln_for_mate(opt, mat, offsets, l_pac, pac, q1, Rb, w1, cg1)
     extra = 1
     if not (opt.flag & F_NOPAIRING) and h0_rid == h1_rid and h0_rid >= 0:
         d, dist = infer_dir(l_pac, Ra[0, RB], Rb[0, RB])
         if not p_failed[d] and dist >= p_low[d] and dist <= p_high[d]:
             extra |= 2
     buf, nbuf = reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q0, name0, qual0, has_qual,
-                        com0, rg_id, Ra, na, 0x41 | extra, True, h1_rid, h1_pos, h1_rev, h1_cig)
+                        com0, rg_id, Ra, na, 0x41 | extra, True, h1_rid, h1_pos, h1_rev, h1_cig, cg0)
     buf, nbuf = reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q1, name1, qual1, has_qual,
-                        com1, rg_id, Rb, nb_, 0x81 | extra, True, h0_rid, h0_pos, h0_rev, h0_cig)
+                        com1, rg_id, Rb, nb_, 0x81 | extra, True, h0_rid, h0_pos, h0_rev, h0_cig, cg1)
     return buf, nbuf
 
 
 @nb.njit(cache=True)
 def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q0, q1, name0, name1, qual0, qual1,
-                  has_qual, com0, com1, rg_id, Ra, na, Rb, nb_, n_pri0, n_pri1, o, subo, n_sub, z0, z1):
+                  has_qual, com0, com1, rg_id, Ra, na, Rb, nb_, n_pri0, n_pri1, o, subo, n_sub, z0, z1, cg0, cg1):
     score_un = Ra[0, SCORE] + Rb[0, SCORE] - opt.pen_unpaired
     subo = subo if subo > score_un else score_un
     q_pe = raw_mapq(o - subo, opt.a)
@@ -621,10 +623,10 @@ def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, 
     xa_a = _EMPTY_U8
     xa_b = _EMPTY_U8
     if not (opt.flag & F_ALL):
-        xa_a = gen_alt_one(opt, mat, offsets, l_pac, pac, q0.shape[0], q0, Ra, na, z0, ctg_names, ctg_off)
-        xa_b = gen_alt_one(opt, mat, offsets, l_pac, pac, q1.shape[0], q1, Rb, nb_, z1, ctg_names, ctg_off)
-    r0 = reg2aln(opt, mat, offsets, l_pac, pac, q0.shape[0], q0, Ra, z0)
-    r1 = reg2aln(opt, mat, offsets, l_pac, pac, q1.shape[0], q1, Rb, z1)
+        xa_a = gen_alt_one(opt, mat, offsets, l_pac, pac, q0.shape[0], q0, Ra, na, z0, ctg_names, ctg_off, cg0)
+        xa_b = gen_alt_one(opt, mat, offsets, l_pac, pac, q1.shape[0], q1, Rb, nb_, z1, ctg_names, ctg_off, cg1)
+    r0 = reg2aln(opt, mat, offsets, l_pac, pac, q0.shape[0], q0, Ra, z0, cg0)
+    r1 = reg2aln(opt, mat, offsets, l_pac, pac, q1.shape[0], q1, Rb, z1, cg1)
     aux = np.zeros(4, np.int64)  # one-record lists for write_record: cigar offsets [0, n], flag, a zero
     co = aux[0:2]
     fl = aux[2:3]
@@ -649,16 +651,25 @@ def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, 
     return buf, nbuf
 
 
+@nb.njit(cache=True, inline="always")
+def _cg_slice(cg, u, v):
+    """The precomputed alignments of region rows [u, v) (one read) of a part's cg."""
+    return (cg[0][u:v], cg[1][u:v], cg[2][u:v + 1], cg[3], cg[4][u:v + 1], cg[5])
+
+
 @nb.njit(cache=True, nogil=True)
 def sam_pe_range(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual, has_qual, names, name_off,
                  comments, com_off, rg_id, R_cat, reg_off, p_low, p_high, p_failed, p_avg, p_std, first_pair,
-                 j0, j1, opt, mat, sw_off, sw_key, sw_res):
+                 j0, j1, opt, mat, sw_off, sw_key, sw_res, cg):
     """CPU kernel: SAM bytes for pairs [j0, j1) of an interleaved batch (reads 2j, 2j+1). sw_off (CSR over
-    the batch's pairs, or empty), sw_key, sw_res: precomputed rescue alignments (rescue_jobs_range)."""
+    the batch's pairs, or empty), sw_key, sw_res: precomputed rescue alignments (rescue_jobs_range). cg:
+    precomputed region alignments, one per row of R_cat (memcigar.py), or cg_empty()."""
     (offsets, pac, ctg_names, ctg_off, seq, seq_off, qual, names, name_off, comments, com_off, rg_id, R_cat,
-     reg_off, p_low, p_high, p_failed, p_avg, p_std, mat, sw_off, sw_key, sw_res) = unowned(
+     reg_off, p_low, p_high, p_failed, p_avg, p_std, mat, sw_off, sw_key, sw_res, cg) = unowned(
         (offsets, pac, ctg_names, ctg_off, seq, seq_off, qual, names, name_off, comments, com_off, rg_id, R_cat,
-         reg_off, p_low, p_high, p_failed, p_avg, p_std, mat, sw_off, sw_key, sw_res))
+         reg_off, p_low, p_high, p_failed, p_avg, p_std, mat, sw_off, sw_key, sw_res, cg))
+    has_cg = cg[0].shape[0] > 0
+    none = cg_empty()
     buf = np.empty(2048 + 1200 * (j1 - j0), np.uint8)
     nbuf = 0
     for j in range(j0, j1):
@@ -675,9 +686,11 @@ def sam_pe_range(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual
         qa = qual[seq_off[a]:seq_off[a + 1]] if has_qual else _EMPTY_U8
         qb = qual[seq_off[b]:seq_off[b + 1]] if has_qual else _EMPTY_U8
         u, v = (sw_off[j], sw_off[j + 1]) if sw_off.shape[0] else (0, 0)
+        cg0 = _cg_slice(cg, reg_off[a], reg_off[a + 1]) if has_cg else none
+        cg1 = _cg_slice(cg, reg_off[b], reg_off[b + 1]) if has_cg else none
         buf, nbuf = sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, p_high, p_failed,
                            p_avg, p_std, q0, q1, names[name_off[a]:name_off[a + 1]],
                            names[name_off[b]:name_off[b + 1]], qa, qb, has_qual,
                            comments[com_off[a]:com_off[a + 1]], comments[com_off[b]:com_off[b + 1]], rg_id,
-                           Ra, na, Rb, nb_, first_pair + j, sw_key[u:v], sw_res[u:v])
+                           Ra, na, Rb, nb_, first_pair + j, sw_key[u:v], sw_res[u:v], cg0, cg1)
     return buf[:nbuf]

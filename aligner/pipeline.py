@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from g3align.aligner.core import align_range_se
 from g3align.aligner.extend import NF
+from g3align.aligner.memcigar import cigar_jobs_cpu, cigar_jobs_gpu, cigar_keys
 from g3align.aligner.memstage import (
     assemble,
     assemble_rescue,
@@ -42,6 +43,7 @@ from g3align.aligner.memstage import (
 from g3align.aligner.options import score_matrix
 from g3align.aligner.pair import pestat_of_sizes, pestat_sizes, regions_range, rescue_jobs_range, sam_pe_range
 from g3align.aligner.reads import bytes_csr, gather_bytes, prefetch
+from g3align.aligner.samout import cg_empty
 
 RANGES_PER_THREAD = 8  # read (or pair) ranges per pool thread in one map call: balance against task overhead
 WORKER_NICE = 5  # nice increment of the CPU pool's worker threads on the GPU path (0: none)
@@ -202,7 +204,7 @@ class MemAligner:
 
         def jobs(task):
             k, (a, b) = task
-            _, arrays, R_cat, reg_off = states[k]
+            _, arrays, R_cat, reg_off = states[k][:4]
             return rescue_jobs_range(p, self.offsets, self.l_pac, low, high, failed, arrays[4], R_cat, reg_off,
                                      a, b)
         got = self._map(jobs, tasks)
@@ -303,7 +305,8 @@ class MemAligner:
 
     def pe_regions(self, batch):
         """Stage 1 of paired-end on an interleaved part of a -K batch (an even number of reads): the
-        regions of every read (they do not depend on the rest of the batch). Returns the part's state."""
+        regions of every read (they do not depend on the rest of the batch) and, staged, their alignments
+        (traceback). Returns the part's state (batch, arrays, R_cat, reg_off, cg)."""
         return self.pe_regions_of(self.prepare(batch))
 
     def pe_regions_of(self, prep):
@@ -322,7 +325,26 @@ class MemAligner:
         reg_off = np.zeros(n + 1, np.int64)
         np.cumsum(counts, out=reg_off[1:])
         _lap(self.stage_times, "regions", t)
-        return batch, arrays, R_cat, reg_off
+        return batch, arrays, R_cat, reg_off, self.region_cigars(batch, seq_off, R_cat, reg_off)
+
+    def region_cigars(self, batch, seq_off, R_cat, reg_off):
+        """The traceback stage (memcigar.py): CIGAR, NM and MD of every region of a part, on the GPU or by
+        its CPU twin when staged; cg_empty() otherwise (the SAM stage aligns each printed region)."""
+        if not self.staged or R_cat.shape[0] == 0:
+            return cg_empty()
+        t = time.perf_counter()
+        p = self.params
+        keys, j_read = cigar_keys(R_cat, reg_off)
+        if self._fm_dev is not None:
+            with self._gpu_stream():
+                cg = cigar_jobs_gpu(p, self.mat, self._pac_dev, self.l_pac, to_device(batch.seq), to_device(seq_off),
+                                    keys, j_read)
+        else:
+            cg = cigar_jobs_cpu(p, self.mat, self.l_pac, self.pac, batch.seq, seq_off, keys, j_read, self._map,
+                                8 * self.n_threads)
+        _lap(self.stage_times, "traceback", t)
+        _add(self.stage_times, "traceback_jobs", int(keys.shape[0]))
+        return cg
 
     def pe_stat(self, states, log=None):
         """Insert-size statistics (bwa's mem_pestat) over all parts of one -K batch."""
@@ -368,11 +390,11 @@ class MemAligner:
 
         def stage2(task):
             k, r = task
-            batch, (names, name_off, comments, com_off, seq_off, qual), R_cat, reg_off = states[k]
+            batch, (names, name_off, comments, com_off, seq_off, qual), R_cat, reg_off, cg = states[k]
             return sam_pe_range(self.fm, self.offsets, self.l_pac, self.pac, self.ctg_names, self.ctg_off,
                                 batch.seq, seq_off, qual, batch.has_qual, names, name_off, comments, com_off,
                                 self.rg_id, R_cat, reg_off, low, high, failed, avg, std,
-                                int(batch.first_id) // 2, r[0], r[1], self.params, self.mat, *sws[k])
+                                int(batch.first_id) // 2, r[0], r[1], self.params, self.mat, *sws[k], cg)
         got = self._map(stage2, tasks) if tasks else []
         out = [[] for _ in states]
         for (k, _), o in zip(tasks, got):

@@ -131,20 +131,41 @@ def infer_bw(l1, l2, score, a, q, r):
     return w
 
 
+# The alignment of a region (gen_cigar2 with reg2aln's band doubling) depends only on these region fields,
+# the read and the options: the key of a precomputed alignment (memcigar.py, the GPU traceback stage).
+CG_FIELDS = (QB, QE, RB, RE, TRUESC, W)
+CG_SCORE, CG_NM, CG_NCIG, CG_NMD = 0, 1, 2, 3  # columns of a precomputed result row (int32); NCIG -1: none
+
+
 @nb.njit(cache=True)
-def reg2aln(opt, mat, offsets, l_pac, pac, L, q, R, i):
-    """mem_reg2aln. Returns (rid, pos, is_rev, mapq, flag, NM, cigar, MD, score, sub, alt_sc)."""
-    qb = R[i, QB]
-    qe = R[i, QE]
-    rb = R[i, RB]
-    re = R[i, RE]
-    mapq = approx_mapq_se(opt, R, i) if R[i, SECONDARY] < 0 else 0
-    flag = 0x100 if R[i, SECONDARY] >= 0 else 0
-    tmp = infer_bw(qe - qb, re - rb, R[i, TRUESC], opt.a, opt.o_del, opt.e_del)
-    w2 = infer_bw(qe - qb, re - rb, R[i, TRUESC], opt.a, opt.o_ins, opt.e_ins)
+def cg_empty():
+    """A read's precomputed-alignment context with nothing in it: (keys (k, 6) int64, res (k, 4) int32,
+    cig_off (k+1), cig uint32, md_off (k+1), md uint8); reg2aln then aligns every region itself."""
+    return (np.zeros((0, 6), np.int64), np.zeros((0, 4), np.int32), np.zeros(1, np.int64),
+            np.zeros(0, np.uint32), np.zeros(1, np.int64), np.zeros(0, np.uint8))
+
+
+@nb.njit(cache=True, inline="always")
+def cg_find(cg, R, i):
+    """Row of region i's precomputed alignment in the read's context `cg`, or -1."""
+    keys = cg[0]
+    for j in range(keys.shape[0]):
+        if (keys[j, 0] == R[i, QB] and keys[j, 1] == R[i, QE] and keys[j, 2] == R[i, RB]
+                and keys[j, 3] == R[i, RE] and keys[j, 4] == R[i, TRUESC] and keys[j, 5] == R[i, W]):
+            return j if cg[1][j, CG_NCIG] >= 0 else -1
+    return -1
+
+
+@nb.njit(cache=True)
+def region_cigar(opt, mat, l_pac, pac, q, qb, qe, rb, re, truesc, w_reg):
+    """mem_reg2aln's alignment of a region: gen_cigar2 over the query [qb, qe) and reference [rb, re) with
+    the band inferred from the score, doubled while the score stays short of truesc (at most 3 tries).
+    Returns gen_cigar2's (score, cigar, NM, MD) of the last try."""
+    tmp = infer_bw(qe - qb, re - rb, truesc, opt.a, opt.o_del, opt.e_del)
+    w2 = infer_bw(qe - qb, re - rb, truesc, opt.a, opt.o_ins, opt.e_ins)
     w2 = w2 if w2 > tmp else tmp
     if w2 > opt.w:
-        w2 = w2 if w2 < R[i, W] else R[i, W]
+        w2 = w2 if w2 < w_reg else w_reg
     it = 0
     last_sc = -(1 << 30)
     while True:
@@ -156,8 +177,28 @@ def reg2aln(opt, mat, offsets, l_pac, pac, L, q, R, i):
         last_sc = score
         w2 <<= 1
         it += 1
-        if not (it < 3 and score < R[i, TRUESC] - opt.a):
+        if not (it < 3 and score < truesc - opt.a):
             break
+    return score, cig, nm, md
+
+
+@nb.njit(cache=True)
+def reg2aln(opt, mat, offsets, l_pac, pac, L, q, R, i, cg):
+    """mem_reg2aln. Returns (rid, pos, is_rev, mapq, flag, NM, cigar, MD, score, sub, alt_sc). The region's
+    alignment comes from `cg` (cg_empty() or a read's slice of memcigar's results) when it is there."""
+    qb = R[i, QB]
+    qe = R[i, QE]
+    rb = R[i, RB]
+    re = R[i, RE]
+    mapq = approx_mapq_se(opt, R, i) if R[i, SECONDARY] < 0 else 0
+    flag = 0x100 if R[i, SECONDARY] >= 0 else 0
+    j = cg_find(cg, R, i)
+    if j >= 0:
+        nm = np.int64(cg[1][j, CG_NM])
+        cig = cg[3][cg[2][j]:cg[2][j + 1]]
+        md = cg[5][cg[4][j]:cg[4][j + 1]]
+    else:
+        score, cig, nm, md = region_cigar(opt, mat, l_pac, pac, q, qb, qe, rb, re, R[i, TRUESC], R[i, W])
     pos, is_rev = depos(l_pac, rb if rb < l_pac else re - 1)
     nc = cig.shape[0]
     s0 = 0
@@ -198,9 +239,9 @@ def _pri_idx(xa_drop, R, i):
 
 
 @nb.njit(cache=True)
-def _put_alt(bufs, nb_, opt, mat, offsets, l_pac, pac, L, q, R, i, name_buf, name_off):
+def _put_alt(bufs, nb_, opt, mat, offsets, l_pac, pac, L, q, R, i, name_buf, name_off, cg):
     """One XA entry (contig,strand+pos,CIGAR,NM;) for region i."""
-    rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt = reg2aln(opt, mat, offsets, l_pac, pac, L, q, R, i)
+    rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt = reg2aln(opt, mat, offsets, l_pac, pac, L, q, R, i, cg)
     bufs, nb_ = put_bytes(bufs, nb_, name_buf[name_off[rid]:name_off[rid + 1]])
     bufs, nb_ = put_char(bufs, nb_, 44)
     bufs, nb_ = put_char(bufs, nb_, 45 if is_rev else 43)
@@ -222,7 +263,7 @@ def _xa_dropped(opt, cnt, has_alt):
 
 
 @nb.njit(cache=True)
-def gen_alt_one(opt, mat, offsets, l_pac, pac, L, q, R, n, z, name_buf, name_off):
+def gen_alt_one(opt, mat, offsets, l_pac, pac, L, q, R, n, z, name_buf, name_off, cg):
     """The XA bytes gen_alt would give region z (empty if none): only hits whose primary is z are
     aligned, so a paired record (which carries only its own region's XA) skips the others' reg2aln."""
     cnt = 0
@@ -238,12 +279,12 @@ def gen_alt_one(opt, mat, offsets, l_pac, pac, L, q, R, n, z, name_buf, name_off
     nb_ = 0
     for i in range(n):
         if _pri_idx(opt.XA_drop_ratio, R, i) == z:
-            bufs, nb_ = _put_alt(bufs, nb_, opt, mat, offsets, l_pac, pac, L, q, R, i, name_buf, name_off)
+            bufs, nb_ = _put_alt(bufs, nb_, opt, mat, offsets, l_pac, pac, L, q, R, i, name_buf, name_off, cg)
     return bufs[:nb_]
 
 
 @nb.njit(cache=True)
-def gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, n, name_buf, name_off):
+def gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, n, name_buf, name_off, cg):
     """mem_gen_alt: XA strings per region (CSR: xa_off[n+1], xa bytes). Only after mark_primary."""
     cnt = np.zeros(n, np.int64)
     has_alt = np.zeros(n, np.int64)
@@ -272,7 +313,7 @@ def gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, n, name_buf, name_off):
         if _xa_dropped(opt, cnt[r], has_alt[r] != 0):
             continue
         b0 = nb_
-        bufs, nb_ = _put_alt(bufs, nb_, opt, mat, offsets, l_pac, pac, L, q, R, i, name_buf, name_off)
+        bufs, nb_ = _put_alt(bufs, nb_, opt, mat, offsets, l_pac, pac, L, q, R, i, name_buf, name_off, cg)
         owner[nseg] = r
         seg_b[nseg] = b0
         seg_e[nseg] = nb_

@@ -85,6 +85,11 @@ def main():
     for warp in (True, False):
         bench(f"mate rescue SW, {len(jb[0])} jobs ({'warp' if warp else 'thread'} per job)",
               lambda w=warp: ms.rescue_sw_gpu(p, al.mat, al._pac_dev, al.l_pac, seq_d, off_d, jb, warp=w), cells)
+    # traceback: CIGAR, NM, MD of every region of the part (memcigar.py)
+    from g3align.aligner.memcigar import cigar_jobs_gpu, cigar_keys
+    keys, j_read = cigar_keys(st[2], st[3])
+    bench(f"traceback (cigar_jobs_gpu), {len(keys)} regions",
+          lambda: cigar_jobs_gpu(p, al.mat, al._pac_dev, al.l_pac, seq_d, off_d, keys, j_read))
     md = [f"{n:,} reads (one part), H100 idle otherwise, median of {a.repeat}", "",
           "| stage | GPU time | host time | GPU s per 1M reads | rate |", "|---|---|---|---|---|"]
     md += [f"| {x[0]} | {x[1]} | {x[2]} | {x[3]} | {x[4]} |" for x in rows]

@@ -175,6 +175,11 @@ def _noisy_reads(rng, T, n):
 
 @pytest.fixture(scope="module")
 def data():
+    return make_data()
+
+
+def make_data():
+    """The module's data (also used by tests/test_memcigar.py)."""
     rng = np.random.default_rng(11)
     ctgs = _ref_codes(rng)
     ref = pack_fasta_bytes(_fasta(ctgs, rng))

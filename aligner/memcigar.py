@@ -1,0 +1,181 @@
+"""Traceback stage of `g3align mem` (issue 4): the CIGAR, NM and MD of every alignment region of a part,
+computed as one batch (kernels/memcigar.cu on the GPU, `cigar_jobs_cpu` as its numba twin) between the
+regions and the pairing / SAM stages.
+
+bwa computes a region's alignment (mem_reg2aln: bwa_gen_cigar2, a banded global alignment with traceback,
+its band doubled while the score stays short of the region's true score) when it writes the record. The
+result depends only on six fields of the region (samout.CG_FIELDS: query and reference interval, true
+score, extension band), the read and the options, never on pairing or primary marking. So every region
+of the part is aligned speculatively (about 1.45 per 150 bp read; a few are never printed) and the SAM
+stage looks the alignment up by those fields (samout.cg_find) instead of aligning. Regions that appear
+only later (mate rescue) or whose result does not fit the fixed slots are aligned by the SAM stage
+itself, as before; the output is the same either way.
+
+Results (the `cg` tuple of sam_pe_range), one row per region row of the part's R_cat:
+    keys     (m, 6) int64   the region's CG_FIELDS
+    res      (m, 4) int32   score, NM, number of CIGAR ops (-1: not computed here), MD length
+    cig_off  (m+1) int64    CSR of cig (uint32 ops, bwa's len<<4|op, gen_cigar2's orientation)
+    md_off   (m+1) int64    CSR of md (ASCII)
+A row is computed here unless its scratch bound exceeds MAX_JOB_SCRATCH, its CIGAR has more than CAP_CIG
+ops or its MD more than CAP_MD bytes: then res = (0, 0, -1, 0) and the row is empty.
+"""
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+from g3align.aligner.nbshare import unowned
+from g3align.aligner.samout import CG_FIELDS, infer_bw, region_cigar
+
+CAP_CIG = 32  # CIGAR ops of a computed row (a 150 bp read has 1-5)
+CAP_MD = 128  # MD bytes of a computed row
+MAX_JOB_SCRATCH = 1 << 20  # bytes of DP scratch (H/E rows + banded direction matrix) a GPU job may use
+
+
+def cigar_keys(R_cat: np.ndarray, reg_off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(keys (m, 6), read index of each row) of a part's regions."""
+    keys = np.ascontiguousarray(R_cat[:, list(CG_FIELDS)], dtype=np.int64)
+    j_read = np.repeat(np.arange(reg_off.shape[0] - 1, dtype=np.int64), np.diff(reg_off))
+    return keys, j_read
+
+
+@nb.njit(cache=True, nogil=True)
+def cigar_plan(opt, mat, keys):
+    """Per job: bytes of DP scratch the GPU needs (0: ungapped only, -1: over MAX_JOB_SCRATCH, left to the
+    SAM stage). A job needs the DP unless reg2aln's band starts (and so stays) at 0 with equal query and
+    reference lengths; then the bound is the widest band gen_cigar2 can choose, (max_gap + |dl| + 1) / 2
+    capped by 4 * w, at least |dl| + 3."""
+    n = keys.shape[0]
+    out = np.zeros(n, np.int64)
+    for j in range(n):
+        lq = keys[j, 1] - keys[j, 0]
+        tl = keys[j, 3] - keys[j, 2]
+        truesc = keys[j, 4]
+        tmp = infer_bw(lq, tl, truesc, opt.a, opt.o_del, opt.e_del)
+        w2 = infer_bw(lq, tl, truesc, opt.a, opt.o_ins, opt.e_ins)
+        w2 = w2 if w2 > tmp else tmp
+        if w2 > opt.w:
+            w2 = w2 if w2 < keys[j, 5] else keys[j, 5]
+        if w2 == 0 and lq == tl:
+            continue
+        if lq <= 0 or tl <= 0:
+            continue  # gen_cigar2 rejects the region before any DP
+        max_ins = int((((lq + 1) >> 1) * mat[0] - opt.o_ins) / opt.e_ins + 1.0)
+        max_del = int((((lq + 1) >> 1) * mat[0] - opt.o_del) / opt.e_del + 1.0)
+        max_gap = max_ins if max_ins > max_del else max_del
+        if max_gap < 1:
+            max_gap = 1
+        dl = tl - lq if tl > lq else lq - tl
+        w = (max_gap + dl + 1) >> 1
+        if w > (opt.w << 2):
+            w = opt.w << 2
+        if w < dl + 3:
+            w = dl + 3
+        ncol = lq if lq < 2 * w + 1 else 2 * w + 1
+        b = 8 * (lq + 1) + ncol * tl
+        b = (b + 7) & ~7
+        out[j] = b if b <= MAX_JOB_SCRATCH else -1
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def cigar_jobs_range(opt, mat, l_pac, pac, seq, seq_off, keys, j_read, plan, j0, j1, res, cig_cap, md_cap):
+    """CPU twin of mem_cigar_kernel for jobs [j0, j1): region_cigar of each, into fixed slots."""
+    mat, pac, seq, seq_off, keys, j_read, plan, res, cig_cap, md_cap = unowned(
+        (mat, pac, seq, seq_off, keys, j_read, plan, res, cig_cap, md_cap))
+    for j in range(j0, j1):
+        res[j, 0] = 0
+        res[j, 1] = 0
+        res[j, 2] = -1
+        res[j, 3] = 0
+        if plan[j] < 0:
+            continue
+        r = j_read[j]
+        q = seq[seq_off[r]:seq_off[r + 1]]
+        score, cig, nm, md = region_cigar(opt, mat, l_pac, pac, q, keys[j, 0], keys[j, 1], keys[j, 2],
+                                          keys[j, 3], keys[j, 4], keys[j, 5])
+        if cig.shape[0] > cig_cap.shape[1] or md.shape[0] > md_cap.shape[1]:
+            continue
+        res[j, 0] = score
+        res[j, 1] = nm
+        res[j, 2] = cig.shape[0]
+        res[j, 3] = md.shape[0]
+        cig_cap[j, :cig.shape[0]] = cig
+        md_cap[j, :md.shape[0]] = md
+
+
+def _compact(res, cig_cap, md_cap):
+    """Fixed slots -> the CSR arrays of the module docstring (host numpy)."""
+    nc = np.maximum(res[:, 2], 0).astype(np.int64)
+    nmd = np.where(res[:, 2] >= 0, res[:, 3], 0).astype(np.int64)
+    coff = np.zeros(res.shape[0] + 1, np.int64)
+    np.cumsum(nc, out=coff[1:])
+    moff = np.zeros(res.shape[0] + 1, np.int64)
+    np.cumsum(nmd, out=moff[1:])
+    cig = cig_cap[np.arange(cig_cap.shape[1]) < nc[:, None]]
+    md = md_cap[np.arange(md_cap.shape[1]) < nmd[:, None]]
+    return coff, np.ascontiguousarray(cig), moff, np.ascontiguousarray(md)
+
+
+def cigar_jobs_cpu(opt, mat, l_pac, pac, seq, seq_off, keys, j_read, map_fn=map, parts: int = 1) -> tuple:
+    """The cg tuple (module docstring) of jobs `keys` on reads `j_read`, on the CPU (job ranges through
+    map_fn, e.g. a thread pool's map)."""
+    n = int(keys.shape[0])
+    plan = cigar_plan(opt, mat, keys)
+    res = np.zeros((n, 4), np.int32)
+    cig_cap = np.zeros((n, CAP_CIG), np.uint32)
+    md_cap = np.zeros((n, CAP_MD), np.uint8)
+    bounds = np.linspace(0, n, max(1, min(parts, n)) + 1).astype(np.int64)
+    list(map_fn(lambda r: cigar_jobs_range(opt, mat, l_pac, pac, seq, seq_off, keys, j_read, plan, r[0], r[1],
+                                           res, cig_cap, md_cap),
+                [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]))
+    return (keys, res) + _compact(res, cig_cap, md_cap)
+
+
+def cigar_params(opt) -> np.ndarray:
+    """P of kernels/memcigar.cu (int32): a, o_del, e_del, o_ins, e_ins, w."""
+    return np.array([opt.a, opt.o_del, opt.e_del, opt.o_ins, opt.e_ins, opt.w], np.int32)
+
+
+def cigar_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, keys, j_read, block: int = 128,
+                   ws_bytes: int = 256 << 20) -> tuple:
+    """cigar_jobs_cpu on the GPU (kernels/memcigar.cu, one thread per job): jobs in consecutive chunks whose
+    DP scratch fits ws_bytes; the slots compacted on the GPU; host arrays out, equal to the twin's."""
+    import cupy as cp
+    from g3align.aligner.memstage import to_device, to_host
+    from g3align.kernels.loader import get_module
+
+    n = int(keys.shape[0])
+    plan = cigar_plan(opt, mat, keys)
+    res = cp.zeros((n, 4), cp.int32)
+    cig_cap = cp.zeros((n, CAP_CIG), cp.uint32)
+    md_cap = cp.zeros((n, CAP_MD), cp.uint8)
+    if n:
+        mod = get_module("memcigar", {"CAP_CIG": CAP_CIG, "CAP_MD": CAP_MD})
+        k = mod.get_function("mem_cigar_kernel")
+        need = np.maximum(plan, 0)
+        cum = np.cumsum(need)
+        P = cp.asarray(cigar_params(opt))
+        m8 = cp.asarray(mat.astype(np.int8))
+        keys_d = to_device(keys)
+        jr_d = to_device(j_read)
+        ws = cp.empty(max(8, min(int(cum[-1]), ws_bytes) + int(need.max())), cp.uint8)
+        a = 0
+        while a < n:
+            base = int(cum[a - 1]) if a else 0
+            b = int(np.searchsorted(cum, base + ws_bytes, side="right"))
+            b = max(b, a + 1)
+            z = np.where(plan[a:b] > 0, cum[a:b] - need[a:b] - base, np.where(plan[a:b] < 0, -2, -1))
+            k(((b - a + block - 1) // block,), (block,),
+              (seq_d, seq_off_d, pac_d, np.int64(l_pac), P, m8, np.int64(b - a), keys_d[a:b], jr_d[a:b],
+               to_device(z.astype(np.int64)), ws, res[a:b], cig_cap[a:b], md_cap[a:b]))
+            a = b
+    r = to_host(res)
+    nc = cp.maximum(res[:, 2], 0)
+    nmd = cp.where(res[:, 2] >= 0, res[:, 3], 0)
+    cig = cig_cap[cp.arange(CAP_CIG, dtype=cp.int32)[None, :] < nc[:, None]]
+    md = md_cap[cp.arange(CAP_MD, dtype=cp.int32)[None, :] < nmd[:, None]]
+    coff = np.zeros(n + 1, np.int64)
+    np.cumsum(np.maximum(r[:, 2], 0), out=coff[1:])
+    moff = np.zeros(n + 1, np.int64)
+    np.cumsum(np.where(r[:, 2] >= 0, r[:, 3], 0), out=moff[1:])
+    return keys, np.asarray(r), coff, to_host(cig), moff, to_host(md)
