@@ -13,7 +13,16 @@ import numpy as np
 from g3align.aligner.chain import chain_and_filter, rep_len
 from g3align.aligner.extend import IS_ALT, NF, QB, SCORE, SECONDARY, SECONDARY_ALL, XF, chain2aln, flt_chained_seeds
 from g3align.aligner.nbshare import unowned
-from g3align.aligner.samout import F_ALL, F_KEEP_SUPP_MAPQ, F_NO_MULTI, cg_empty, gen_alt, reg2aln, write_record
+from g3align.aligner.samout import (
+    F_ALL,
+    F_KEEP_SUPP_MAPQ,
+    F_NO_MULTI,
+    cg_empty,
+    cg_slice,
+    gen_alt,
+    reg2aln,
+    write_record,
+)
 from g3align.aligner.select import INT_MAX, mark_primary_se, sort_dedup_patch
 from g3align.aligner.smem import collect_intv
 
@@ -233,4 +242,31 @@ def align_range_se(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qu
         buf, nbuf = reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q,
                                names[name_off[i]:name_off[i + 1]], qu, has_qual,
                                comments[com_off[i]:com_off[i + 1]], rg_id, R, nreg, first_id + i, cg)
+    return buf[:nbuf]
+
+
+@nb.njit(cache=True, nogil=True)
+def sam_se_range(offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual, has_qual, names, name_off, comments,
+                 com_off, rg_id, first_id, R_cat, reg_off, cg, i0, i1, opt, mat):
+    """CPU kernel: SAM bytes for reads [i0, i1) of a single-end batch from their regions (R_cat rows
+    [reg_off[i], reg_off[i+1]), pair.regions_range) and the regions' precomputed alignments `cg`
+    (memcigar.py, or cg_empty()): align_range_se split after the regions."""
+    (offsets, pac, ctg_names, ctg_off, seq, seq_off, qual, names, name_off, comments, com_off, rg_id, R_cat,
+     reg_off, cg, mat) = unowned((offsets, pac, ctg_names, ctg_off, seq, seq_off, qual, names, name_off, comments,
+                                  com_off, rg_id, R_cat, reg_off, cg, mat))
+    buf = np.empty(1024 + 600 * (i1 - i0), np.uint8)
+    nbuf = 0
+    has_cg = cg[0].shape[0] > 0
+    none = cg_empty()
+    for i in range(i0, i1):
+        u = reg_off[i]
+        nreg = reg_off[i + 1] - u
+        R = np.empty((max(nreg, 1), R_cat.shape[1]), np.int64)
+        R[:nreg] = R_cat[u:u + nreg]
+        q = seq[seq_off[i]:seq_off[i + 1]]
+        qu = qual[seq_off[i]:seq_off[i + 1]] if has_qual else _EMPTY_U8
+        c = cg_slice(cg, u, u + nreg) if has_cg else none
+        buf, nbuf = reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q,
+                               names[name_off[i]:name_off[i + 1]], qu, has_qual,
+                               comments[com_off[i]:com_off[i + 1]], rg_id, R, nreg, first_id + i, c)
     return buf[:nbuf]

@@ -43,7 +43,7 @@ from g3align.aligner.extend import (
 from g3align.aligner.ksort import introsort
 from g3align.aligner.ksw import ksw_align2
 from g3align.aligner.nbshare import unowned
-from g3align.aligner.samout import F_ALL, cg_empty, gen_alt_one, reg2aln, write_record
+from g3align.aligner.samout import F_ALL, cg_empty, cg_slice, gen_alt_one, reg2aln, write_record
 from g3align.aligner.select import approx_mapq_se, hash_64, mark_primary_se, sort_dedup_patch
 
 F_NOPAIRING = 0x4
@@ -651,12 +651,6 @@ def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, 
     return buf, nbuf
 
 
-@nb.njit(cache=True, inline="always")
-def _cg_slice(cg, u, v):
-    """The precomputed alignments of region rows [u, v) (one read) of a part's cg."""
-    return (cg[0][u:v], cg[1][u:v], cg[2][u:v + 1], cg[3], cg[4][u:v + 1], cg[5])
-
-
 @nb.njit(cache=True, nogil=True)
 def sam_pe_range(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual, has_qual, names, name_off,
                  comments, com_off, rg_id, R_cat, reg_off, p_low, p_high, p_failed, p_avg, p_std, first_pair,
@@ -686,8 +680,8 @@ def sam_pe_range(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual
         qa = qual[seq_off[a]:seq_off[a + 1]] if has_qual else _EMPTY_U8
         qb = qual[seq_off[b]:seq_off[b + 1]] if has_qual else _EMPTY_U8
         u, v = (sw_off[j], sw_off[j + 1]) if sw_off.shape[0] else (0, 0)
-        cg0 = _cg_slice(cg, reg_off[a], reg_off[a + 1]) if has_cg else none
-        cg1 = _cg_slice(cg, reg_off[b], reg_off[b + 1]) if has_cg else none
+        cg0 = cg_slice(cg, reg_off[a], reg_off[a + 1]) if has_cg else none
+        cg1 = cg_slice(cg, reg_off[b], reg_off[b + 1]) if has_cg else none
         buf, nbuf = sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, p_high, p_failed,
                            p_avg, p_std, q0, q1, names[name_off[a]:name_off[a + 1]],
                            names[name_off[b]:name_off[b + 1]], qa, qb, has_qual,

@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from g3align.aligner.core import align_range_se
+from g3align.aligner.core import align_range_se, sam_se_range
 from g3align.aligner.extend import NF
 from g3align.aligner.memcigar import cigar_jobs_cpu, cigar_jobs_gpu, cigar_keys
 from g3align.aligner.memstage import (
@@ -309,8 +309,8 @@ class MemAligner:
         (traceback). Returns the part's state (batch, arrays, R_cat, reg_off, cg)."""
         return self.pe_regions_of(self.prepare(batch))
 
-    def pe_regions_of(self, prep):
-        """pe_regions from prepare()'s result."""
+    def pe_regions_of(self, prep, traceback: bool = True):
+        """pe_regions from prepare()'s result; traceback=False leaves cg out (with_traceback adds it)."""
         batch, arrays, pre = prep
         n = batch.n
         seq_off = arrays[4]
@@ -325,7 +325,13 @@ class MemAligner:
         reg_off = np.zeros(n + 1, np.int64)
         np.cumsum(counts, out=reg_off[1:])
         _lap(self.stage_times, "regions", t)
-        return batch, arrays, R_cat, reg_off, self.region_cigars(batch, seq_off, R_cat, reg_off)
+        state = (batch, arrays, R_cat, reg_off)
+        return self.with_traceback(state) if traceback else state
+
+    def with_traceback(self, state):
+        """A part's (batch, arrays, R_cat, reg_off) + its cg (region_cigars)."""
+        batch, arrays, R_cat, reg_off = state
+        return state + (self.region_cigars(batch, arrays[4], R_cat, reg_off),)
 
     def region_cigars(self, batch, seq_off, R_cat, reg_off):
         """The traceback stage (memcigar.py): CIGAR, NM and MD of every region of a part, on the GPU or by
@@ -410,7 +416,10 @@ class MemAligner:
         return b"".join(self.finish_se_chunks(prep))
 
     def finish_se_chunks(self, prep) -> list:
-        """finish_se's SAM text as the threads' buffers (memoryviews, in order), not joined."""
+        """finish_se's SAM text as the threads' buffers (memoryviews, in order), not joined. Staged: regions,
+        traceback, then SAM (se_sam_chunks); otherwise one fused kernel per read range."""
+        if self.staged:
+            return self.se_sam_chunks(self.se_regions(prep))
         batch, (names, name_off, comments, com_off, seq_off, qual), pre = prep
         n = batch.n
         if n == 0:
@@ -425,6 +434,27 @@ class MemAligner:
 
         out = [memoryview(o) for o in self._map(run, self._ranges(seq_off, n))]
         _lap(self.stage_times, "regions+sam", t)
+        return out
+
+    def se_regions(self, prep):
+        """The regions and their alignments (traceback) of a single-end batch from prepare()'s result: the
+        state (batch, arrays, R_cat, reg_off, cg) for se_sam_chunks (pe_regions_of reads no mates)."""
+        return self.pe_regions_of(prep) if prep[0].n else None
+
+    def se_sam_chunks(self, state) -> list:
+        """SAM text of a single-end batch from se_regions' state, as the threads' buffers (in order)."""
+        if state is None:
+            return []
+        batch, (names, name_off, comments, com_off, seq_off, qual), R_cat, reg_off, cg = state
+        t = time.perf_counter()
+
+        def run(r):
+            return sam_se_range(self.offsets, self.l_pac, self.pac, self.ctg_names, self.ctg_off, batch.seq, seq_off,
+                                qual, batch.has_qual, names, name_off, comments, com_off, self.rg_id,
+                                int(batch.first_id), R_cat, reg_off, cg, r[0], r[1], self.params, self.mat)
+
+        out = [memoryview(o) for o in self._map(run, self._ranges(seq_off, batch.n))]
+        _lap(self.stage_times, "sam", t)
         return out
 
 
@@ -605,8 +635,11 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
         try:
             preps = ahead(lambda it: (aligner.prepare(it[0]) if it[0].n else None, it[1]), prefetch(parts),
                           name="g3align-prepare", workers=aligner.prep_workers)
-            for (state, end) in ahead(lambda it: (aligner.pe_regions_of(it[0]) if it[0] is not None else None, it[1]),
-                                      preps, depth=PE_AHEAD, name="g3align-regions"):
+            regs = ahead(lambda it: (aligner.pe_regions_of(it[0], False) if it[0] is not None else None, it[1]),
+                         preps, depth=PE_AHEAD, name="g3align-regions")
+            # the traceback of a part (GPU) in its own thread, beside the regions of the next part
+            for (state, end) in ahead(lambda it: (aligner.with_traceback(it[0]) if it[0] is not None else None, it[1]),
+                                      regs, depth=PE_AHEAD, name="g3align-traceback"):
                 if state is not None:
                     states.append(state)
                 if not end:
@@ -647,10 +680,17 @@ def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
     t1 = time.time()
     with AsyncWriter(sink, aligner.stage_times) as out:
         # one prepare thread: with two, single-end was no faster on the box (docs/BENCHMARKS.md, step 5)
-        for prep in ahead(aligner.prepare, prefetch(batches), name="g3align-prepare"):
-            for c in aligner.finish_se_chunks(prep):
+        preps = ahead(aligner.prepare, prefetch(batches), name="g3align-prepare")
+        if aligner.staged:  # regions + traceback of batch k+1 beside the SAM records of batch k
+            items = ahead(lambda p: (p[0], aligner.se_regions(p)), preps, name="g3align-regions")
+            finish = aligner.se_sam_chunks
+        else:
+            items = ((p[0], p) for p in preps)
+            finish = aligner.finish_se_chunks
+        for batch, st in items:
+            for c in finish(st):
                 out.write_sam_bytes(c)
-            n_reads += prep[0].n
-            log(f"[M::mem_process_seqs] Processed {prep[0].n} reads in {time.time() - t1:.3f} real sec", verbose)
+            n_reads += batch.n
+            log(f"[M::mem_process_seqs] Processed {batch.n} reads in {time.time() - t1:.3f} real sec", verbose)
             t1 = time.time()
     return n_reads, time.time() - t0

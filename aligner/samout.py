@@ -146,6 +146,12 @@ def cg_empty():
 
 
 @nb.njit(cache=True, inline="always")
+def cg_slice(cg, u, v):
+    """The precomputed alignments of region rows [u, v) (one read) of a part's cg."""
+    return (cg[0][u:v], cg[1][u:v], cg[2][u:v + 1], cg[3], cg[4][u:v + 1], cg[5])
+
+
+@nb.njit(cache=True, inline="always")
 def cg_find(cg, R, i):
     """Row of region i's precomputed alignment in the read's context `cg`, or -1."""
     keys = cg[0]

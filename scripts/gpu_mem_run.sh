@@ -16,7 +16,7 @@ export PYTHONPATH=/tmp/pkg:/tmp/site PYTHONSAFEPATH=1 NUMBA_NUM_THREADS=$(nproc)
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 if [ "${PYTEST_K:-all}" != "none" ]; then
     K=(); [ "${PYTEST_K:-all}" != all ] && K=(-k "$PYTEST_K")
-    timeout ${PYTEST_TIMEOUT:-300} python3 -m pytest -q tests/test_memstage.py tests/test_memchain.py tests/test_smem_gpu.py "${K[@]}" 2>&1 \
+    timeout ${PYTEST_TIMEOUT:-300} python3 -m pytest -q tests/test_memcigar.py tests/test_memstage.py tests/test_memchain.py tests/test_smem_gpu.py "${K[@]}" 2>&1 \
         | tail -5 | tee "$OUT/pytest_mem.txt"
 fi
 if [ "${PROFILE:-0}" = 1 ]; then  # host-time profile of the PE pipeline (py-spy wheel in .whl/ when carried)
