@@ -336,7 +336,7 @@ class MemAligner:
     def region_cigars(self, batch, seq_off, R_cat, reg_off):
         """The traceback stage (memcigar.py): CIGAR, NM and MD of every region of a part, on the GPU or by
         its CPU twin when staged; cg_empty() otherwise (the SAM stage aligns each printed region)."""
-        if not self.staged or R_cat.shape[0] == 0:
+        if not self.staged or R_cat.shape[0] == 0 or not TRACEBACK_STAGE:
             return cg_empty()
         t = time.perf_counter()
         p = self.params
@@ -544,6 +544,7 @@ def _ahead_pool(fn, items, depth, name, workers):
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
 PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
 RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
+TRACEBACK_STAGE = True  # staged: the regions' alignments as one batch (memcigar.py); False: in the SAM stage (A/B)
 ASYNC_WRITE = True  # SAM text written by a writer thread (AsyncWriter); False: by the main thread (A/B runs)
 
 
