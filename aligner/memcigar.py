@@ -136,6 +136,27 @@ def cigar_params(opt) -> np.ndarray:
     return np.array([opt.a, opt.o_del, opt.e_del, opt.o_ins, opt.e_ins, opt.w], np.int32)
 
 
+def job_table(plan: np.ndarray, keys: np.ndarray, j_read: np.ndarray, ws_bytes: int) -> tuple:
+    """The GPU's packed jobs J (m, 8) int64 = keys, read, scratch offset (kernels/memcigar.cu), the
+    launches [(a, b)]: consecutive jobs whose DP scratch (cigar_plan) fits ws_bytes, offsets within it,
+    and the scratch bytes the largest launch needs."""
+    n = keys.shape[0]
+    need = np.maximum(plan, 0)
+    cum = np.cumsum(need)
+    J = np.empty((n, 8), np.int64)
+    J[:, :6] = keys
+    J[:, 6] = j_read
+    chunks, a, extent = [], 0, 0
+    while a < n:
+        base = int(cum[a - 1]) if a else 0
+        b = max(int(np.searchsorted(cum, base + ws_bytes, side="right")), a + 1)
+        J[a:b, 7] = np.where(plan[a:b] > 0, cum[a:b] - need[a:b] - base, np.where(plan[a:b] < 0, -2, -1))
+        chunks.append((a, b))
+        extent = max(extent, int(cum[b - 1]) - base)
+        a = b
+    return J, chunks, extent
+
+
 def cigar_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, keys, j_read, block: int = 128,
                    ws_bytes: int = 256 << 20) -> tuple:
     """cigar_jobs_cpu on the GPU (kernels/memcigar.cu, one thread per job): jobs in consecutive chunks whose
@@ -145,37 +166,31 @@ def cigar_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, keys, j_read, block
     from g3align.kernels.loader import get_module
 
     n = int(keys.shape[0])
+    if n == 0:
+        return cigar_jobs_cpu(opt, mat, l_pac, None, None, None, keys, j_read)
     plan = cigar_plan(opt, mat, keys)
-    res = cp.zeros((n, 4), cp.int32)
-    cig_cap = cp.zeros((n, CAP_CIG), cp.uint32)
-    md_cap = cp.zeros((n, CAP_MD), cp.uint8)
-    if n:
-        mod = get_module("memcigar", {"CAP_CIG": CAP_CIG, "CAP_MD": CAP_MD})
-        k = mod.get_function("mem_cigar_kernel")
-        need = np.maximum(plan, 0)
-        cum = np.cumsum(need)
-        P = cp.asarray(cigar_params(opt))
-        m8 = cp.asarray(mat.astype(np.int8))
-        keys_d = to_device(keys)
-        jr_d = to_device(j_read)
-        ws = cp.empty(max(8, min(int(cum[-1]), ws_bytes) + int(need.max())), cp.uint8)
-        a = 0
-        while a < n:
-            base = int(cum[a - 1]) if a else 0
-            b = int(np.searchsorted(cum, base + ws_bytes, side="right"))
-            b = max(b, a + 1)
-            z = np.where(plan[a:b] > 0, cum[a:b] - need[a:b] - base, np.where(plan[a:b] < 0, -2, -1))
-            k(((b - a + block - 1) // block,), (block,),
-              (seq_d, seq_off_d, pac_d, np.int64(l_pac), P, m8, np.int64(b - a), keys_d[a:b], jr_d[a:b],
-               to_device(z.astype(np.int64)), ws, res[a:b], cig_cap[a:b], md_cap[a:b]))
-            a = b
+    J, chunks, extent = job_table(plan, keys, j_read, ws_bytes)
+    mod = get_module("memcigar", {"CAP_CIG": CAP_CIG, "CAP_MD": CAP_MD})
+    res = cp.empty((n, 4), cp.int32)
+    cig_cap = cp.empty((n, CAP_CIG), cp.uint32)
+    md_cap = cp.empty((n, CAP_MD), cp.uint8)
+    J_d = to_device(J)
+    ws = cp.empty(extent + 8, cp.uint8)
+    k = mod.get_function("mem_cigar_kernel")
+    P = cp.asarray(cigar_params(opt))
+    m8 = cp.asarray(mat.astype(np.int8))
+    for a, b in chunks:
+        k(((b - a + block - 1) // block,), (block,),
+          (seq_d, seq_off_d, pac_d, np.int64(l_pac), P, m8, np.int64(b - a), J_d[a:b], ws, res[a:b], cig_cap[a:b],
+           md_cap[a:b]))
     r = to_host(res)
-    nc = cp.maximum(res[:, 2], 0)
-    nmd = cp.where(res[:, 2] >= 0, res[:, 3], 0)
-    cig = cig_cap[cp.arange(CAP_CIG, dtype=cp.int32)[None, :] < nc[:, None]]
-    md = md_cap[cp.arange(CAP_MD, dtype=cp.int32)[None, :] < nmd[:, None]]
+    nc = np.maximum(r[:, 2], 0).astype(np.int64)
     coff = np.zeros(n + 1, np.int64)
-    np.cumsum(np.maximum(r[:, 2], 0), out=coff[1:])
+    np.cumsum(nc, out=coff[1:])
     moff = np.zeros(n + 1, np.int64)
     np.cumsum(np.where(r[:, 2] >= 0, r[:, 3], 0), out=moff[1:])
+    cig = cp.empty(int(coff[-1]), cp.uint32)
+    md = cp.empty(int(moff[-1]), cp.uint8)
+    mod.get_function("cigar_compact")((min(1024, (n + block - 1) // block),), (block,),
+                                      (np.int64(n), res, cig_cap, md_cap, to_device(coff), to_device(moff), cig, md))
     return keys, np.asarray(r), coff, to_host(cig), moff, to_host(md)

@@ -624,25 +624,28 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
     batch is (batch, True)). A reader thread parses ahead; a second thread prepares the next part (seeds,
     chains, extensions: the GPU stages) while a third computes the regions of the part before it on the
     CPU threads (regions do not depend on the rest of the batch), so the next -K batch is under way while
-    this thread pairs the current one. Insert-size statistics once a -K batch is complete; then pairing
-    part by part, the mate rescue of the next group of parts (one GPU launch, rescue_groups) overlapping
-    this group's pairing and SAM records; a writer thread writes the records (AsyncWriter)."""
+    this thread pairs the current one; a fourth aligns each part's regions (traceback, memcigar.py) beside
+    the regions of the next parts. Insert-size statistics once a -K batch's regions are complete; then
+    pairing part by part (waiting for the parts' traceback), the mate rescue of the next group of parts (one
+    GPU launch, rescue_groups) overlapping this group's pairing and SAM records; a writer thread writes the
+    records (AsyncWriter)."""
     n_reads = 0
     t0 = time.time()
-    states = []
+    states, tbs = [], []  # the -K batch's parts (regions) and their traceback futures
     t1 = time.time()
     resc = ThreadPoolExecutor(1, thread_name_prefix="g3align-rescue")
+    tb = ThreadPoolExecutor(1, thread_name_prefix="g3align-traceback")
     with AsyncWriter(sink, aligner.stage_times) as out:
         try:
             preps = ahead(lambda it: (aligner.prepare(it[0]) if it[0].n else None, it[1]), prefetch(parts),
                           name="g3align-prepare", workers=aligner.prep_workers)
-            regs = ahead(lambda it: (aligner.pe_regions_of(it[0], False) if it[0] is not None else None, it[1]),
-                         preps, depth=PE_AHEAD, name="g3align-regions")
-            # the traceback of a part (GPU) in its own thread, beside the regions of the next part
-            for (state, end) in ahead(lambda it: (aligner.with_traceback(it[0]) if it[0] is not None else None, it[1]),
-                                      regs, depth=PE_AHEAD, name="g3align-traceback"):
+            for (state, end) in ahead(lambda it: (aligner.pe_regions_of(it[0], False) if it[0] is not None else None,
+                                                  it[1]), preps, depth=PE_AHEAD, name="g3align-regions"):
                 if state is not None:
                     states.append(state)
+                    # the part's traceback (GPU) in its own thread, beside the regions of the next parts; the
+                    # insert-size statistics and rescue jobs need only the regions, the pairing waits for it
+                    tbs.append(tb.submit(aligner.with_traceback, state))
                 if not end:
                     continue
                 n = sum(s[0].n for s in states)
@@ -657,19 +660,21 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
                     first = np.cumsum([0] + [len(g) for g in groups])  # groups are consecutive parts
                     todo = [(g, jobs[first[i]:first[i + 1]]) for i, g in enumerate(groups)]
                     fut = resc.submit(aligner.pe_rescue_align, *todo[0])
-                    for i, (group, _) in enumerate(todo):
+                    for i in range(len(todo)):
                         sws = fut.result()
                         if i + 1 < len(todo):
                             fut = resc.submit(aligner.pe_rescue_align, *todo[i + 1])
+                        group = [f.result() for f in tbs[first[i]:first[i + 1]]]
                         for chunks in aligner.pe_sam_chunks(group, p, sws):
                             for c in chunks:
                                 out.write_sam_bytes(c)
                 n_reads += n
                 log(f"[M::mem_process_seqs] Processed {n} reads in {time.time() - t1:.3f} real sec", verbose)
-                states = []
+                states, tbs = [], []
                 t1 = time.time()
         finally:
             resc.shutdown(wait=True, cancel_futures=True)
+            tb.shutdown(wait=True, cancel_futures=True)
     return n_reads, time.time() - t0
 
 

@@ -3,10 +3,10 @@
 // band doubled while the score stays short of the region's true score), one thread per region.
 // Numba twin: aligner/memcigar.py cigar_jobs_range (samout.region_cigar); results must be equal.
 //
-// Job j: keys[6j..6j+5] = qb, qe, rb, re, truesc, w of a region of read j_read[j] (query [qb, qe) of
-// the read, reference [rb, re) in forward-reverse coordinates). zoff[j]: byte offset of the job's DP
-// scratch in ws (H and E rows, then the banded direction matrix: (qe-qb+1) int32 each, then
-// ncol * (re-rb) bytes), -1 when the job never needs the DP, -2 to skip the job (left to the SAM stage).
+// Job j: J[8j..8j+7] = qb, qe, rb, re, truesc, w of a region (query [qb, qe) of the read, reference
+// [rb, re) in forward-reverse coordinates), the read, zoff: byte offset of the job's DP scratch in ws
+// (H and E rows of (qe-qb+1) int32 each, then the banded direction matrix, ncol * (re-rb) bytes), -1 when
+// the job never needs the DP, -2 to skip the job (left to the SAM stage).
 // Out: res[4j..4j+3] = score, NM, CIGAR ops (-1: not computed), MD length; the CIGAR in
 // cig[j*CAP_CIG ...] and the MD in md[j*CAP_MD ...]. A CIGAR or MD longer than its slot gives
 // (0, 0, -1, 0), as the twin.
@@ -21,6 +21,7 @@ typedef long long i64;
 #ifndef CAP_MD
 #define CAP_MD 128
 #endif
+#define J_COLS 8
 
 // P (int32): a, o_del, e_del, o_ins, e_ins, w
 #define NEG_INF (-0x40000000)
@@ -283,9 +284,8 @@ __device__ CgOut gen_cigar(const int* mat, int o_del, int e_del, int o_ins, int 
 
 extern "C" __global__ void mem_cigar_kernel(const u8* __restrict__ seq, const i64* __restrict__ seq_off,
                                             const u8* __restrict__ pac, i64 l_pac, const int* __restrict__ P,
-                                            const i8* __restrict__ mat_g, i64 n_job, const i64* __restrict__ keys,
-                                            const i64* __restrict__ j_read, const i64* __restrict__ zoff, u8* ws,
-                                            int* res, u32* cig_g, u8* md_g) {
+                                            const i8* __restrict__ mat_g, i64 n_job, const i64* __restrict__ J,
+                                            u8* ws, int* res, u32* cig_g, u8* md_g) {
     int mat[25];
     for (int k = 0; k < 25; ++k) mat[k] = mat_g[k];
     const int a = P[0], o_del = P[1], e_del = P[2], o_ins = P[3], e_ins = P[4], w = P[5];
@@ -295,13 +295,14 @@ extern "C" __global__ void mem_cigar_kernel(const u8* __restrict__ seq, const i6
         r[1] = 0;
         r[2] = -1;
         r[3] = 0;
-        if (zoff[j] == -2) continue;
-        const i64* K = keys + 6 * j;
+        const i64* K = J + J_COLS * j;
+        const i64 zoff = K[7];
+        if (zoff == -2) continue;
         const i64 qb = K[0], qe = K[1], rb = K[2], re = K[3], truesc = K[4], w_reg = K[5];
-        const u8* q = seq + seq_off[j_read[j]] + qb;
+        const u8* q = seq + seq_off[K[6]] + qb;
         u32* cig = cig_g + (i64)CAP_CIG * j;
         u8* md = md_g + (i64)CAP_MD * j;
-        u8* scratch = zoff[j] >= 0 ? ws + zoff[j] : (u8*)0;
+        u8* scratch = zoff >= 0 ? ws + zoff : (u8*)0;
         // samout.region_cigar: the band from the score, doubled while short of truesc
         const i64 tmp = infer_bw(qe - qb, re - rb, truesc, a, o_del, e_del);
         i64 w2 = infer_bw(qe - qb, re - rb, truesc, a, o_ins, e_ins);
@@ -325,5 +326,19 @@ extern "C" __global__ void mem_cigar_kernel(const u8* __restrict__ seq, const i6
         r[1] = o.nm;
         r[2] = o.ncig;
         r[3] = o.nmd;
+    }
+}
+
+// The computed rows' CIGARs and MDs from their slots into CSR arrays (coff / moff: exclusive prefix sums of
+// the rows' lengths, 0 for rows not computed).
+extern "C" __global__ void cigar_compact(i64 n_job, const int* __restrict__ res, const u32* __restrict__ cig_g,
+                                         const u8* __restrict__ md_g, const i64* __restrict__ coff,
+                                         const i64* __restrict__ moff, u32* cig, u8* md) {
+    for (i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x; j < n_job; j += (i64)gridDim.x * blockDim.x) {
+        const int nc = res[4 * j + 2];
+        if (nc < 0) continue;
+        for (int k = 0; k < nc; ++k) cig[coff[j] + k] = cig_g[(i64)CAP_CIG * j + k];
+        const int nmd = res[4 * j + 3];
+        for (int k = 0; k < nmd; ++k) md[moff[j] + k] = md_g[(i64)CAP_MD * j + k];
     }
 }

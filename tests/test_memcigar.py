@@ -181,12 +181,20 @@ static dim3h threadIdx, blockIdx, blockDim, gridDim;
 #define __constant__ static
 #include KERNEL_FILE
 extern "C" void host_cigar(long long n_thr, unsigned block, const uint8_t* seq, const i64* seq_off,
-    const uint8_t* pac, i64 l_pac, const int* P, const int8_t* mat, i64 n_job, const i64* keys, const i64* j_read,
-    const i64* zoff, uint8_t* ws, int* res, uint32_t* cig, uint8_t* md) {
+    const uint8_t* pac, i64 l_pac, const int* P, const int8_t* mat, i64 n_job, const i64* J, uint8_t* ws, int* res,
+    uint32_t* cig, uint8_t* md) {
   blockDim.x = block; gridDim.x = (unsigned)(n_thr / block);
   for (long long t = 0; t < n_thr; ++t) {
     blockIdx.x = (unsigned)(t / block); threadIdx.x = (unsigned)(t % block);
-    mem_cigar_kernel(seq, seq_off, pac, l_pac, P, (const i8*)mat, n_job, keys, j_read, zoff, ws, res, cig, md);
+    mem_cigar_kernel(seq, seq_off, pac, l_pac, P, (const i8*)mat, n_job, J, ws, res, cig, md);
+  }
+}
+extern "C" void host_compact(long long n_thr, unsigned block, i64 n_job, const int* res, const uint32_t* cig_g,
+    const uint8_t* md_g, const i64* coff, const i64* moff, uint32_t* cig, uint8_t* md) {
+  blockDim.x = block; gridDim.x = (unsigned)(n_thr / block);
+  for (long long t = 0; t < n_thr; ++t) {
+    blockIdx.x = (unsigned)(t / block); threadIdx.x = (unsigned)(t % block);
+    cigar_compact(n_job, res, cig_g, md_g, coff, moff, cig, md);
   }
 }
 """
@@ -214,25 +222,31 @@ def _p(a):
     return ctypes.c_void_p(a.ctypes.data)
 
 
-def _host_run(lib, al, seq, seq_off, keys, j_read, cap_c, cap_m, rng):
-    """The kernel over all jobs with cigar_jobs_gpu's scratch plan (one chunk), a small grid (the grid-stride
-    loop runs); the slots compacted as the wrapper does."""
+def _host_run(lib, al, seq, seq_off, keys, j_read, cap_c, cap_m, rng, ws_bytes=256 << 20):
+    """The kernels over all jobs with cigar_jobs_gpu's job table and launches (a small grid: the grid-stride
+    loop runs), then the compaction kernel, as the wrapper does."""
     n = keys.shape[0]
     plan = mc.cigar_plan(al.params, al.mat, keys)
-    need = np.maximum(plan, 0)
-    cum = np.cumsum(need)
-    zoff = np.where(plan > 0, cum - need, np.where(plan < 0, -2, -1)).astype(np.int64)
-    ws = rng.integers(0, 256, int(cum[-1]) + 8).astype(np.uint8)  # garbage: the kernel initialises its rows
+    J, chunks, extent = mc.job_table(plan, keys, j_read, ws_bytes)
+    ws = rng.integers(0, 256, extent + 8).astype(np.uint8)  # garbage: the kernel initialises its rows
     res = np.full((n, 4), 77, np.int32)
     cig = rng.integers(0, 1 << 20, (n, cap_c)).astype(np.uint32)
     md = rng.integers(0, 256, (n, cap_m)).astype(np.uint8)
     P = mc.cigar_params(al.params)
     m8 = np.ascontiguousarray(al.mat.astype(np.int8))
-    lib.host_cigar(ctypes.c_longlong(256), ctypes.c_uint(64), _p(seq), _p(seq_off), _p(al.pac),
-                   ctypes.c_longlong(al.l_pac), _p(P), _p(m8), ctypes.c_longlong(n), _p(keys), _p(j_read), _p(zoff),
-                   _p(ws), _p(res), _p(cig), _p(md))
-    # slots beyond a row's length hold garbage: compare through the compaction
-    return (res,) + mc._compact(res, cig, md)
+    for a, b in chunks:
+        lib.host_cigar(ctypes.c_longlong(256), ctypes.c_uint(64), _p(seq), _p(seq_off), _p(al.pac),
+                       ctypes.c_longlong(al.l_pac), _p(P), _p(m8), ctypes.c_longlong(b - a), _p(J[a:b]), _p(ws),
+                       _p(res[a:b]), _p(cig[a:b]), _p(md[a:b]))
+    coff = np.zeros(n + 1, np.int64)
+    np.cumsum(np.maximum(res[:, 2], 0), out=coff[1:])
+    moff = np.zeros(n + 1, np.int64)
+    np.cumsum(np.where(res[:, 2] >= 0, res[:, 3], 0), out=moff[1:])
+    c = np.full(int(coff[-1]), 5, np.uint32)
+    m = np.full(int(moff[-1]), 5, np.uint8)
+    lib.host_compact(ctypes.c_longlong(128), ctypes.c_uint(64), ctypes.c_longlong(n), _p(res), _p(cig), _p(md),
+                     _p(coff), _p(moff), _p(c), _p(m))
+    return res, coff, c, moff, m
 
 
 def _twin(al, seq, seq_off, keys, j_read, cap_c, cap_m):
@@ -245,17 +259,18 @@ def _twin(al, seq, seq_off, keys, j_read, cap_c, cap_m):
     return (res,) + mc._compact(res, cig, md)
 
 
-@pytest.mark.parametrize("caps", ["default", "tiny"])
+@pytest.mark.parametrize("caps", ["default", "tiny", "chunks"])
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_host_emulated_kernel(data, host_libs, variant, caps):
     al, seq, seq_off, keys, j_read = _jobs(data, variant)
-    cap_c, cap_m = (mc.CAP_CIG, mc.CAP_MD) if caps == "default" else (2, 6)
+    cap_c, cap_m = (2, 6) if caps == "tiny" else (mc.CAP_CIG, mc.CAP_MD)
     rng = np.random.default_rng(3)
-    got = _host_run(host_libs[caps], al, seq, seq_off, keys, j_read, cap_c, cap_m, rng)
+    got = _host_run(host_libs["tiny" if caps == "tiny" else "default"], al, seq, seq_off, keys, j_read, cap_c, cap_m,
+                    rng, 1 << 16 if caps == "chunks" else 256 << 20)
     want = _twin(al, seq, seq_off, keys, j_read, cap_c, cap_m)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
-    if caps == "default":
+    if caps != "tiny":
         np.testing.assert_array_equal(want[0], mc.cigar_jobs_cpu(al.params, al.mat, al.l_pac, al.pac, seq, seq_off,
                                                                  keys, j_read)[1])
     else:
@@ -306,3 +321,26 @@ def test_gpu_sam_equals_per_read(data):
 
 def test_fields_are_the_key():
     assert mc.CG_FIELDS[:5] == (QB, QE, RB, RE, TRUESC)
+
+
+class _Sink:
+    def __init__(self):
+        self.parts = []
+
+    def write_sam_bytes(self, b):
+        self.parts.append(b)
+
+
+def test_run_mem_se_staged(data):
+    """run_mem_se on the staged path (regions + traceback of batch k+1 beside the SAM of batch k) over three
+    batches == the per-read SAM of the whole batch."""
+    from g3align.aligner import pipeline
+
+    want = _per_read_sam(data, "default", "se")
+    b = data["se"]
+    cuts = [0, b.n // 3, 2 * b.n // 3, b.n]
+    sink = _Sink()
+    al = MemAligner(data["ref"], data["fm"], _opt("default", 2), staged=True)
+    pipeline.run_mem_se(al, iter([b.slice(x, y) for x, y in zip(cuts[:-1], cuts[1:])]), sink, verbose=0)
+    assert b"".join(bytes(x) for x in sink.parts) == want
+    assert al.stage_times["traceback_jobs"] > 0
