@@ -31,11 +31,47 @@ CAP_MD = 128  # MD bytes of a computed row
 MAX_JOB_SCRATCH = 1 << 20  # bytes of DP scratch (H/E rows + banded direction matrix) a GPU job may use
 
 
-def cigar_keys(R_cat: np.ndarray, reg_off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+_F = np.array(CG_FIELDS, np.int64)
+
+
+@nb.njit(cache=True, nogil=True)
+def cigar_keys(R_cat, reg_off):
     """(keys (m, 6), read index of each row) of a part's regions."""
-    keys = np.ascontiguousarray(R_cat[:, list(CG_FIELDS)], dtype=np.int64)
-    j_read = np.repeat(np.arange(reg_off.shape[0] - 1, dtype=np.int64), np.diff(reg_off))
+    m = R_cat.shape[0]
+    keys = np.empty((m, 6), np.int64)
+    j_read = np.empty(m, np.int64)
+    for r in range(reg_off.shape[0] - 1):
+        for j in range(reg_off[r], reg_off[r + 1]):
+            for c in range(6):
+                keys[j, c] = R_cat[j, _F[c]]
+            j_read[j] = r
     return keys, j_read
+
+
+@nb.njit(cache=True, inline="always")
+def _plan1(opt, mat, lq, tl, truesc, w_reg):
+    tmp = infer_bw(lq, tl, truesc, opt.a, opt.o_del, opt.e_del)
+    w2 = infer_bw(lq, tl, truesc, opt.a, opt.o_ins, opt.e_ins)
+    w2 = w2 if w2 > tmp else tmp
+    if w2 > opt.w:
+        w2 = w2 if w2 < w_reg else w_reg
+    if (w2 == 0 and lq == tl) or lq <= 0 or tl <= 0:
+        return 0  # ungapped only, or rejected by gen_cigar2 before any DP
+    max_ins = int((((lq + 1) >> 1) * mat[0] - opt.o_ins) / opt.e_ins + 1.0)
+    max_del = int((((lq + 1) >> 1) * mat[0] - opt.o_del) / opt.e_del + 1.0)
+    max_gap = max_ins if max_ins > max_del else max_del
+    if max_gap < 1:
+        max_gap = 1
+    dl = tl - lq if tl > lq else lq - tl
+    w = (max_gap + dl + 1) >> 1
+    if w > (opt.w << 2):
+        w = opt.w << 2
+    if w < dl + 3:
+        w = dl + 3
+    ncol = lq if lq < 2 * w + 1 else 2 * w + 1
+    b = 8 * (lq + 1) + ncol * tl
+    b = (b + 7) & ~7
+    return b if b <= MAX_JOB_SCRATCH else -1
 
 
 @nb.njit(cache=True, nogil=True)
@@ -47,33 +83,7 @@ def cigar_plan(opt, mat, keys):
     n = keys.shape[0]
     out = np.zeros(n, np.int64)
     for j in range(n):
-        lq = keys[j, 1] - keys[j, 0]
-        tl = keys[j, 3] - keys[j, 2]
-        truesc = keys[j, 4]
-        tmp = infer_bw(lq, tl, truesc, opt.a, opt.o_del, opt.e_del)
-        w2 = infer_bw(lq, tl, truesc, opt.a, opt.o_ins, opt.e_ins)
-        w2 = w2 if w2 > tmp else tmp
-        if w2 > opt.w:
-            w2 = w2 if w2 < keys[j, 5] else keys[j, 5]
-        if w2 == 0 and lq == tl:
-            continue
-        if lq <= 0 or tl <= 0:
-            continue  # gen_cigar2 rejects the region before any DP
-        max_ins = int((((lq + 1) >> 1) * mat[0] - opt.o_ins) / opt.e_ins + 1.0)
-        max_del = int((((lq + 1) >> 1) * mat[0] - opt.o_del) / opt.e_del + 1.0)
-        max_gap = max_ins if max_ins > max_del else max_del
-        if max_gap < 1:
-            max_gap = 1
-        dl = tl - lq if tl > lq else lq - tl
-        w = (max_gap + dl + 1) >> 1
-        if w > (opt.w << 2):
-            w = opt.w << 2
-        if w < dl + 3:
-            w = dl + 3
-        ncol = lq if lq < 2 * w + 1 else 2 * w + 1
-        b = 8 * (lq + 1) + ncol * tl
-        b = (b + 7) & ~7
-        out[j] = b if b <= MAX_JOB_SCRATCH else -1
+        out[j] = _plan1(opt, mat, keys[j, 1] - keys[j, 0], keys[j, 3] - keys[j, 2], keys[j, 4], keys[j, 5])
     return out
 
 
@@ -136,25 +146,32 @@ def cigar_params(opt) -> np.ndarray:
     return np.array([opt.a, opt.o_del, opt.e_del, opt.o_ins, opt.e_ins, opt.w], np.int32)
 
 
-def job_table(plan: np.ndarray, keys: np.ndarray, j_read: np.ndarray, ws_bytes: int) -> tuple:
+@nb.njit(cache=True, nogil=True)
+def job_table(plan, keys, j_read, ws_bytes):
     """The GPU's packed jobs J (m, 8) int64 = keys, read, scratch offset (kernels/memcigar.cu), the
-    launches [(a, b)]: consecutive jobs whose DP scratch (cigar_plan) fits ws_bytes, offsets within it,
-    and the scratch bytes the largest launch needs."""
+    launches as bounds (consecutive jobs whose DP scratch, cigar_plan, fits ws_bytes; offsets within it;
+    a single job may exceed it) and the scratch bytes the largest launch needs."""
     n = keys.shape[0]
-    need = np.maximum(plan, 0)
-    cum = np.cumsum(need)
     J = np.empty((n, 8), np.int64)
-    J[:, :6] = keys
-    J[:, 6] = j_read
-    chunks, a, extent = [], 0, 0
-    while a < n:
-        base = int(cum[a - 1]) if a else 0
-        b = max(int(np.searchsorted(cum, base + ws_bytes, side="right")), a + 1)
-        J[a:b, 7] = np.where(plan[a:b] > 0, cum[a:b] - need[a:b] - base, np.where(plan[a:b] < 0, -2, -1))
-        chunks.append((a, b))
-        extent = max(extent, int(cum[b - 1]) - base)
-        a = b
-    return J, chunks, extent
+    bounds = np.empty(n + 1, np.int64)
+    nb_ = 1
+    bounds[0] = 0
+    extent = 0
+    used = 0
+    for j in range(n):
+        for c in range(6):
+            J[j, c] = keys[j, c]
+        J[j, 6] = j_read[j]
+        need = plan[j] if plan[j] > 0 else 0
+        if used + need > ws_bytes and j > bounds[nb_ - 1]:
+            bounds[nb_] = j
+            nb_ += 1
+            used = 0
+        J[j, 7] = used if plan[j] > 0 else (-2 if plan[j] < 0 else -1)
+        used += need
+        extent = used if used > extent else extent
+    bounds[nb_] = n
+    return J, bounds[:nb_ + 1], extent
 
 
 def cigar_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, keys, j_read, block: int = 128,
@@ -169,7 +186,8 @@ def cigar_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, keys, j_read, block
     if n == 0:
         return cigar_jobs_cpu(opt, mat, l_pac, None, None, None, keys, j_read)
     plan = cigar_plan(opt, mat, keys)
-    J, chunks, extent = job_table(plan, keys, j_read, ws_bytes)
+    J, bounds, extent = job_table(plan, keys, j_read, ws_bytes)
+    chunks = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
     mod = get_module("memcigar", {"CAP_CIG": CAP_CIG, "CAP_MD": CAP_MD})
     res = cp.empty((n, 4), cp.int32)
     cig_cap = cp.empty((n, CAP_CIG), cp.uint32)

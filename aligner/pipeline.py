@@ -145,6 +145,7 @@ class MemAligner:
             from g3align.aligner.smem_gpu import collect_intv_batch_gpu, seed_pos_batch_gpu
             seq_d = to_device(batch.seq)
             off_d = to_device(seq_off)
+            batch.dev_seq = (seq_d, off_d)  # for the part's traceback (region_cigars), which drops it
             ts = [0.0, 0.0]
 
             def seed_chain(a, b):  # reads [a, b): seeds and chains on the GPU -> host `pre` parts, device jobs
@@ -336,6 +337,7 @@ class MemAligner:
     def region_cigars(self, batch, seq_off, R_cat, reg_off):
         """The traceback stage (memcigar.py): CIGAR, NM and MD of every region of a part, on the GPU or by
         its CPU twin when staged; cg_empty() otherwise (the SAM stage aligns each printed region)."""
+        dev = batch.__dict__.pop("dev_seq", None)  # the part's reads as prepare() uploaded them
         if not self.staged or R_cat.shape[0] == 0 or not TRACEBACK_STAGE:
             return cg_empty()
         t = time.perf_counter()
@@ -343,8 +345,8 @@ class MemAligner:
         keys, j_read = cigar_keys(R_cat, reg_off)
         if self._fm_dev is not None:
             with self._gpu_stream():
-                cg = cigar_jobs_gpu(p, self.mat, self._pac_dev, self.l_pac, to_device(batch.seq), to_device(seq_off),
-                                    keys, j_read)
+                seq_d, off_d = dev if dev is not None else (to_device(batch.seq), to_device(seq_off))
+                cg = cigar_jobs_gpu(p, self.mat, self._pac_dev, self.l_pac, seq_d, off_d, keys, j_read)
         else:
             cg = cigar_jobs_cpu(p, self.mat, self.l_pac, self.pac, batch.seq, seq_off, keys, j_read, self._map,
                                 8 * self.n_threads)

@@ -227,7 +227,9 @@ def _host_run(lib, al, seq, seq_off, keys, j_read, cap_c, cap_m, rng, ws_bytes=2
     loop runs), then the compaction kernel, as the wrapper does."""
     n = keys.shape[0]
     plan = mc.cigar_plan(al.params, al.mat, keys)
-    J, chunks, extent = mc.job_table(plan, keys, j_read, ws_bytes)
+    J, bounds, extent = mc.job_table(plan, keys, j_read, ws_bytes)
+    chunks = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    assert len(chunks) == 1 or ws_bytes < 1 << 20
     ws = rng.integers(0, 256, extent + 8).astype(np.uint8)  # garbage: the kernel initialises its rows
     res = np.full((n, 4), 77, np.int32)
     cig = rng.integers(0, 1 << 20, (n, cap_c)).astype(np.uint32)
