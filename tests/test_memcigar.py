@@ -13,8 +13,6 @@
    GPU; skipped otherwise).
 """
 import ctypes
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +23,7 @@ from g3align.aligner.pair import regions_range
 from g3align.aligner.pipeline import MemAligner
 from g3align.aligner.samout import region_cigar
 from g3align.kernels import loader
-from test_memstage import VARIANTS, _opt, _per_read_sam, _run, make_data
+from test_memstage import VARIANTS, _opt, _per_read_sam, _run, _Sink, make_data
 
 CU = Path(loader.__file__).resolve().parent / "memcigar.cu"
 
@@ -201,20 +199,8 @@ extern "C" void host_compact(long long n_thr, unsigned block, i64 n_job, const i
 
 
 @pytest.fixture(scope="module")
-def host_libs(tmp_path_factory):
-    if shutil.which("g++") is None:
-        pytest.skip("g++ not on PATH")
-    d = tmp_path_factory.mktemp("memcigarhost")
-    libs = {}
-    for name, caps in (("default", ()), ("tiny", ("-DCAP_CIG=2", "-DCAP_MD=6"))):
-        src = d / f"{name}.cpp"
-        src.write_text(HOST_SHIM.replace("KERNEL_FILE", f'"{CU}"'))
-        so = d / f"lib{name}.so"
-        r = subprocess.run(["g++", "-O2", "-std=c++17", "-shared", "-fPIC", "-Wall", *caps, str(src), "-o", str(so)],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-        libs[name] = ctypes.CDLL(str(so))
-    return libs
+def host_libs(host_cuda):
+    return {"default": host_cuda(CU, HOST_SHIM), "tiny": host_cuda(CU, HOST_SHIM, ("-O2", "-DCAP_CIG=2", "-DCAP_MD=6"))}
 
 
 def _p(a):
@@ -323,14 +309,6 @@ def test_gpu_sam_equals_per_read(data):
 
 def test_fields_are_the_key():
     assert mc.CG_FIELDS[:5] == (QB, QE, RB, RE, TRUESC)
-
-
-class _Sink:
-    def __init__(self):
-        self.parts = []
-
-    def write_sam_bytes(self, b):
-        self.parts.append(b)
 
 
 def test_run_mem_se_staged(data):
