@@ -39,6 +39,7 @@ from g3align.aligner.memstage import (
     rescue_sw_gpu,
     to_device,
     to_host,
+    upload_large,
 )
 from g3align.aligner.options import score_matrix
 from g3align.aligner.pair import pestat_of_sizes, pestat_sizes, regions_range, rescue_jobs_range, sam_pe_range
@@ -111,10 +112,9 @@ class MemAligner:
         self._pac_dev = None
         self._tls = threading.local()
         if device == "gpu":
-            import cupy as cp
             from g3align.aligner.smem_gpu import fm_to_device
             self._fm_dev = fm_to_device(fm)
-            self._pac_dev = cp.asarray(self.pac)
+            self._pac_dev = upload_large(self.pac)
 
     def _gpu_stream(self):
         """The calling thread's own non-blocking CUDA stream (a context), so the GPU stages that run in

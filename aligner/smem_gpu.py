@@ -58,7 +58,9 @@ def fm_to_device(fm) -> FMDevice:
 
     if fm.sa.dtype != fm.occ.dtype:
         raise ValueError("occ and sa must share a word type")
-    return FMDevice(occ=cp.asarray(fm.occ), sa=cp.asarray(fm.sa), P=cp.asarray(fm_params_array(fm)),
+    from g3align.aligner.memstage import upload_large
+
+    return FMDevice(occ=upload_large(fm.occ), sa=upload_large(fm.sa), P=cp.asarray(fm_params_array(fm)),
                     wide=int(fm.occ_wide), n=int(fm.n), l_pac=int(fm.l_pac))
 
 

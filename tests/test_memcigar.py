@@ -324,3 +324,18 @@ def test_run_mem_se_staged(data):
     pipeline.run_mem_se(al, iter([b.slice(x, y) for x, y in zip(cuts[:-1], cuts[1:])]), sink, verbose=0)
     assert b"".join(bytes(x) for x in sink.parts) == want
     assert al.stage_times["traceback_jobs"] > 0
+
+
+@pytest.mark.parametrize("shape,dtype,chunk", [((0,), np.uint8, 1 << 16), ((1000,), np.uint8, 1 << 16),
+                                                ((300_001, 3), np.uint32, 1 << 16), ((5_000_000,), np.int64, 1 << 20),
+                                                ((2_000_003,), np.uint8, 16 << 20)])
+def test_gpu_upload_large(shape, dtype, chunk):
+    """memstage.upload_large (the index at start-up): the same bytes on the device, for sizes below, at and
+    across the pinned pieces."""
+    cp = _gpu()
+    from g3align.aligner.memstage import upload_large
+
+    a = np.random.default_rng(1).integers(0, 1 << 31, shape).astype(dtype)
+    d = upload_large(a, chunk)
+    assert d.shape == a.shape and d.dtype == a.dtype
+    np.testing.assert_array_equal(cp.asnumpy(d), a)
