@@ -579,7 +579,10 @@ def cal_max_occ(idx: MMIndex, frac: float) -> int:
         return 1
     kk = int((1.0 - f) * n)
     kk = min(max(kk, 0), n - 1)
-    return int(np.partition(cnt, kk)[kk]) + 1
+    # the kk-th smallest count (0-based) from the counts' histogram: O(n), where np.partition took ~1 s on
+    # chr20's 6.2M counts (90 % of them equal to 1)
+    hist = np.bincount(cnt)
+    return int(np.searchsorted(np.cumsum(hist), kk, side="right")) + 1
 
 
 # ------------------------------------------------------------------------------------------------

@@ -189,7 +189,7 @@ def test_index_lookup_vs_bruteforce(k, w, hpc):
         assert idx.get(h).tolist() == v
     assert len(idx.get(0x123456789)) == 0 or 0x123456789 in brute
     cnt = np.array(sorted(len(v) for v in brute.values()))
-    for f in (2e-4, 0.01, 0.3):
+    for f in (2e-4, 0.01, 0.3, 0.5, 0.9, 0.999):
         ff = float(np.float32(f))
         assert idx.cal_max_occ(f) == int(cnt[int((1.0 - ff) * len(cnt))]) + 1
     assert idx.cal_max_occ(0) == mmidx.INT32_MAX
