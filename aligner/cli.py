@@ -108,8 +108,8 @@ The target is a FASTA[.gz] (indexed on the fly), a .g3m file (`-d`), or an index
   -t INT   threads [3]   -o FILE  output (.bam: BAM)   -R STR  @RG line   -Y soft clips
   -N -p --secondary=yes|no  -r -g -n -m -s -z -A -B -O -E -f -U  as in minimap2
   --device auto|cpu|gpu  minimizers, seeds and DP chaining scores of each batch on the GPU
-  --gpu-align  with a GPU: the base alignment (-a/-c) as one batch of ksw2 jobs on the GPU (experimental:
-               same output, not faster yet)
+  --cpu-align  with a GPU: align per read on CPU threads instead of as one batch of ksw2 jobs on the GPU
+               (the default there; same output either way). --gpu-align: that batch with --device cpu too
 """
 
 
@@ -135,6 +135,7 @@ def _is_g3m(path: str, magic: bytes) -> bool:
 
 
 def _run_map(args):
+    t_enter = time.perf_counter()
     from g3align.aligner import mmopt as MO
     from g3align.aligner.mmpipeline import MapAligner, log, run_map
     from g3align.aligner.reads import ReadFormatError, read_batches
@@ -167,6 +168,7 @@ def _run_map(args):
             rg_line, _ = parse_rg(opt.rg)
         except ValueError as e:
             raise G3Error(str(e))
+    t_index = time.perf_counter()
     try:
         cached = mm_index_path(ref_path, opt)
         if not os.path.exists(ref_path) and os.path.exists(cached):
@@ -191,8 +193,13 @@ def _run_map(args):
         raise G3Error("no query files given")
     MO.update_mid_occ(opt, idx.cal_max_occ)
     log(f"[M::mm_mapopt_update] mid_occ = {opt.mid_occ}", opt.verbose)
+    t_device = time.perf_counter()
     device = _pick_device(opt.device, opt.verbose, "map")
     aligner = MapAligner(idx, opt, device=device)
+    t0 = _process_t0()
+    startup = {"start-up (interpreter, imports)": t_index - (t_enter if t0 is None else t0),
+               "index (load or build, mid_occ)": t_device - t_index,
+               "device + aligner set-up": time.perf_counter() - t_device}
     header = None
     if opt.flag & MO.F_OUT_SAM:
         cmdline = " ".join(shlex.quote(a) for a in ["g3align", "map"] + args)
@@ -211,8 +218,8 @@ def _run_map(args):
     except OSError as e:
         raise G3Error(f"I/O error: {e}")
     log(f"[M::main] mapped {n} sequences", opt.verbose)
-    if os.environ.get("G3ALIGN_STAGES"):  # per-stage wall times of the batches (benchmarks)
-        st = ", ".join(f"{k} {v:.2f} s" for k, v in aligner.stage_times.items())
+    if os.environ.get("G3ALIGN_STAGES"):  # wall time of each stage, start-up to output (benchmarks)
+        st = ", ".join(f"{k} {v:.2f} s" for k, v in {**startup, **aligner.stage_times}.items())
         log(f"[M::stages] {st}; ksw2 batch {aligner.ext_stats}", 3, 3)
 
 
@@ -382,19 +389,26 @@ def _trace_start():
 
 def _trace_write(trace, t_enter):
     from g3align.kernels import loader
-    try:  # the process start on perf_counter's clock (CLOCK_MONOTONIC; /proc's start time is since boot)
-        with open("/proc/self/stat") as fh:
-            start_ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime") as fh:
-            up = float(fh.read().split()[0])
-        t0 = time.perf_counter() - (up - start_ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
+    t0 = _process_t0()
+    if t0 is None:
         t0 = min((e[2] for e in trace), default=0.0)
     ev = list(trace) + [("module " + n, "loader", a, b) for n, a, b in loader.LOAD_TIMES]
     ev.append(("start-up: interpreter, cli import", "MainThread", t0, t_enter))
     import json
     with open(os.environ["G3ALIGN_TRACE"], "w") as fh:
         json.dump([(s, th, a - t0, b - t0) for s, th, a, b in ev], fh)
+
+
+def _process_t0():
+    """The process start on perf_counter's clock (CLOCK_MONOTONIC; /proc's start time is since boot), or None."""
+    try:
+        with open("/proc/self/stat") as fh:
+            start_ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as fh:
+            up = float(fh.read().split()[0])
+        return time.perf_counter() - (up - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _run_mem(kw):

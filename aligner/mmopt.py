@@ -129,7 +129,9 @@ class MapOpt:
     rg: str | None = None
     out: str | None = None
     device: str = "auto"
-    gpu_align: bool = False  # --gpu-align: base alignment as one batch of ksw2 jobs on the GPU (experimental)
+    # base alignment as one batch of ksw2 jobs on the GPU: None = with --device gpu (the default), True = --gpu-align,
+    # False = --cpu-align (per read on CPU threads, as before)
+    gpu_align: bool | None = None
     verbose: int = 3
     dump: str | None = None
 
@@ -232,7 +234,7 @@ LONG = {
     "max-intron-len": (1, "G"), "version": (0, "V"), "min-count": (1, "n"), "min-chain-score": (1, "m"),
     "mask-level": (1, "M"), "min-dp-score": (1, "s"), "sam": (0, "a"),
     # g3align's own
-    "device": (1, "device"), "gpu-align": (0, "gpu-align"), "qstrand": (0, "qstrand"),
+    "device": (1, "device"), "gpu-align": (0, "gpu-align"), "cpu-align": (0, "cpu-align"), "qstrand": (0, "qstrand"),
 }
 UNSUPPORTED = {"splice": "--splice", "G": "-G",
                "u": "-u", "C": "-C", "I": "-I", "qstrand": "--qstrand", "S": "-S"}
@@ -446,6 +448,8 @@ def parse_map_args(argv: list[str]) -> tuple[MapOpt, list[str], dict]:
             o.device = val
         elif key == "gpu-align":
             o.gpu_align = True
+        elif key == "cpu-align":
+            o.gpu_align = False
         else:  # pragma: no cover - every LONG/SHORT key is handled above
             raise MapOptError(f"option '{key}' is not handled")
     check_opt(o)

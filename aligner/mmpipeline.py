@@ -313,10 +313,10 @@ class MapAligner:
         extensions and gap fills run as one batch of GPU jobs (aligner/mmext.py); the rest runs on the CPU.
         batch_seed (default: device == "gpu") with device "cpu" runs the same batch stages through the CPU
         twins (the GPU path's oracle); batch_chain (default: batch_seed) the batch DP chaining scores;
-        batch_align (default: opt.gpu_align with batch seeding; off otherwise) the staged base alignment.
-        Staged alignment is not the default on the GPU: with today's kernel (one warp per job, band arrays in
-        global memory: ~11 GCUPS) the whole run is slower than aligning per read on CPU threads
-        (docs/BENCHMARKS.md, GPU base alignment)."""
+        batch_align (default: on with device "gpu" unless opt.gpu_align is False (--cpu-align); with batch
+        seeding on the CPU only when opt.gpu_align is True) the staged base alignment. On chr20 pbsim CLR reads
+        it makes the whole GPU run 2.3x faster than aligning per read on 16 CPU threads; on the small E. coli
+        sets it is about even (docs/BENCHMARKS.md, issue 6 step 5)."""
         self.idx = idx
         self.opt = opt
         self.device = device
@@ -325,7 +325,7 @@ class MapAligner:
         if opt.flag & MO.F_RMQ:
             self.batch_chain = False  # RMQ chaining runs per read
         if batch_align is None:
-            batch_align = self.batch_seed and opt.gpu_align
+            batch_align = self.batch_seed and (opt.gpu_align or (opt.gpu_align is None and device == "gpu"))
         self.batch_align = batch_align and bool(opt.flag & MO.F_CIGAR)
         self.ext_stats: dict = {}
         self.stage_times: dict = {}
@@ -370,6 +370,7 @@ class MapAligner:
                                     com_off, diag, sd, fp)
         b, bkt_off, keys, key_off, pos = self.idx.arrays()
         ref = self.idx.ref
+        t = time.perf_counter()
 
         def run(lo_hi):
             lo, hi = lo_hi
@@ -380,9 +381,12 @@ class MapAligner:
             return buf[:used].tobytes()
 
         if len(ranges) == 1:
-            return run(ranges[0])
-        with ThreadPoolExecutor(max_workers=n_threads) as ex:
-            return b"".join(ex.map(run, ranges))
+            out = run(ranges[0])
+        else:
+            with ThreadPoolExecutor(max_workers=n_threads) as ex:
+                out = b"".join(ex.map(run, ranges))
+        _lap(self.stage_times, "chaining+alignment+text (CPU threads)", t)
+        return out
 
     def _batch_stages(self, batch):
         """What every read of the batch needs first: (names CSR, seq_off from 0, -D contigs, the batch's seeds
@@ -550,9 +554,15 @@ def _rg_id(rg: str | None) -> str:
 def run_map(aligner: MapAligner, batches, sink, verbose: int = 3) -> tuple[int, float]:
     n_reads = 0
     t0 = time.time()
+    st = aligner.stage_times
+    t = time.perf_counter()
     for batch in batches:
+        t = _lap(st, "reading", t)
         t1 = time.time()
-        sink.write(aligner.map_batch(batch, aligner.opt.n_threads))
+        out = aligner.map_batch(batch, aligner.opt.n_threads)
+        t = time.perf_counter()
+        sink.write(out)
+        t = _lap(st, "output", t)
         n_reads += batch.n
         log(f"[M::worker_pipeline::{time.time() - t0:.3f}] mapped {batch.n} sequences "
             f"({time.time() - t1:.3f} s)", verbose)

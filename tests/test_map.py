@@ -35,6 +35,20 @@ def test_output_independent_of_threads_and_batch(tmp_path):
     assert len(outs) == 1
 
 
+def test_stage_times_line(tmp_path):
+    """G3ALIGN_STAGES=1: one stderr line with the wall time of every stage, start-up to output; SAM unchanged."""
+    import os
+    plain = g3map(["-t2", "-ax", "map-pb", REF, READS])
+    r = g3map(["-t2", "-ax", "map-pb", REF, READS], env=dict(os.environ, G3ALIGN_STAGES="1"))
+    assert r.returncode == 0, r.stderr.decode()
+    assert r.stdout == plain.stdout
+    line = [ln for ln in r.stderr.decode().splitlines() if ln.startswith("[M::stages]")]
+    assert len(line) == 1
+    for stage in ("start-up (interpreter, imports)", "index (load or build, mid_occ)", "reading",
+                  "chaining+alignment+text (CPU threads)", "output"):
+        assert f"{stage} " in line[0]
+
+
 def test_saved_index_gives_the_same_output(tmp_path):
     idx = tmp_path / "lam.g3m"
     r = g3map(["-x", "map-pb", "-d", idx, REF])
@@ -222,7 +236,24 @@ def _gpu():
 @pytest.mark.skipif(not _gpu(), reason="no CUDA device / cupy")
 @pytest.mark.parametrize("preset", [["-x", "map-pb", "-a"], ["-x", "map-ont", "-c"], ["-x", "sr", "-a"]])
 def test_gpu_seeding_gives_the_same_output(preset):
-    """--device gpu, and with it the base alignment on the GPU (kernels/ksw2.cu), == per-read CPU output."""
-    per_read, gpu, gpu_align = _map_outputs(REF, READS, preset, [("cpu", False), ("gpu", None),
-                                                                 ("gpu", None, None, True)])
-    assert per_read and per_read == gpu and per_read == gpu_align
+    """--device gpu with the base alignment per read on CPU threads (--cpu-align) and on the GPU
+    (kernels/ksw2.cu, the default there) == per-read CPU output."""
+    per_read, gpu, gpu_align, default = _map_outputs(REF, READS, preset, [("cpu", False), ("gpu", None, None, False),
+                                                                          ("gpu", None, None, True), ("gpu", None)])
+    assert per_read and per_read == gpu and per_read == gpu_align and per_read == default
+
+
+def test_gpu_align_is_the_gpu_default():
+    """MapAligner: staged base alignment with device gpu unless --cpu-align; with the CPU only on --gpu-align."""
+    from g3align.aligner import mmopt as MO
+    from g3align.aligner.mmpipeline import MapAligner
+    from g3align.index import mmidx
+    idx = mmidx.build_mm_index(mmidx.read_mm_ref(str(REF)), 19, 10, True, 14)
+    for extra, dev, staged in (([], "gpu", True), (["--cpu-align"], "gpu", False), (["--gpu-align"], "gpu", True),
+                               ([], "cpu", False), (["--gpu-align"], "cpu", False)):
+        opt, _, _ = MO.parse_map_args(["-ax", "map-pb"] + extra + [str(REF), str(READS)])
+        MO.update_mid_occ(opt, idx.cal_max_occ)
+        al = MapAligner(idx, opt, device=dev)  # no GPU needed: its CUDA state is made on first use
+        assert al.batch_align is staged, (extra, dev)
+    opt, _, _ = MO.parse_map_args(["-ax", "map-pb", "--gpu-align", str(REF), str(READS)])
+    assert MapAligner(idx, opt, device="cpu", batch_seed=True).batch_align is True

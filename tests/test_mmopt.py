@@ -62,8 +62,11 @@ def test_mid_occ_update():
 
 
 def test_gpu_align_option():
-    """--gpu-align (g3align's own) turns on the staged base alignment of the GPU path; off by default."""
+    """--gpu-align / --cpu-align (g3align's own) force the staged base alignment on or off; by default (None)
+    it runs when the batch is on the GPU (MapAligner)."""
     opt, pos, _ = M.parse_map_args(["-ax", "map-pb", "--gpu-align", "ref.fa", "r.fq"])
-    assert opt.gpu_align and pos == ["ref.fa", "r.fq"]
+    assert opt.gpu_align is True and pos == ["ref.fa", "r.fq"]
+    opt, pos, _ = M.parse_map_args(["-ax", "map-pb", "--cpu-align", "ref.fa", "r.fq"])
+    assert opt.gpu_align is False and pos == ["ref.fa", "r.fq"]
     opt, _, _ = M.parse_map_args(["-ax", "map-pb", "ref.fa", "r.fq"])
-    assert not opt.gpu_align
+    assert opt.gpu_align is None
