@@ -108,8 +108,8 @@ The target is a FASTA[.gz] (indexed on the fly), a .g3m file (`-d`), or an index
   -t INT   threads [3]   -o FILE  output (.bam: BAM)   -R STR  @RG line   -Y soft clips
   -N -p --secondary=yes|no  -r -g -n -m -s -z -A -B -O -E -f -U  as in minimap2
   --device auto|cpu|gpu  minimizers, seeds and DP chaining scores of each batch on the GPU
-  --cpu-align  with a GPU: align per read on CPU threads instead of as one batch of ksw2 jobs on the GPU
-               (the default there; same output either way). --gpu-align: that batch with --device cpu too
+  --cpu-align  with a GPU: align per read on CPU threads instead of as batches of ksw2 jobs on the GPU
+               (the default there, also spelt --gpu-align); the output is the same either way
 """
 
 

@@ -129,8 +129,8 @@ class MapOpt:
     rg: str | None = None
     out: str | None = None
     device: str = "auto"
-    # base alignment as one batch of ksw2 jobs on the GPU: None = with --device gpu (the default), True = --gpu-align,
-    # False = --cpu-align (per read on CPU threads, as before)
+    # base alignment as batches of ksw2 jobs on the GPU: None = with --device gpu (the default), True = --gpu-align
+    # (the same; also the CPU twin's staged path for a batch-seeded CPU aligner), False = --cpu-align (per read)
     gpu_align: bool | None = None
     verbose: int = 3
     dump: str | None = None

@@ -42,7 +42,14 @@ if [ "${WARM:-1}" = 1 ]; then   # compile every mode's kernels at once (one proc
           log "warm-up $m: $s s (exit $(tail -c 300 $W/warm.$m.log | grep -c E::))" ) &
     done
     [ "${PBSIM:-0}" = 1 ] && pbsim_and_index &
-    wait; log "warm-up done"
+    wait
+    # again one after another: concurrent processes overwrite each other's numba cache index files, so a
+    # function the parallel pass compiled may be missing from the cache (seen on the H100: the first timed
+    # runs then spent 5-80 s compiling); this pass compiles only what was lost
+    for m in ${DEVS:-cpu gpu gpu-align}; do
+        s=$( { time g3 map -t $NT $(mode_opts $m) -ax map-pb $REF $W/warm.fq > /dev/null 2>&1; } 2>&1 ); log "warm-up again $m: $s s"
+    done
+    log "warm-up done"
 elif [ "${PBSIM:-0}" = 1 ]; then pbsim_and_index; fi
 if [ "${TESTS:-0}" = 1 ]; then
     timeout ${PYTEST_TIMEOUT:-400} python3 -m pytest -q ${PYTEST_ARGS:-tests/test_ksw2_gpu.py tests/test_lchain_gpu.py \
