@@ -324,8 +324,8 @@ class MapAligner:
         self.batch_chain = self.batch_seed if batch_chain is None else (batch_chain and self.batch_seed)
         if opt.flag & MO.F_RMQ:
             self.batch_chain = False  # RMQ chaining runs per read
-        if batch_align is None:
-            batch_align = self.batch_seed and (opt.gpu_align or (opt.gpu_align is None and device == "gpu"))
+        if batch_align is None:  # --gpu-align / --cpu-align, else on when the batch is on the GPU
+            batch_align = self.batch_seed and (device == "gpu" if opt.gpu_align is None else opt.gpu_align)
         self.batch_align = batch_align and bool(opt.flag & MO.F_CIGAR)
         self.ext_stats: dict = {}
         self.stage_times: dict = {}

@@ -2,7 +2,7 @@
 # `g3align map --device gpu` on the GPU box (issue 6), in one call; results under $OUT.
 #   0. (WARM=1) numba's kernels compiled for every mode in parallel processes (cpu, gpu --cpu-align, gpu, the
 #      index build: ~150 s each on a fresh box, one after another otherwise), beside pbsim (PBSIM=1)
-#   1. (TESTS=1) GPU tests: ksw2 kernel == twin, DP chaining kernels == twin, map --device gpu == per-read CPU output
+#   1. (TESTS=1; off by default) GPU tests: ksw2 kernel == twin, DP chaining kernels == twin, map --device gpu == per-read CPU output
 #   2. (KBENCH=1, jobs_*.npz carried) kernels/ksw2.cu on the dumped jobs of real reads (grid sweep, GCUPS, twin)
 #   3. (ECOLI=1) E. coli PacBio / ONT: g3align in each mode of DEVS, minimap2 2.24, all -t 16, same box; every
 #      mode's SAM must equal the first mode's; concordance with minimap2
@@ -37,18 +37,15 @@ pbsim_and_index() {   # chr20 pbsim reads and both tools' indexes (step 4's inpu
 }
 if [ "${WARM:-1}" = 1 ]; then   # compile every mode's kernels at once (one process each)
     zcat $D/ecoli_K12_pacbio_RSII_first3000.fastq.gz | head -n 800 > $W/warm.fq
-    for m in ${DEVS:-cpu gpu gpu-align}; do
-        ( s=$( { time g3 map -t $NT $(mode_opts $m) -ax map-pb $REF $W/warm.fq > /dev/null 2> $W/warm.$m.log; } 2>&1 )
-          log "warm-up $m: $s s (exit $(tail -c 300 $W/warm.$m.log | grep -c E::))" ) &
-    done
+    warm() { s=$( { time g3 map -t $NT $(mode_opts $1) -ax map-pb $REF $W/warm.fq > /dev/null 2> $W/warm.$1.log; } 2>&1 )
+             log "warm-up $2$1: $s s ($(grep -c 'E::' $W/warm.$1.log) error lines)"; }
+    for m in ${DEVS:-cpu gpu gpu-align}; do warm $m & done
     [ "${PBSIM:-0}" = 1 ] && pbsim_and_index &
     wait
     # again one after another: concurrent processes overwrite each other's numba cache index files, so a
     # function the parallel pass compiled may be missing from the cache (seen on the H100: the first timed
     # runs then spent 5-80 s compiling); this pass compiles only what was lost
-    for m in ${DEVS:-cpu gpu gpu-align}; do
-        s=$( { time g3 map -t $NT $(mode_opts $m) -ax map-pb $REF $W/warm.fq > /dev/null 2>&1; } 2>&1 ); log "warm-up again $m: $s s"
-    done
+    for m in ${DEVS:-cpu gpu gpu-align}; do warm $m "again, "; done
     log "warm-up done"
 elif [ "${PBSIM:-0}" = 1 ]; then pbsim_and_index; fi
 if [ "${TESTS:-0}" = 1 ]; then
