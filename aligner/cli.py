@@ -138,10 +138,9 @@ def _is_g3m(path: str, magic: bytes) -> bool:
 def _run_map(args):
     t_enter = time.perf_counter()
     from g3align.aligner import mmopt as MO
-    from g3align.aligner.mmpipeline import MapAligner, log, run_map
-    from g3align.aligner.reads import ReadFormatError, read_batches
-    from g3align.aligner.samhdr import OutputSink, parse_rg, sam_header
-    from g3align.index import mmidx
+    from g3align.aligner import mmpipeline
+    from g3align.aligner.reads import prefetch_now, read_batch_parts
+    from g3align.aligner.samhdr import parse_rg
 
     try:
         opt, pos, extra = MO.parse_map_args(args)
@@ -169,6 +168,28 @@ def _run_map(args):
             rg_line, _ = parse_rg(opt.rg)
         except ValueError as e:
             raise G3Error(str(e))
+    _tune(mmpipeline)
+
+    def reader(q):  # the parser of query file q in a thread, up to two parts ahead
+        return prefetch_now(read_batch_parts(q, chunk_size=opt.mini_batch_size, part_bases=mmpipeline.MAP_PART_BASES,
+                                             trim_readno=False), depth=2, name="g3align-reader")
+
+    # the first file's parsing starts now, beside the index load and the device set-up
+    first_parts = reader(queries[0]) if queries else None
+    try:
+        return _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader, t_enter)
+    finally:
+        if first_parts is not None:
+            first_parts.close()
+
+
+def _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader, t_enter):
+    from g3align.aligner import mmopt as MO
+    from g3align.aligner.mmpipeline import MapAligner, log, run_map
+    from g3align.aligner.reads import ReadFormatError
+    from g3align.aligner.samhdr import OutputSink, sam_header
+    from g3align.index import mmidx
+
     t_index = time.perf_counter()
     try:
         cached = mm_index_path(ref_path, opt)
@@ -197,6 +218,7 @@ def _run_map(args):
     t_device = time.perf_counter()
     device = _pick_device(opt.device, opt.verbose, "map")
     aligner = MapAligner(idx, opt, device=device)
+    aligner.device_setup()
     t0 = _process_t0()
     startup = {"start-up (interpreter, imports)": t_index - (t_enter if t0 is None else t0),
                "index (load or build, mid_occ)": t_device - t_index,
@@ -210,9 +232,12 @@ def _run_map(args):
     try:
         with OutputSink(opt.out, header or "") as sink:
             n = 0
-            for q in queries:
-                k, _ = run_map(aligner, read_batches(q, chunk_size=opt.mini_batch_size, trim_readno=False), sink,
-                               opt.verbose)
+            for i, q in enumerate(queries):
+                parts = first_parts if i == 0 else reader(q)
+                try:
+                    k, _ = run_map(aligner, parts, sink, opt.verbose)
+                finally:
+                    parts.close()
                 n += k
     except ReadFormatError as e:
         raise G3Error(str(e))
@@ -372,15 +397,22 @@ def _build_mem_options(kw):
     return o
 
 
+def _tune(module) -> None:
+    """G3ALIGN_TUNE='NAME=VALUE,...': set the module's pipeline constants (A/B runs of benchmarks)."""
+    for kv in filter(None, os.environ.get("G3ALIGN_TUNE", "").split(",")):
+        k, _, v = kv.partition("=")
+        old = getattr(module, k, None)
+        if old is None or not k.isupper():
+            raise G3Error(f"G3ALIGN_TUNE: {module.__name__} has no constant {k!r}")
+        setattr(module, k, type(old)(int(v)) if isinstance(old, bool) else type(old)(v))
+
+
 def _trace_start():
     """G3ALIGN_TRACE=FILE: record the start-up steps and pipeline.TRACE's stage laps of this run, written to
     FILE as JSON [stage, thread, t0, t1] with times in seconds from the process start (scripts/
     gpu_cli_profile.py draws them). G3ALIGN_TUNE='NAME=VALUE,...' sets pipeline constants for A/B runs."""
     from g3align.aligner import pipeline
-    for kv in filter(None, os.environ.get("G3ALIGN_TUNE", "").split(",")):
-        k, v = kv.split("=")
-        old = getattr(pipeline, k)
-        setattr(pipeline, k, type(old)(int(v)) if isinstance(old, bool) else type(old)(v))
+    _tune(pipeline)
     if not os.environ.get("G3ALIGN_TRACE"):
         return None
     from g3align.aligner import reads

@@ -16,7 +16,9 @@ mm_mapopt_t), indexed by the constants below.
 from __future__ import annotations
 
 import sys
+import threading
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import numba as nb
@@ -68,6 +70,14 @@ def pack_opts(o: MO.MapOpt) -> tuple[np.ndarray, np.ndarray]:
 
 
 _NO_LJOIN_FLAGS = MO.F_SPLICE | MO.F_SR | MO.F_NO_LJOIN
+
+# run_map's part pipeline: each -K batch is read as parts of about MAP_PART_BASES bases
+# (reads.read_batch_parts), and up to MAP_DEPTH parts are mapped at once, each on its own worker thread
+# (with the GPU: its own CUDA stream), sharing one pool of -t threads for the per-read stages. Parts never
+# change the output (records are written in input order; no per-read result depends on the batch).
+# G3ALIGN_TUNE='MAP_DEPTH=1' maps one part after another (A/B runs).
+MAP_PART_BASES = 20_000_000
+MAP_DEPTH = 3
 
 
 @nb.njit(cache=True, nogil=True)
@@ -329,6 +339,8 @@ class MapAligner:
         self.batch_align = batch_align and bool(opt.flag & MO.F_CIGAR)
         self.ext_stats: dict = {}
         self.stage_times: dict = {}
+        self._dev_ready = False
+        self._lock = threading.Lock()  # stage_times / ext_stats / the lazy device arrays, from worker threads
         self._idx_dev = None
         self._ref_dev = None
         self.iv, self.fv = pack_opts(opt)
@@ -354,10 +366,47 @@ class MapAligner:
                     d[i] = r
         return d
 
-    def map_batch(self, batch, n_threads: int = 1) -> bytes:
+    def device_setup(self) -> None:
+        """With the GPU: the index and reference on the device and the kernel modules loaded, once, by the
+        first caller (run_map calls it before its part workers start)."""
+        if self.device != "gpu" or not self.batch_seed or self._dev_ready:
+            return
+        import cupy as cp
+        from g3align.aligner import mmseed_gpu as SG
+        from g3align.kernels.loader import get_module
+        with self._lock:
+            if self._dev_ready:
+                return
+            self._idx_dev = SG.index_to_device(*self.idx.arrays())[1:5]
+            if self.batch_align:
+                self._ref_dev = cp.asarray(self.idx.ref.ref_seq)
+            get_module("mmseed")
+            get_module("mmsketch", {"MM_K": int(self.iv[I_K]), "MM_W": int(self.iv[I_W]),
+                                    "MM_HPC": int(self.iv[I_HPC] != 0)})
+            if self.batch_chain:
+                get_module("lchain")
+            if self.batch_align:
+                get_module("ksw2")
+            cp.cuda.Device().synchronize()
+            self._dev_ready = True
+
+    def worker_init(self) -> None:
+        """Run by each part worker thread once: with the GPU, a CUDA stream of its own (non-blocking), so one
+        part's host synchronisations wait for that part's work only."""
+        if self.device == "gpu" and self.batch_seed:
+            import cupy as cp
+            _WORKER.stream = cp.cuda.Stream(non_blocking=True)
+            _WORKER.stream.use()
+
+    def map_batch(self, batch, n_threads: int = 1, pool: ThreadPoolExecutor | None = None) -> bytes:
+        """The batch's PAF/SAM bytes. pool: a thread pool of n_threads workers to run the per-read ranges on
+        (shared by the parts run_map maps at once), else one made for this call."""
         n = batch.n
         if n == 0:
             return b""
+        if pool is None:
+            with ThreadPoolExecutor(max_workers=max(1, n_threads)) as ex:
+                return self.map_batch(batch, n_threads, ex)
         names, name_off, seq_off, diag, sd, fp = self._batch_stages(batch)
         comments, com_off = _cat_strings(batch.comments)
         raw = batch.raw if batch.raw is not None else np.frombuffer(b"ACGTN", np.uint8)[batch.seq]
@@ -366,7 +415,7 @@ class MapAligner:
         qual = batch.qual if batch.has_qual else np.zeros(0, np.uint8)
         ranges = _ranges(seq_off, max(1, n_threads))
         if self.batch_align:
-            return self._map_staged(batch, ranges, n_threads, seq_off, raw, qual, qual_on, names, name_off, comments,
+            return self._map_staged(pool, batch, ranges, seq_off, raw, qual, qual_on, names, name_off, comments,
                                     com_off, diag, sd, fp)
         b, bkt_off, keys, key_off, pos = self.idx.arrays()
         ref = self.idx.ref
@@ -380,13 +429,13 @@ class MapAligner:
                                   self.batch_seed, *sd, self.batch_chain, *fp)
             return buf[:used].tobytes()
 
-        if len(ranges) == 1:
-            out = run(ranges[0])
-        else:
-            with ThreadPoolExecutor(max_workers=n_threads) as ex:
-                out = b"".join(ex.map(run, ranges))
-        _lap(self.stage_times, "chaining+alignment+text (CPU threads)", t)
+        out = run(ranges[0]) if len(ranges) == 1 else b"".join(pool.map(run, ranges))
+        self._lap("chaining+alignment+text (CPU threads)", t)
         return out
+
+    def _lap(self, stage: str, t0: float) -> float:
+        with self._lock:
+            return _lap(self.stage_times, stage, t0)
 
     def _batch_stages(self, batch):
         """What every read of the batch needs first: (names CSR, seq_off from 0, -D contigs, the batch's seeds
@@ -396,42 +445,43 @@ class MapAligner:
         diag = self._diag_rids(batch)
         t = time.perf_counter()
         sd = self._seed_batch(batch.seq, seq_off, diag, self.idx.arrays()) if self.batch_seed else _NO_SEEDS
-        t = _lap(self.stage_times, "seeding", t)
+        t = self._lap("seeding", t)
         fp = self._chain_scores(np.diff(seq_off), sd[2], sd[3]) if self.batch_chain else _NO_FP
-        _lap(self.stage_times, "chaining scores", t)
+        self._lap("chaining scores", t)
         return names, name_off, seq_off, diag, sd, fp
 
-    def _map_staged(self, batch, ranges, n_threads, seq_off, raw, qual, qual_on, names, name_off, comments, com_off,
+    def _map_staged(self, ex, batch, ranges, seq_off, raw, qual, qual_on, names, name_off, comments, com_off,
                     diag, sd, fp) -> bytes:
         """map_batch with the base alignment as one batch of ksw2 jobs (aligner/mmext.py): plan every range
-        (map_range_plan), run the jobs on the GPU or the CPU twin, then finish every range."""
+        (map_range_plan) on the pool ex, run the jobs on the GPU or the CPU twin, then finish every range."""
         from g3align.aligner import mmext
         ref = self.idx.ref
         t = time.perf_counter()
-        with ThreadPoolExecutor(max_workers=max(1, n_threads)) as ex:
-            plans, jobs, P = self._plan(ex, batch, ranges, seq_off, names, name_off, diag, sd, fp)
-            t = _lap(self.stage_times, "chaining+regions (CPU)", t)
-            ref_seq = ref.ref_seq
-            if self.device == "gpu":
-                import cupy as cp
-                if self._ref_dev is None:
-                    self._ref_dev = cp.asarray(ref.ref_seq)
-                ref_seq = self._ref_dev
-            pez, pcig, pcig_off, pn_cig = mmext.run_jobs(batch.seq, ref_seq, jobs, P, self.device, self.ext_stats)
-            t = _lap(self.stage_times, "extension (ksw2 batch)", t)
-            k0 = np.cumsum([0] + [pl[5].shape[0] for pl in plans])
+        plans, jobs, P = self._plan(ex, batch, ranges, seq_off, names, name_off, diag, sd, fp)
+        t = self._lap("chaining+regions (CPU)", t)
+        ref_seq = ref.ref_seq
+        if self.device == "gpu":
+            self.device_setup()
+            ref_seq = self._ref_dev
+        stats: dict = {}
+        pez, pcig, pcig_off, pn_cig = mmext.run_jobs(batch.seq, ref_seq, jobs, P, self.device, stats)
+        with self._lock:
+            for k, v in stats.items():
+                self.ext_stats[k] = self.ext_stats.get(k, 0) + v
+        t = self._lap("extension (ksw2 batch)", t)
+        k0 = np.cumsum([0] + [pl[5].shape[0] for pl in plans])
 
-            def finish(i):
-                (lo, hi), pl = ranges[i], plans[i]
-                a, c = int(k0[i]), int(k0[i + 1])
-                buf, used = map_range_finish(lo, hi, batch.seq, seq_off, raw, qual, qual_on, names, name_off,
-                                             comments, com_off, self.iv, self.fv, self.ref_len, ref.ref_seq,
-                                             ref.ref_off, self.ctg_names, self.ctg_noff, self.rg_id, *pl, pez[a:c],
-                                             pcig, pcig_off[a:c], pn_cig[a:c])
-                return buf[:used].tobytes()
+        def finish(i):
+            (lo, hi), pl = ranges[i], plans[i]
+            a, c = int(k0[i]), int(k0[i + 1])
+            buf, used = map_range_finish(lo, hi, batch.seq, seq_off, raw, qual, qual_on, names, name_off,
+                                         comments, com_off, self.iv, self.fv, self.ref_len, ref.ref_seq,
+                                         ref.ref_off, self.ctg_names, self.ctg_noff, self.rg_id, *pl, pez[a:c],
+                                         pcig, pcig_off[a:c], pn_cig[a:c])
+            return buf[:used].tobytes()
 
-            out = b"".join(ex.map(finish, range(len(ranges))))
-            _lap(self.stage_times, "alignment replay+output (CPU)", t)
+        out = b"".join(ex.map(finish, range(len(ranges))))
+        self._lap("alignment replay+output (CPU)", t)
         return out
 
     def _plan(self, ex, batch, ranges, seq_off, names, name_off, diag, sd, fp):
@@ -475,8 +525,7 @@ class MapAligner:
                 int(iv[I_FLAG]))
         b, bkt_off, keys, key_off, pos = idx_arrays
         if self.device == "gpu":
-            if self._idx_dev is None:
-                self._idx_dev = SG.index_to_device(b, bkt_off, keys, key_off, pos)[1:5]
+            self.device_setup()
             mz, mz_off = SK.sketch_batch_gpu(seq, seq_off, w, k, hpc, to_host=False)
             sd = SG.seed_batch_gpu(mz, mz_off, seq_off, *opts, b, *self._idx_dev, self.ref_len, diag,
                                    self.dual_skip)
@@ -551,19 +600,51 @@ def _rg_id(rg: str | None) -> str:
     return parse_rg(rg)[1]
 
 
+_WORKER = threading.local()  # a part worker's CUDA stream
+
+
 def run_map(aligner: MapAligner, batches, sink, verbose: int = 3) -> tuple[int, float]:
+    """Map `batches` and write their records in input order. Items are ReadBatch (one -K batch each) or
+    (part, end_of_batch) pairs (reads.read_batch_parts); up to MAP_DEPTH items are mapped at once (see
+    MAP_PART_BASES), one per worker thread, their per-read ranges on one pool of -t threads. Returns (reads,
+    seconds). With several parts in flight the stage times are sums over the workers, not wall times."""
     n_reads = 0
     t0 = time.time()
-    st = aligner.stage_times
-    t = time.perf_counter()
-    for batch in batches:
-        t = _lap(st, "reading", t)
-        t1 = time.time()
-        out = aligner.map_batch(batch, aligner.opt.n_threads)
+    t_wall = time.perf_counter()
+    n_threads = max(1, aligner.opt.n_threads)
+    aligner.device_setup()
+    pend: deque = deque()
+    done = [0, time.time()]  # reads of the current -K batch written, when it started
+
+    def write_oldest():
+        fut, n, end = pend.popleft()
+        out = fut.result()
         t = time.perf_counter()
         sink.write(out)
-        t = _lap(st, "output", t)
-        n_reads += batch.n
-        log(f"[M::worker_pipeline::{time.time() - t0:.3f}] mapped {batch.n} sequences "
-            f"({time.time() - t1:.3f} s)", verbose)
+        aligner._lap("output", t)
+        done[0] += n
+        if end:
+            log(f"[M::worker_pipeline::{time.time() - t0:.3f}] mapped {done[0]} sequences "
+                f"({time.time() - done[1]:.3f} s)", verbose)
+            done[0], done[1] = 0, time.time()
+
+    with ThreadPoolExecutor(max_workers=n_threads) as pool, \
+            ThreadPoolExecutor(max_workers=max(1, MAP_DEPTH), thread_name_prefix="g3align-part",
+                               initializer=aligner.worker_init) as workers:
+        try:
+            t = time.perf_counter()
+            for item in batches:
+                part, end = item if isinstance(item, tuple) else (item, True)
+                aligner._lap("reading (waiting for the reader)", t)
+                pend.append((workers.submit(aligner.map_batch, part, n_threads, pool), part.n, end))
+                n_reads += part.n
+                while len(pend) >= max(1, MAP_DEPTH) or (pend and pend[0][0].done()):
+                    write_oldest()
+                t = time.perf_counter()
+            while pend:
+                write_oldest()
+        finally:
+            for fut, _, _ in pend:
+                fut.cancel()
+    aligner._lap("mapping, all parts (wall)", t_wall)
     return n_reads, time.time() - t0

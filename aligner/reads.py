@@ -780,6 +780,14 @@ def _batch_parts_from(pieces: Iterator[ReadBatch], chunk_size: int, step: int, l
         yield (cat if cat is not None else ReadBatch.empty()), True
 
 
+def read_batch_parts(path: str, chunk_size: int = DEFAULT_CHUNK_SIZE, part_bases: int = PART_BASES,
+                     block_size: int = DEFAULT_BLOCK_SIZE, trim_readno: bool = True, keep_raw: bool = True
+                     ) -> Iterator[tuple[ReadBatch, bool]]:
+    """read_batches' -K batches of one file as (part, end_of_batch) pairs of parts of about part_bases bases."""
+    yield from _batch_parts_from(iter_pieces(path, block_size, trim_readno, keep_raw), chunk_size, 2,
+                                 lambda b: b.lengths, part_bases)
+
+
 def read_pair_batch_parts(path1: str, path2: str, chunk_size: int = DEFAULT_CHUNK_SIZE, part_bases: int = PART_BASES,
                           block_size: int = DEFAULT_BLOCK_SIZE, trim_readno: bool = True, keep_raw: bool = True
                           ) -> Iterator[tuple[ReadBatch, bool]]:
@@ -833,6 +841,7 @@ __all__ = [
     "iter_pieces",
     "open_input",
     "read_all",
+    "read_batch_parts",
     "read_batches",
     "read_pair_batches",
 ]

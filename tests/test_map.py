@@ -1,5 +1,6 @@
 """End-to-end tests of `g3align map` against minimap2 2.24 (golden files in data/, live minimap2 when present)."""
 import gzip
+import os
 import shutil
 import subprocess
 import sys
@@ -241,6 +242,53 @@ def test_gpu_seeding_gives_the_same_output(preset):
     per_read, gpu, gpu_align, default = _map_outputs(REF, READS, preset, [("cpu", False), ("gpu", None, None, False),
                                                                           ("gpu", None, None, True), ("gpu", None)])
     assert per_read and per_read == gpu and per_read == gpu_align and per_read == default
+
+
+class _Sink:
+    def __init__(self):
+        self.chunks = []
+
+    def write(self, b):
+        self.chunks.append(bytes(b))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.skipif(not _gpu(),
+                                                                                     reason="no CUDA device"))])
+def test_part_pipeline_does_not_change_the_output(device, monkeypatch):
+    """run_map over reads.read_batch_parts: parts of any size, mapped up to MAP_DEPTH at once (worker threads,
+    their own CUDA streams on the GPU), give the records of one batch mapped per read, in input order."""
+    from g3align.aligner import mmopt as MO
+    from g3align.aligner import mmpipeline as MP
+    from g3align.aligner.reads import read_batch_parts, read_batches
+    from g3align.index import mmidx
+    opt, _, _ = MO.parse_map_args(["-ax", "map-pb", "-t", "3", str(REF), str(READS)])
+    idx = mmidx.build_mm_index(mmidx.read_mm_ref(str(REF)), opt.k, opt.w, opt.is_hpc, opt.bucket_bits)
+    MO.update_mid_occ(opt, idx.cal_max_occ)
+    ref_out = b"".join(MP.MapAligner(idx, opt, device="cpu").map_batch(bt, 1)
+                       for bt in read_batches(str(READS), chunk_size=1 << 30, trim_readno=False))
+    assert ref_out.count(b"\n") >= 52
+    for depth, part_bases, chunk in ((1, 1 << 30, 1 << 30), (3, 3_000, 1 << 30), (2, 5_000, 12_000), (4, 1, 1 << 30)):
+        monkeypatch.setattr(MP, "MAP_DEPTH", depth)
+        al = MP.MapAligner(idx, opt, device=device, batch_seed=True, batch_align=True)
+        sink = _Sink()
+        n, _ = MP.run_map(al, read_batch_parts(str(READS), chunk_size=chunk, part_bases=part_bases, block_size=4096,
+                                               trim_readno=False), sink, verbose=0)
+        assert n == 52 and b"".join(sink.chunks) == ref_out, (depth, part_bases, chunk)
+        if part_bases < 10_000:
+            assert len(sink.chunks) > 3  # really cut into parts
+
+
+def test_map_tune_cli():
+    """G3ALIGN_TUNE applies to the map pipeline's constants: tiny parts, one or four at once, same SAM; an
+    unknown name is a one-line error."""
+    outs = set()
+    for tune in ("MAP_DEPTH=1", "MAP_PART_BASES=2000,MAP_DEPTH=4"):
+        r = g3map(["-ax", "map-pb", "-t", "2", REF, READS], env={**os.environ, "G3ALIGN_TUNE": tune})
+        assert r.returncode == 0, r.stderr.decode()
+        outs.add(b"\n".join(_records(r.stdout)))
+    assert len(outs) == 1
+    r = g3map(["-ax", "map-pb", REF, READS], env={**os.environ, "G3ALIGN_TUNE": "NO_SUCH=1"})
+    assert r.returncode != 0 and b"Traceback" not in r.stderr and b"NO_SUCH" in r.stderr
 
 
 def test_gpu_align_is_the_gpu_default():
