@@ -11,7 +11,8 @@
 #   5. (LCHAIN=1) scripts/gpu_lchain_bench.py: DP chaining kernels on the same anchors (E. coli reads, dense reads)
 # Modes: cpu (--device cpu), gpu (--device gpu --cpu-align: sketch, seeds, chaining scores on the GPU, base
 # alignment on CPU threads), gpu-align (--device gpu, whose default is the base alignment on the GPU too). DEVS default "cpu gpu gpu-align",
-# PB_MODES default "gpu gpu-align cpu". PB_REF: another reference for step 4 (default chr20).
+# PB_MODES default "gpu gpu-align cpu"; MODE@NAME=VALUE,... runs MODE with G3ALIGN_TUNE=NAME=VALUE,... (e.g.
+# gpu-align@MAP_DEPTH=1). PB_REF: another reference for step 4 (default chr20).
 # Needs .devdata/: ecoli_K12_MG1655.fa.gz, the two E. coli read sets, a minimap2 binary; jobs_*.npz for step 2;
 # for PBSIM=1 also human_GRCh37_chr20.fa.gz, pbsim and model_qc_clr.
 set -o pipefail
@@ -22,7 +23,7 @@ export PYTHONPATH=/tmp/pkg PYTHONSAFEPATH=1 NUMBA_NUM_THREADS=$(nproc) PYTHONUNB
 D=.devdata; REF=$D/ecoli_K12_MG1655.fa.gz; T0=$SECONDS; DA=$PWD/$D; NT=${NT:-16}
 W=/tmp/pbw; mkdir -p $W
 log() { echo "[$((SECONDS - T0)) s] $*" | tee -a "$OUT/times.txt"; }
-mode_opts() { case $1 in cpu) echo "--device cpu";; gpu) echo "--device gpu --cpu-align";; gpu-align) echo "--device gpu";;
+mode_opts() { case ${1%%@*} in cpu) echo "--device cpu";; gpu) echo "--device gpu --cpu-align";; gpu-align) echo "--device gpu";;
               *) echo "unknown mode $1" >&2; exit 2;; esac; }
 g3() { timeout ${CMD_TIMEOUT:-150} python3 -m g3align.aligner.cli "$@"; }
 TIMEFORMAT=%R
@@ -60,9 +61,10 @@ if ls $D/jobs_*.npz >/dev/null 2>&1 && [ "${KBENCH:-1}" = 1 ]; then
 fi
 # one timed run: mode, preset, reference/index, reads, SAM out, log out
 timed() {
-    local m=$1 x=$2 ref=$3 reads=$4 sam=$5 lg=$6
-    s=$( { time G3ALIGN_STAGES=1 timeout ${CMD_TIMEOUT:-150} python3 -m g3align.aligner.cli map -t $NT $(mode_opts $m) \
-        -ax $x $ref $reads > $sam 2> $lg; } 2>&1 )
+    local m=$1 x=$2 ref=$3 reads=$4 sam=$5 lg=$6 tune=""
+    [[ $m == *@* ]] && tune=${m#*@}   # MODE@NAME=VALUE,...: G3ALIGN_TUNE for this run
+    s=$( { time G3ALIGN_TUNE=$tune G3ALIGN_STAGES=1 timeout ${CMD_TIMEOUT:-150} python3 -m g3align.aligner.cli map -t $NT \
+        $(mode_opts $m) -ax $x $ref $reads > $sam 2> $lg; } 2>&1 )
     log "$7 g3align $m: $s s; $(grep -h 'stage' $lg | tail -1)"
 }
 same_sam() {  # same records (the @PG command line differs between modes)
@@ -88,14 +90,18 @@ fi
 if [ "${PBSIM:-0}" = 1 ]; then
     log "pbsim: $(awk 'NR%4==2{n++; b+=length($0)} END{print n" reads, "b" bases"}' $R)"
     s=$( { time $D/minimap2 -t $NT -ax map-pb $W/ref.mmi $R > $W/mm2.sam 2>/dev/null; } 2>&1 ); log "chr20 minimap2 -t$NT: $s s"
-    first=""
-    for m in ${PB_MODES:-gpu gpu-align cpu}; do
-        timed $m map-pb $W/g3 $R $W/$m.sam $W/pbsim.$m.log chr20
+    first=""; i=0
+    for m in ${PB_MODES:-gpu gpu-align cpu}; do   # a mode may appear more than once (repeat runs)
+        i=$((i + 1))
+        timed $m map-pb $W/g3 $R $W/run$i.sam $W/pbsim.$i.$m.log chr20
         if [ -z "$first" ]; then
-            first=$m
-            g3 compare $W/$m.sam $W/mm2.sam --tags NM,ms,AS,nn,tp,cm,s1,s2,de,rl,SA 2>&1 | tail -7 | tee -a "$OUT/times.txt"
-        else same_sam $W/$first.sam $W/$m.sam chr20 $first $m; rm -f $W/$m.sam; fi
+            first=$m; mv $W/run$i.sam $W/first.sam
+            g3 compare $W/first.sam $W/mm2.sam --tags NM,ms,AS,nn,tp,cm,s1,s2,de,rl,SA 2>&1 | tail -7 | tee -a "$OUT/times.txt"
+        else same_sam $W/first.sam $W/run$i.sam chr20 $first "$m (run $i)"; rm -f $W/run$i.sam; fi
     done
+    if [ "${MM2_AGAIN:-1}" = 1 ]; then
+        s=$( { time $D/minimap2 -t $NT -ax map-pb $W/ref.mmi $R > $W/mm2.sam 2>/dev/null; } 2>&1 ); log "chr20 minimap2 -t$NT again: $s s"
+    fi
 fi
 if [ "${LCHAIN:-1}" = 1 ]; then
     timeout 150 python3 scripts/gpu_lchain_bench.py --out "$OUT" --ref $REF \
