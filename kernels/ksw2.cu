@@ -15,8 +15,9 @@
 // Gridded traceback. The forward pass keeps no direction matrix. Before every G-th anti-diagonal it saves
 // the 7 byte arrays over the columns the next G anti-diagonals can read ([st - 1, en of the block's last
 // anti-diagonal]). The traceback walks the path back block by block: it restores the block's checkpoint,
-// recomputes the block's anti-diagonals with their direction bits into a G x row-width buffer, and follows
-// the path through it. The recomputed bits equal the forward pass's (same inputs, same arithmetic), so the
+// recomputes the block's anti-diagonals with their direction bits into a G x row-width buffer -- only the
+// cone of cells the path can still reach from where it enters the block, ~G*G/2 cells (see d2_row) -- and
+// follows the path through it. The recomputed bits equal the forward pass's (same inputs, same arithmetic), so the
 // CIGAR is minimap2's; memory per job is 7*T + (nr/G)*7*(band+G) + G*band bytes instead of nr*band.
 //
 // Scratch per job (global memory at geo[j*3], 16-aligned; sizes from aligner/ksw2_gpu.py job_geometry):
@@ -168,13 +169,28 @@ __device__ __forceinline__ int d2_cell(int mode, const Ksw2Sc& S, int z, int xl,
 }
 
 // One anti-diagonal r: the first-column values, the substitution scores (in the SSE code's 16-cell chunks
-// from st0, stale cells kept), then every cell of the widened band [b.st, b.en]. prow != 0: direction bytes
-// to prow[t - b.st]. (last_st, last_en): the previous anti-diagonal's widened band (-1, -1 before r = 0).
-// Ends synchronised: the arrays hold anti-diagonal r.
+// from st0, stale cells kept), then every cell of the widened band [b.st, b.en] that lies in the columns
+// [clo, chi] (the forward pass: all of them). prow != 0: direction bytes to prow[t - b.st]. (last_st,
+// last_en): the previous anti-diagonal's widened band (-1, -1 before r = 0). Ends synchronised: the arrays
+// hold anti-diagonal r in [clo, chi].
+//
+// The traceback's cone. A block's traceback recomputes anti-diagonals r0..rs after restoring the checkpoint
+// taken before r0, where (rs, ts) is the path's cell when it enters the block. Backwards the path's column
+// never grows and drops by at most one per anti-diagonal, so on anti-diagonal rr it lies in [ts - (rs - rr),
+// ts]. A cell reads its own column and the one to its left on the anti-diagonals before it, and these
+// columns form a cone that only widens towards r0: every value a cell of [ts - (rs - rr), ts] reads (or the
+// stale values it reads) was written, during the block, by the same writes as in the forward pass. So
+// recomputing only that cone gives the forward pass's direction bits on every cell the path can visit:
+// ~G*G/2 cells per block instead of G times the band width.
 __device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 r, const Ksw2Band& b, i64 last_st,
-                       i64 last_en, i64 T, int mode, u8* prow) {
+                       i64 last_en, i64 T, int mode, u8* prow, i64 clo, i64 chi) {
     int x1, v1, x21;
-    if (b.st > 0) {
+    const i64 c0 = b.st > clo ? b.st : clo, c1 = b.en < chi ? b.en : chi;  // the cells computed
+    if (c0 > b.st) {  // the cone starts inside the band: the left neighbour is a cell of r - 1 (or stale)
+        x1 = A.x[c0 - 1];
+        x21 = A.x2[c0 - 1];
+        v1 = A.v[c0 - 1];
+    } else if (b.st > 0) {
         if (b.st - 1 >= last_st && b.st - 1 <= last_en) {
             x1 = A.x[b.st - 1];
             x21 = A.x2[b.st - 1];
@@ -196,8 +212,10 @@ __device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 
     }
     i64 tend = b.st0 + (b.en0 - b.st0 + 16) / 16 * 16;
     if (tend > T) tend = T;
+    if (tend > chi + 1) tend = chi + 1;
+    const i64 sbeg = b.st0 > clo ? b.st0 : clo;
     G3_LANES {
-        for (i64 t = b.st0 + lane; t < tend; t += 32) {
+        for (i64 t = sbeg + lane; t < tend; t += 32) {
             const int a = t < J.tlen ? job_base(J.t, J.tlen, J.t_mode, t) : 0;
             const int c = t <= r ? job_base(J.q, J.qlen, J.q_mode, r - t) : 0;
             A.s[t] = (i8)((a == 4 || c == 4) ? S.sc_N : (a == c ? S.sc_mch : S.sc_mis));
@@ -205,7 +223,7 @@ __device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 
     }
     G3_SYNC();
     int cx = x1, cv = v1, cx2 = x21;  // left-neighbour values of the chunk's first cell (uniform)
-    for (i64 base = b.st; base <= b.en; base += 32) {
+    for (i64 base = c0; base <= c1; base += 32) {
         G3_LANE(int, ou);
         G3_LANE(int, ov);
         G3_LANE(int, ox);
@@ -218,7 +236,7 @@ __device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 
         G3_LANE(int, lx2);
         G3_LANES {
             const i64 t = base + lane;
-            if (t <= b.en) {
+            if (t <= c1) {
                 G3_L(ou) = A.u[t];
                 G3_L(ov) = A.v[t];
                 G3_L(ox) = A.x[t];
@@ -238,7 +256,7 @@ __device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 
         G3_BCAST(cx2, ox2, 31);
         G3_LANES {
             const i64 t = base + lane;
-            if (t <= b.en) {
+            if (t <= c1) {
                 int u = G3_L(ou), v = 0, x = 0, y = G3_L(oy), x2 = 0, y2 = G3_L(oy2);
                 const int d = d2_cell(mode, S, G3_L(os), G3_L(lx), G3_L(lv), G3_L(lx2), u, v, x, y, x2, y2);
                 A.u[t] = (i8)u;
@@ -399,7 +417,7 @@ extern "C" __global__ void ksw_extd2_warp(const u8* __restrict__ Q, const u8* __
                         copy_arrays(A, ckpt + (r / G) * 7 * ckw, ckw, lo, hi - lo + 1, true);
                     }
                 }
-                d2_row(J, A, S, r, b, last_st, last_en, T, mode, (u8*)0);
+                d2_row(J, A, S, r, b, last_st, last_en, T, mode, (u8*)0, 0, T);
                 n_cells += b.en - b.st + 1;
                 if (!approx_max) {
                     i64 max_H, max_t;
@@ -548,11 +566,14 @@ extern "C" __global__ void ksw_extd2_warp(const u8* __restrict__ Q, const u8* __
                     while (i >= 0 && j >= 0) {
                         const i64 r = i + j;
                         const i64 blk = r / G;
-                        if (blk != cur_blk) {  // recompute the block's anti-diagonals up to r with directions
+                        if (blk != cur_blk) {  // recompute the block's cone (see d2_row) up to r with directions
                             const i64 r0 = blk * G;
                             i64 lo, hi;
                             block_cols(r0, G, nr, qlen, tlen, w, T, &lo, &hi);
-                            copy_arrays(A, ckpt + blk * 7 * ckw, ckw, lo, hi - lo + 1, false);
+                            i64 rlo = i - (r - r0) - 1;  // the columns of the checkpoint the cone reads
+                            if (rlo < lo) rlo = lo;
+                            const i64 rhi = i < hi ? i : hi;
+                            if (rhi >= rlo) copy_arrays(A, ckpt + blk * 7 * ckw + (rlo - lo), ckw, rlo, rhi - rlo + 1, false);
                             for (i64 rr = r0; rr <= r; ++rr) {
                                 const Ksw2Band bb = band_of(rr, qlen, tlen, w);
                                 i64 ls = -1, le = -1;
@@ -561,8 +582,10 @@ extern "C" __global__ void ksw_extd2_warp(const u8* __restrict__ Q, const u8* __
                                     ls = bp.st;
                                     le = bp.en;
                                 }
-                                d2_row(J, A, S, rr, bb, ls, le, T, mode, pblk + (rr - r0) * pw);
-                                n_cells += bb.en - bb.st + 1;
+                                const i64 clo = i - (r - rr);
+                                d2_row(J, A, S, rr, bb, ls, le, T, mode, pblk + (rr - r0) * pw, clo, i);
+                                const i64 c0 = bb.st > clo ? bb.st : clo, c1 = bb.en < i ? bb.en : i;
+                                if (c1 >= c0) n_cells += c1 - c0 + 1;
                             }
                             cur_blk = blk;
                         }
