@@ -217,12 +217,14 @@ def _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader,
     log(f"[M::mm_mapopt_update] mid_occ = {opt.mid_occ}", opt.verbose)
     t_device = time.perf_counter()
     device = _pick_device(opt.device, opt.verbose, "map")
+    t_setup = time.perf_counter()
     aligner = MapAligner(idx, opt, device=device)
     aligner.device_setup()
     t0 = _process_t0()
     startup = {"start-up (interpreter, imports)": t_index - (t_enter if t0 is None else t0),
                "index (load or build, mid_occ)": t_device - t_index,
-               "device + aligner set-up": time.perf_counter() - t_device}
+               "device (CuPy, CUDA)": t_setup - t_device,
+               "aligner set-up (index and kernels to the GPU)": time.perf_counter() - t_setup}
     header = None
     if opt.flag & MO.F_OUT_SAM:
         cmdline = " ".join(shlex.quote(a) for a in ["g3align", "map"] + args)

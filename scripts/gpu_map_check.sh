@@ -40,9 +40,14 @@ if [ "${WARM:-1}" = 1 ]; then   # compile every mode's kernels at once (one proc
     zcat $D/ecoli_K12_pacbio_RSII_first3000.fastq.gz | head -n 800 > $W/warm.fq
     warm() { s=$( { time g3 map -t $NT $(mode_opts $1) -ax map-pb $REF $W/warm.fq > /dev/null 2> $W/warm.$1.log; } 2>&1 )
              log "warm-up $2$1: $s s ($(grep -c 'E::' $W/warm.$1.log) error lines)"; }
-    for m in ${DEVS:-cpu gpu gpu-align}; do warm $m & done
-    [ "${PBSIM:-0}" = 1 ] && pbsim_and_index &
-    wait
+    if [ "${WARM_SERIAL:-0}" = 1 ]; then  # one mode after another (no cache races; slower)
+        [ "${PBSIM:-0}" = 1 ] && pbsim_and_index
+        for m in ${DEVS:-cpu gpu gpu-align}; do warm $m; done
+    else
+        for m in ${DEVS:-cpu gpu gpu-align}; do warm $m & done
+        [ "${PBSIM:-0}" = 1 ] && pbsim_and_index &
+        wait
+    fi
     # again one after another: concurrent processes overwrite each other's numba cache index files, so a
     # function the parallel pass compiled may be missing from the cache (seen on the H100: the first timed
     # runs then spent 5-80 s compiling); this pass compiles only what was lost
@@ -63,9 +68,14 @@ fi
 timed() {
     local m=$1 x=$2 ref=$3 reads=$4 sam=$5 lg=$6 tune=""
     [[ $m == *@* ]] && tune=${m#*@}   # MODE@NAME=VALUE,...: G3ALIGN_TUNE for this run
-    s=$( { time G3ALIGN_TUNE=$tune G3ALIGN_STAGES=1 timeout ${CMD_TIMEOUT:-150} python3 -m g3align.aligner.cli map -t $NT \
+    s=$( { time NUMBA_DEBUG_CACHE=${CACHE_DEBUG:-0} G3ALIGN_TUNE=$tune G3ALIGN_STAGES=1 timeout ${CMD_TIMEOUT:-150} python3 -m g3align.aligner.cli map -t $NT \
         $(mode_opts $m) -ax $x $ref $reads > $sam 2> $lg; } 2>&1 )
     log "$7 g3align $m: $s s; $(grep -h 'stage' $lg | tail -1)"
+    if [ "${CACHE_DEBUG:-0}" = 1 ]; then   # numba functions compiled (not loaded from the cache) in this run
+        # numba prints these on stdout: counted, then taken out of the SAM
+        log "  numba cache misses: $(grep -h '^\[cache\] data saved to' $sam | sed 's#.*/##; s#-[0-9]*\.py.*##' | sort | uniq -c | tr '\n' ' ')"
+        sed -i '/^\[cache\]/d' $sam
+    fi
 }
 same_sam() {  # same records (the @PG command line differs between modes)
     if cmp -s <(grep -v '^@PG' "$1") <(grep -v '^@PG' "$2"); then log "$3: $4 SAM == $5 SAM ($(grep -vc '^@' "$1") records)"
@@ -75,10 +85,11 @@ if [ "${ECOLI:-1}" = 1 ]; then
 for x in "map-pb ecoli_K12_pacbio_RSII_first3000" "map-ont ecoli_K12_ont_R9_nanoget"; do
     set -- $x
     [ -e $D/$2.fastq.gz ] || continue
-    first=""
-    for m in ${DEVS:-cpu gpu gpu-align}; do
-        timed $m $1 $REF $D/$2.fastq.gz "$OUT/$1.$m.sam" "$W/$1.$m.log" "$1"
-        if [ -z "$first" ]; then first=$m; else same_sam "$OUT/$1.$first.sam" "$OUT/$1.$m.sam" $1 $first $m; fi
+    first=""; i=0
+    for m in ${DEVS:-cpu gpu gpu-align}; do   # a mode may appear more than once (repeat runs)
+        i=$((i + 1))
+        timed $m $1 $REF $D/$2.fastq.gz "$OUT/$1.$i.$m.sam" "$W/$1.$i.$m.log" "$1"
+        if [ -z "$first" ]; then first=$i.$m; else same_sam "$OUT/$1.$first.sam" "$OUT/$1.$i.$m.sam" $1 $first $i.$m; fi
     done
     s=$( { time $D/minimap2 -t $NT -ax $1 $REF $D/$2.fastq.gz > "$OUT/$1.mm2.sam" 2>/dev/null; } 2>&1 )
     log "$1 minimap2 -t$NT: $s s"
