@@ -37,7 +37,9 @@ pbsim_and_index() {   # chr20 pbsim reads and both tools' indexes (step 4's inpu
     s=$( { time g3 index -x map-pb --no-fm -p $W/g3 $W/ref.fa 2>/dev/null; } 2>&1 ); log "g3align index (numba compile on a fresh box included): $s s"
 }
 if [ "${WARM:-1}" = 1 ]; then   # compile every mode's kernels at once (one process each)
-    zcat $D/ecoli_K12_pacbio_RSII_first3000.fastq.gz | head -n 800 > $W/warm.fq
+    # WARM_READS lines of the PacBio set (default 800; the whole set, 12000, also compiles CuPy's kernels for
+    # full-size parts, which a first big run otherwise does)
+    zcat $D/ecoli_K12_pacbio_RSII_first3000.fastq.gz | head -n ${WARM_READS:-800} > $W/warm.fq
     warm() { s=$( { time g3 map -t $NT $(mode_opts $1) -ax map-pb $REF $W/warm.fq > /dev/null 2> $W/warm.$1.log; } 2>&1 )
              log "warm-up $2$1: $s s ($(grep -c 'E::' $W/warm.$1.log) error lines)"; }
     if [ "${WARM_SERIAL:-0}" = 1 ]; then  # one mode after another (no cache races; slower)
