@@ -28,8 +28,6 @@ MODE_REV = 1
 MODE_COMP = 2
 P_NF = 29
 GRID = 64  # anti-diagonals per traceback block (the forward pass checkpoints every GRID of them)
-KSW2_WC = 1024  # kernels/ksw2.cu's shared-memory slots per DP array and warp (its KSW2_WC)
-SMEM_PER_WARP = 11 * KSW2_WC  # 7 byte arrays and an int32 one
 ERR_GEOMETRY = 1
 
 
@@ -125,12 +123,11 @@ def extd2_batch_cpu(Q, T, jobs, P):
 
 # ----------------------------------------------------------------------------------------------- GPU
 def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_bytes: int = 2 << 30,
-                    to_host: bool = True, stats: dict | None = None, smem: bool = True):
+                    to_host: bool = True, stats: dict | None = None):
     """kernels/ksw2.cu over the jobs (the largest first): (ez, cig, cig_off, n_cig), the same arrays as
     extd2_batch_cpu. Q and T may already be on the GPU. Jobs run in launches whose scratch fits
     scratch_bytes (a job larger than that runs alone). stats: gets 'launches', 'jobs' and 'cells' (DP cells
-    the kernel computed, recomputation of the traceback included) added. smem: jobs whose band fits keep their
-    DP arrays in shared memory (KSW2_WC slots per array and warp), else all in the global scratch."""
+    the kernel computed, recomputation of the traceback included) added."""
     import cupy as cp
     from g3align.kernels.loader import get_module
 
@@ -171,8 +168,7 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
         od = cp.asarray(ids)
         warps = end - start
         kern(((warps * 32 + block - 1) // block,), (block,),
-             (Qd, Td, jd, gd, od, np.int64(warps), Pd, np.int32(grid), scratch, ez, cig, cod, n_cig, err, cells,
-              np.int32(1 if smem else 0)), shared_mem=(block // 32) * SMEM_PER_WARP)
+             (Qd, Td, jd, gd, od, np.int64(warps), Pd, np.int32(grid), scratch, ez, cig, cod, n_cig, err, cells))
         del scratch
         start = end
         n_launch += 1

@@ -20,13 +20,6 @@
 // follows the path through it. The recomputed bits equal the forward pass's (same inputs, same arithmetic), so the
 // CIGAR is minimap2's; memory per job is 7*T + (nr/G)*7*(band+G) + G*band bytes instead of nr*band.
 //
-// Shared memory. A job whose live columns fit (band and checkpoint widths + a margin <= KSW2_WC) keeps its 7
-// byte arrays and H in KSW2_WC shared-memory slots per array (column t at slot t % KSW2_WC; 11 KB per warp):
-// a slot is reused once its column is left of everything an anti-diagonal or a checkpoint reads, and a
-// column gets its initial values just before it is first read or written (init_cols), as a fresh global
-// array would hold them. The arrays' per-cell loads and stores then stay on the SM. Other jobs (very wide
-// bands) use their scratch as below.
-//
 // Scratch per job (global memory at geo[j*3], 16-aligned; sizes from aligner/ksw2_gpu.py job_geometry):
 // u v x y x2 y2 s (T bytes each, T = tlen rounded up to 16), H (int32 x T, exact-maximum mode only), the
 // checkpoints (one per G anti-diagonals, 7 x ckw bytes each) and the block's direction rows (G x pw bytes;
@@ -41,12 +34,6 @@ typedef signed char i8;
 typedef unsigned int u32;
 
 #define KSW2_NEG_INF (-0x40000000)
-// shared-memory slots per DP array and warp (a power of two; see Ksw2Arr), and the bytes a warp uses:
-// 7 byte arrays and H (int32)
-#ifndef KSW2_WC
-#define KSW2_WC 1024
-#endif
-#define KSW2_SMEM_PER_WARP (11 * KSW2_WC)
 // ez fields (aligner/mm_types.py)
 #define EZ_MAX 0
 #define EZ_ZDROPPED 1
@@ -123,13 +110,8 @@ struct Ksw2Sc {
     i64 long_thres, long_diff, qe;  // qe: q + e taken before the swap (the r == 0 score)
 };
 
-// The DP arrays, indexed by target column t at slot t & m: m = -1 (all columns, in the job's global scratch)
-// or, when the job's live columns fit (see ksw_extd2_warp), m = KSW2_WC - 1: KSW2_WC slots per array in
-// shared memory, reused as the band moves along the target.
 struct Ksw2Arr {
     i8 *u, *v, *x, *y, *x2, *y2, *s;
-    int* H;
-    i64 m;
 };
 
 // u[r] / v1 on the band's first column: the score of an all-gap prefix of length r, as differences
@@ -205,14 +187,14 @@ __device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 
     int x1, v1, x21;
     const i64 c0 = b.st > clo ? b.st : clo, c1 = b.en < chi ? b.en : chi;  // the cells computed
     if (c0 > b.st) {  // the cone starts inside the band: the left neighbour is a cell of r - 1 (or stale)
-        x1 = A.x[(c0 - 1) & A.m];
-        x21 = A.x2[(c0 - 1) & A.m];
-        v1 = A.v[(c0 - 1) & A.m];
+        x1 = A.x[c0 - 1];
+        x21 = A.x2[c0 - 1];
+        v1 = A.v[c0 - 1];
     } else if (b.st > 0) {
         if (b.st - 1 >= last_st && b.st - 1 <= last_en) {
-            x1 = A.x[(b.st - 1) & A.m];
-            x21 = A.x2[(b.st - 1) & A.m];
-            v1 = A.v[(b.st - 1) & A.m];
+            x1 = A.x[b.st - 1];
+            x21 = A.x2[b.st - 1];
+            v1 = A.v[b.st - 1];
         } else {
             x1 = S.init1;
             x21 = S.init2;
@@ -224,9 +206,9 @@ __device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 
         v1 = edge_val(r, S);
     }
     if (b.en >= r) {
-        A.y[(r) & A.m] = (i8)S.init1;
-        A.y2[(r) & A.m] = (i8)S.init2;
-        A.u[(r) & A.m] = (i8)edge_val(r, S);
+        A.y[r] = (i8)S.init1;
+        A.y2[r] = (i8)S.init2;
+        A.u[r] = (i8)edge_val(r, S);
     }
     i64 tend = b.st0 + (b.en0 - b.st0 + 16) / 16 * 16;
     if (tend > T) tend = T;
@@ -236,7 +218,7 @@ __device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 
         for (i64 t = sbeg + lane; t < tend; t += 32) {
             const int a = t < J.tlen ? job_base(J.t, J.tlen, J.t_mode, t) : 0;
             const int c = t <= r ? job_base(J.q, J.qlen, J.q_mode, r - t) : 0;
-            A.s[(t) & A.m] = (i8)((a == 4 || c == 4) ? S.sc_N : (a == c ? S.sc_mch : S.sc_mis));
+            A.s[t] = (i8)((a == 4 || c == 4) ? S.sc_N : (a == c ? S.sc_mch : S.sc_mis));
         }
     }
     G3_SYNC();
@@ -255,13 +237,13 @@ __device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 
         G3_LANES {
             const i64 t = base + lane;
             if (t <= c1) {
-                G3_L(ou) = A.u[(t) & A.m];
-                G3_L(ov) = A.v[(t) & A.m];
-                G3_L(ox) = A.x[(t) & A.m];
-                G3_L(oy) = A.y[(t) & A.m];
-                G3_L(ox2) = A.x2[(t) & A.m];
-                G3_L(oy2) = A.y2[(t) & A.m];
-                G3_L(os) = A.s[(t) & A.m];
+                G3_L(ou) = A.u[t];
+                G3_L(ov) = A.v[t];
+                G3_L(ox) = A.x[t];
+                G3_L(oy) = A.y[t];
+                G3_L(ox2) = A.x2[t];
+                G3_L(oy2) = A.y2[t];
+                G3_L(os) = A.s[t];
             } else {
                 G3_L(ou) = G3_L(ov) = G3_L(ox) = G3_L(oy) = G3_L(ox2) = G3_L(oy2) = G3_L(os) = 0;
             }
@@ -277,34 +259,17 @@ __device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 
             if (t <= c1) {
                 int u = G3_L(ou), v = 0, x = 0, y = G3_L(oy), x2 = 0, y2 = G3_L(oy2);
                 const int d = d2_cell(mode, S, G3_L(os), G3_L(lx), G3_L(lv), G3_L(lx2), u, v, x, y, x2, y2);
-                A.u[(t) & A.m] = (i8)u;
-                A.v[(t) & A.m] = (i8)v;
-                A.x[(t) & A.m] = (i8)x;
-                A.y[(t) & A.m] = (i8)y;
-                A.x2[(t) & A.m] = (i8)x2;
-                A.y2[(t) & A.m] = (i8)y2;
+                A.u[t] = (i8)u;
+                A.v[t] = (i8)v;
+                A.x[t] = (i8)x;
+                A.y[t] = (i8)y;
+                A.x2[t] = (i8)x2;
+                A.y2[t] = (i8)y2;
                 if (prow) prow[t - b.st] = (u8)d;
             }
         }
     }
     G3_SYNC();
-}
-
-// Columns (init_hi, hi] of the arrays get the values a fresh job starts with (hi < init_hi: nothing).
-__device__ __forceinline__ void init_cols(const Ksw2Arr& A, const Ksw2Sc& S, bool approx_max, i64& init_hi, i64 hi) {
-    if (hi <= init_hi) return;
-    const i64 lo = init_hi + 1;
-    G3_LANES {
-        for (i64 i = lo + lane; i <= hi; i += 32) {
-            const i64 k = i & A.m;
-            A.u[k] = A.v[k] = A.x[k] = A.y[k] = (i8)S.init1;
-            A.x2[k] = A.y2[k] = (i8)S.init2;
-            A.s[k] = 0;
-            if (!approx_max) A.H[k] = KSW2_NEG_INF;
-        }
-    }
-    G3_SYNC();
-    init_hi = hi;
 }
 
 __device__ __forceinline__ void copy_arrays(const Ksw2Arr& A, u8* ck, i64 ckw, i64 lo, i64 n, bool save) {
@@ -314,9 +279,9 @@ __device__ __forceinline__ void copy_arrays(const Ksw2Arr& A, u8* ck, i64 ckw, i
         for (int k = 0; k < 7; ++k)
             for (i64 i = lane; i < n; i += 32) {
                 if (save)
-                    ck[k * ckw + i] = (u8)arr[k][(lo + i) & A.m];
+                    ck[k * ckw + i] = (u8)arr[k][lo + i];
                 else
-                    arr[k][(lo + i) & A.m] = (i8)ck[k * ckw + i];
+                    arr[k][lo + i] = (i8)ck[k * ckw + i];
             }
     }
     G3_SYNC();
@@ -338,8 +303,7 @@ extern "C" __global__ void ksw_extd2_warp(const u8* __restrict__ Q, const u8* __
                                           const i64* __restrict__ order, i64 n_job, const int* __restrict__ P, int G,
                                           u8* __restrict__ scratch, i64* __restrict__ ez_out, u32* __restrict__ cig,
                                           const i64* __restrict__ cig_off, i64* __restrict__ n_cig,
-                                          int* __restrict__ err, i64* __restrict__ cells_out, int use_smem) {
-    G3_SHARED_BYTES(g3_smem, KSW2_SMEM_PER_WARP);  // KSW2_SMEM_PER_WARP bytes per warp of the block
+                                          int* __restrict__ err, i64* __restrict__ cells_out) {
     const i64 n_warp = ((i64)gridDim.x * blockDim.x) >> 5;
     for (i64 k = (((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5); k < n_job; k += n_warp) {
         const i64 jid = order[k];
@@ -406,28 +370,28 @@ extern "C" __global__ void ksw_extd2_warp(const u8* __restrict__ Q, const u8* __
             u8* ws = scratch + geo[jid * 3];
             const i64 ckw = geo[jid * 3 + 1], pw = geo[jid * 3 + 2];
             Ksw2Arr A;
-            // Shared-memory slots when every column live at once fits with a margin: an anti-diagonal reads
-            // [st - 1, en] and writes up to 15 columns past en (the score row), a checkpoint spans ckw >= pw
-            // columns; a column's slot is taken over only once the column is left of all of these.
-            const bool in_smem = use_smem && ckw + 48 <= KSW2_WC && pw + 48 <= KSW2_WC;
-            u8* base = in_smem ? g3_smem + (threadIdx.x >> 5) * KSW2_SMEM_PER_WARP : ws;
-            const i64 nslot = in_smem ? (T < KSW2_WC ? T : KSW2_WC) : T;
-            A.m = in_smem ? KSW2_WC - 1 : -1;
-            A.u = (i8*)base;
-            A.v = A.u + nslot;
-            A.x = A.v + nslot;
-            A.y = A.x + nslot;
-            A.x2 = A.y + nslot;
-            A.y2 = A.x2 + nslot;
-            A.s = A.y2 + nslot;
-            A.H = (int*)(in_smem ? base + 7 * KSW2_WC : (u8*)(A.s + T));  // 16-aligned either way
-            u8* tail = ws + 7 * T;
+            A.u = (i8*)ws;
+            A.v = A.u + T;
+            A.x = A.v + T;
+            A.y = A.x + T;
+            A.x2 = A.y + T;
+            A.y2 = A.x2 + T;
+            A.s = A.y2 + T;
+            u8* tail = (u8*)(A.s + T);
+            int* H = (int*)tail;
             if (!approx_max) tail += T * 4;
             u8* ckpt = tail;
             const i64 n_blk = (nr + G - 1) / G;
             u8* pblk = ckpt + (with_cigar ? n_blk * 7 * ckw : 0);
-            i64 init_hi = -1;  // columns [0, init_hi] hold their initial values or later ones
-            init_cols(A, S, approx_max, init_hi, nslot - 1);
+            G3_LANES {
+                for (i64 i = lane; i < T; i += 32) {
+                    A.u[i] = A.v[i] = A.x[i] = A.y[i] = (i8)S.init1;
+                    A.x2[i] = A.y2[i] = (i8)S.init2;
+                    A.s[i] = 0;
+                    if (!approx_max) H[i] = KSW2_NEG_INF;
+                }
+            }
+            G3_SYNC();
 
             // ---------------------------------------------------------------- forward pass
             i64 H0 = 0, last_H0_t = 0, last_st = -1, last_en = -1;
@@ -438,24 +402,20 @@ extern "C" __global__ void ksw_extd2_warp(const u8* __restrict__ Q, const u8* __
                     ez[EZ_ZDROPPED] = 1;
                     break;
                 }
-                if (b.en - b.st + 1 > pw) {  // job_geometry's bounds (never expected to fail)
-                    bad = true;
-                    break;
-                }
-                if (with_cigar && r % G == 0) {
-                    i64 lo, hi;
-                    block_cols(r, G, nr, qlen, tlen, w, T, &lo, &hi);
-                    if (hi - lo + 1 > ckw) {
+                if (with_cigar) {
+                    if (b.en - b.st + 1 > pw) {  // job_geometry's bounds (never expected to fail)
                         bad = true;
                         break;
                     }
-                    init_cols(A, S, approx_max, init_hi, hi);  // the checkpoint holds initial values too
-                    copy_arrays(A, ckpt + (r / G) * 7 * ckw, ckw, lo, hi - lo + 1, true);
-                }
-                {  // the columns this anti-diagonal reads or writes for the first time get initial values
-                    i64 need = b.st0 + (b.en0 - b.st0 + 16) / 16 * 16 - 1;
-                    if (need < b.en) need = b.en;
-                    init_cols(A, S, approx_max, init_hi, need < T - 1 ? need : T - 1);
+                    if (r % G == 0) {
+                        i64 lo, hi;
+                        block_cols(r, G, nr, qlen, tlen, w, T, &lo, &hi);
+                        if (hi - lo + 1 > ckw) {
+                            bad = true;
+                            break;
+                        }
+                        copy_arrays(A, ckpt + (r / G) * 7 * ckw, ckw, lo, hi - lo + 1, true);
+                    }
                 }
                 d2_row(J, A, S, r, b, last_st, last_en, T, mode, (u8*)0, 0, T);
                 n_cells += b.en - b.st + 1;
@@ -463,15 +423,15 @@ extern "C" __global__ void ksw_extd2_warp(const u8* __restrict__ Q, const u8* __
                     i64 max_H, max_t;
                     if (r > 0) {
                         // H[en0] first, from H[en0 - 1] before its update (the SSE code's order)
-                        const int hE = b.en0 > 0 ? A.H[(b.en0 - 1) & A.m] + (int)A.u[(b.en0) & A.m] : A.H[(b.en0) & A.m] + (int)A.v[(b.en0) & A.m];
+                        const int hE = b.en0 > 0 ? H[b.en0 - 1] + (int)A.u[b.en0] : H[b.en0] + (int)A.v[b.en0];
                         G3_SYNC();
                         const i64 en1 = b.st0 + (b.en0 - b.st0) / 4 * 4;
                         G3_LANE(i64, key);
                         G3_LANES {
                             i64 kk = (i64)(-0x7fffffffffffffffLL - 1);
                             for (i64 t = b.st0 + lane; t < b.en0; t += 32) {
-                                const int h = A.H[(t) & A.m] + (int)A.v[(t) & A.m];
-                                A.H[(t) & A.m] = h;
+                                const int h = H[t] + (int)A.v[t];
+                                H[t] = h;
                                 if (t < en1) {
                                     // value, then the lowest of the SSE code's 4 interleaved lanes, then the
                                     // earliest cell: the order in which the SSE reduction keeps ties
@@ -483,7 +443,7 @@ extern "C" __global__ void ksw_extd2_warp(const u8* __restrict__ Q, const u8* __
                             }
                             G3_L(key) = kk;
                         }
-                        A.H[(b.en0) & A.m] = hE;
+                        H[b.en0] = hE;
                         G3_SYNC();
                         i64 kA;
                         G3_MAX64(kA, key);
@@ -497,23 +457,23 @@ extern "C" __global__ void ksw_extd2_warp(const u8* __restrict__ Q, const u8* __
                             }
                         }
                         for (i64 t = en1; t < b.en0; ++t)
-                            if (A.H[(t) & A.m] > max_H) {
-                                max_H = A.H[(t) & A.m];
+                            if (H[t] > max_H) {
+                                max_H = H[t];
                                 max_t = t;
                             }
                     } else {
-                        const int h0 = (int)A.v[(0) & A.m] - (int)S.qe;
-                        A.H[(0) & A.m] = h0;
+                        const int h0 = (int)A.v[0] - (int)S.qe;
+                        H[0] = h0;
                         G3_SYNC();
                         max_H = h0;
                         max_t = 0;
                     }
-                    if (b.en0 == tlen - 1 && A.H[(b.en0) & A.m] > ez[EZ_MTE]) {
-                        ez[EZ_MTE] = A.H[(b.en0) & A.m];
+                    if (b.en0 == tlen - 1 && H[b.en0] > ez[EZ_MTE]) {
+                        ez[EZ_MTE] = H[b.en0];
                         ez[EZ_MTE_Q] = r - b.en;
                     }
-                    if (r - b.st0 == qlen - 1 && A.H[(b.st0) & A.m] > ez[EZ_MQE]) {
-                        ez[EZ_MQE] = A.H[(b.st0) & A.m];
+                    if (r - b.st0 == qlen - 1 && H[b.st0] > ez[EZ_MQE]) {
+                        ez[EZ_MQE] = H[b.st0];
                         ez[EZ_MQE_T] = b.st0;
                     }
                     // Z-drop (aligner/ksw2.py _zdrop)
@@ -531,13 +491,13 @@ extern "C" __global__ void ksw_extd2_warp(const u8* __restrict__ Q, const u8* __
                         }
                     }
                     if (drop) break;
-                    if (r == qlen + tlen - 2 && b.en0 == tlen - 1) ez[EZ_SCORE] = A.H[(tlen - 1) & A.m];
+                    if (r == qlen + tlen - 2 && b.en0 == tlen - 1) ez[EZ_SCORE] = H[tlen - 1];
                     G3_SYNC();  // the uniform reads of H are done before the next anti-diagonal writes it
                 } else {
                     if (r > 0) {
                         if (last_H0_t >= b.st0 && last_H0_t <= b.en0 && last_H0_t + 1 >= b.st0 &&
                             last_H0_t + 1 <= b.en0) {
-                            const i64 d0 = A.v[(last_H0_t) & A.m], d1 = A.u[(last_H0_t + 1) & A.m];
+                            const i64 d0 = A.v[last_H0_t], d1 = A.u[last_H0_t + 1];
                             if (d0 > d1) {
                                 H0 += d0;
                             } else {
@@ -545,13 +505,13 @@ extern "C" __global__ void ksw_extd2_warp(const u8* __restrict__ Q, const u8* __
                                 ++last_H0_t;
                             }
                         } else if (last_H0_t >= b.st0 && last_H0_t <= b.en0) {
-                            H0 += A.v[(last_H0_t) & A.m];
+                            H0 += A.v[last_H0_t];
                         } else {
                             ++last_H0_t;
-                            H0 += A.u[(last_H0_t) & A.m];
+                            H0 += A.u[last_H0_t];
                         }
                     } else {
-                        H0 = (i64)A.v[(0) & A.m] - S.qe;
+                        H0 = (i64)A.v[0] - S.qe;
                         last_H0_t = 0;
                     }
                     bool drop = false;

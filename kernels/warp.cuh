@@ -90,11 +90,3 @@
         (u) = g3_m_;                                                         \
     } while (0)
 #endif
-
-// A per-block shared-memory byte array `name` (the launch's dynamic shared memory). The host builds run one
-// warp per block, one block at a time: a static array of host_bytes serves every warp in turn.
-#ifdef G3_REAL_WARP
-#define G3_SHARED_BYTES(name, host_bytes) extern __shared__ __align__(16) unsigned char name[]
-#else
-#define G3_SHARED_BYTES(name, host_bytes) alignas(16) static unsigned char name[host_bytes]
-#endif

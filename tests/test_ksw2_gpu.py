@@ -4,14 +4,13 @@
    warp after another) == ksw2.extd2 on every extd2 case of the stored minimap2 vectors (tests/data), the
    hand-picked shapes of test_ksw2 and random cases, for several traceback grids (1 anti-diagonal per block
    up to more than the whole matrix), with garbage in the scratch memory and jobs read through the
-   reversed / complemented views of their buffers. Two builds: the GPU's 1024 shared-memory slots per DP
-   array, and 256 (most jobs' columns wrap around the slots); one random set keeps every job in scratch.
+   reversed / complemented views of their buffers.
 2. extd2_batch_cpu (the batch twin) == ksw2.extd2 per job.
 3. The kernel run by a warp of 32 real threads (kernels/warp.cuh's G3_THREAD_WARP build): every lane comes to
    every sync and shuffle from the same line (no branch that should be uniform is not), results == the twin.
 4. nvcc: the file compiles for sm_90 without spills.
 5. With CuPy and a GPU: extd2_batch_gpu == extd2_batch_cpu on the same cases, in one launch and in many
-   (small scratch budget), with and without the shared-memory slots.
+   (small scratch budget).
 """
 from __future__ import annotations
 
@@ -41,20 +40,18 @@ static inline int atomicOr(int* p, int v) { int o = *p; *p |= v; return o; }
 // one emulated warp after another (kernels/warp.cuh runs the 32 lanes of each in lock step)
 extern "C" void host_run(long long n_warps, const u8* Q, const u8* T, const i64* jobs, const i64* geo,
     const i64* order, i64 n_job, const int* P, int G, u8* scratch, i64* ez, u32* cig, const i64* cig_off,
-    i64* n_cig, int* err, i64* cells, int smem) {
+    i64* n_cig, int* err, i64* cells) {
   blockDim.x = 32; gridDim.x = (unsigned)n_warps;
   for (long long w = 0; w < n_warps; ++w) {
     blockIdx.x = (unsigned)w; threadIdx.x = 0;
-    ksw_extd2_warp(Q, T, jobs, geo, order, n_job, P, G, scratch, ez, cig, cig_off, n_cig, err, cells, smem);
+    ksw_extd2_warp(Q, T, jobs, geo, order, n_job, P, G, scratch, ez, cig, cig_off, n_cig, err, cells);
   }
 }
 """
 
 
-@pytest.fixture(scope="module", params=[None, 256], ids=["wc1024", "wc256"])
+@pytest.fixture(scope="module")
 def host(tmp_path_factory, request):
-    """The host build; wc256: 256 shared-memory slots per array, so that most jobs run with their band's
-    columns wrapping around the slots (1024, the GPU's, wraps only on longer targets)."""
     import shutil
     import subprocess
     if shutil.which("g++") is None:
@@ -63,8 +60,7 @@ def host(tmp_path_factory, request):
     src = d / "shim.cpp"
     src.write_text(SHIM.replace("KERNEL_FILE", f'"{CU}"'))
     so = d / "libksw2host.so"
-    wc = [] if request.param is None else [f"-DKSW2_WC={request.param}"]
-    r = subprocess.run(["g++", "-O2", "-std=c++17", "-shared", "-fPIC", "-Wall", "-Wno-unknown-pragmas", *wc, str(src),
+    r = subprocess.run(["g++", "-O2", "-std=c++17", "-shared", "-fPIC", "-Wall", "-Wno-unknown-pragmas", str(src),
                         "-o", str(so)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return ctypes.CDLL(str(so))
@@ -103,9 +99,7 @@ def make_batch(cases, rng):
     return cat(bufs["q"]), cat(bufs["t"]), np.stack(rows), np.stack(ps)
 
 
-def run_host(lib, Q, T, jobs, P, grid, rng, n_warps=None, smem=1):
-    """The host build over the jobs; smem 1: jobs whose live columns fit take the kernel's shared-memory slots
-    (KSW2_WC per array, reused along the target), 0: every job keeps its arrays in the scratch memory."""
+def run_host(lib, Q, T, jobs, P, grid, rng, n_warps=None):
     n = jobs.shape[0]
     size, cw = kg.job_geometry(jobs, grid)
     geo = np.zeros((n, 3), np.int64)
@@ -120,8 +114,7 @@ def run_host(lib, Q, T, jobs, P, grid, rng, n_warps=None, smem=1):
     order = rng.permutation(n).astype(np.int64)
     i64 = ctypes.c_int64
     lib.host_run(ctypes.c_longlong(n_warps or n), _p(Q), _p(T), _p(jobs), _p(geo), _p(order), i64(n), _p(P),
-                 ctypes.c_int(grid), _p(scratch), _p(ez), _p(cig), _p(cig_off), _p(n_cig), _p(err), None,
-                 ctypes.c_int(smem))
+                 ctypes.c_int(grid), _p(scratch), _p(ez), _p(cig), _p(cig_off), _p(n_cig), _p(err), None)
     assert err[0] == 0
     return ez, cig, cig_off, n_cig
 
@@ -171,7 +164,7 @@ def test_host_kernel_tricky(host, grid):
     check(run_host(host, *make_batch(cases, rng), grid, rng), want(cases), cases)
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(3))
 def test_host_kernel_random(host, seed):
     rng = np.random.default_rng(100 + seed)
     cases = []
@@ -181,8 +174,7 @@ def test_host_kernel_random(host, seed):
             cases.append(c)
     grid = int(rng.choice([3, 32, 64]))
     # fewer warps than jobs: each warp takes several (the kernel's grid-stride loop)
-    # seed 3: every job's arrays in the scratch memory (no shared-memory slots)
-    check(run_host(host, *make_batch(cases, rng), grid, rng, n_warps=7, smem=int(seed != 3)), want(cases), cases)
+    check(run_host(host, *make_batch(cases, rng), grid, rng, n_warps=7), want(cases), cases)
 
 
 def test_batch_twin(vector_cases):
@@ -244,7 +236,7 @@ static inline int atomicOr(int* p, int v) { int o = *p; *p |= v; return o; }
 #include KERNEL_FILE
 extern "C" void host_run(long long n_warps, const u8* Q, const u8* T, const i64* jobs, const i64* geo,
     const i64* order, i64 n_job, const int* P, int G, u8* scratch, i64* ez, u32* cig, const i64* cig_off,
-    i64* n_cig, int* err, i64* cells, int smem) {
+    i64* n_cig, int* err, i64* cells) {
   blockDim.x = 32; gridDim.x = (unsigned)n_warps;
   for (long long w = 0; w < n_warps; ++w) {
     blockIdx.x = (unsigned)w;
@@ -255,7 +247,7 @@ extern "C" void host_run(long long n_warps, const u8* Q, const u8* T, const i64*
       th.emplace_back([=]() {
         threadIdx.x = (unsigned)l;
         g3_lane = l;
-        ksw_extd2_warp(Q, T, jobs, geo, order, n_job, P, G, scratch, ez, cig, cig_off, n_cig, err, cells, smem);
+        ksw_extd2_warp(Q, T, jobs, geo, order, n_job, P, G, scratch, ez, cig, cig_off, n_cig, err, cells);
       });
     for (auto& t : th) t.join();
   }
@@ -300,8 +292,8 @@ def test_nvcc_compiles(nvcc_spill_free):
 
 
 @pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
-@pytest.mark.parametrize("budget,smem", [(2 << 30, True), (1 << 16, True), (2 << 30, False)])
-def test_gpu_kernel_equals_twin(vector_cases, budget, smem):
+@pytest.mark.parametrize("budget", [2 << 30, 1 << 16])
+def test_gpu_kernel_equals_twin(vector_cases, budget):
     rng = np.random.default_rng(21)
     cases = list(vector_cases)
     while len(cases) < len(vector_cases) + 300:
@@ -309,5 +301,5 @@ def test_gpu_kernel_equals_twin(vector_cases, budget, smem):
         if c[0] == "d" and not (c[1][7] & KSW_EZ_GENERIC_SC):
             cases.append(c)
     batch = make_batch(cases, rng)
-    got = kg.extd2_batch_gpu(*batch, scratch_bytes=budget, smem=smem)
+    got = kg.extd2_batch_gpu(*batch, scratch_bytes=budget)
     check(got, want(cases), cases)
