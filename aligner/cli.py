@@ -174,8 +174,8 @@ def _run_map(args):
         return prefetch_now(read_batch_parts(q, chunk_size=opt.mini_batch_size, part_bases=mmpipeline.MAP_PART_BASES,
                                              trim_readno=False), depth=2, name="g3align-reader")
 
-    # the first file's parsing starts now, beside the index load and the device set-up
-    first_parts = reader(queries[0]) if queries else None
+    # the first file's parsing starts now, beside the index load and the device set-up (MAP_EARLY_READER)
+    first_parts = reader(queries[0]) if queries and mmpipeline.MAP_EARLY_READER else None
     try:
         return _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader, t_enter)
     finally:
@@ -235,7 +235,7 @@ def _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader,
         with OutputSink(opt.out, header or "") as sink:
             n = 0
             for i, q in enumerate(queries):
-                parts = first_parts if i == 0 else reader(q)
+                parts = first_parts if i == 0 and first_parts is not None else reader(q)
                 try:
                     k, _ = run_map(aligner, parts, sink, opt.verbose)
                 finally:

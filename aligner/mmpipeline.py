@@ -78,6 +78,8 @@ _NO_LJOIN_FLAGS = MO.F_SPLICE | MO.F_SR | MO.F_NO_LJOIN
 # G3ALIGN_TUNE='MAP_DEPTH=1' maps one part after another (A/B runs).
 MAP_PART_BASES = 20_000_000
 MAP_DEPTH = 3
+# the CLI starts parsing the first query file before it loads the index and starts CUDA (False: after)
+MAP_EARLY_READER = True
 
 
 @nb.njit(cache=True, nogil=True)
