@@ -30,6 +30,7 @@ from g3align.aligner import mmopt as MO
 from g3align.aligner.mm_types import CNT, NR
 from g3align.aligner.mmformat import write_read
 from g3align.aligner.mmseed import seed_hits, seed_read
+from g3align.aligner.nbshare import unowned
 
 # int options
 (I_FLAG, I_SEED, I_MAX_QLEN, I_BW, I_BW_LONG, I_MAX_GAP, I_MAX_GAP_REF, I_MAX_FRAG_LEN, I_MAX_CHAIN_SKIP,
@@ -191,6 +192,11 @@ def map_range(lo, hi, seq, seq_off, raw, qual, qual_on, names, name_off, comment
     """Map reads [lo, hi) of a batch and format their records; returns (bytes buffer, used length).
     pre: the batch's seeds in CSR form (SeedBatch of aligner/mmseed_gpu.py), else seeded per read.
     fp_on: f / p hold the batch's DP chaining scores and predecessors per anchor (rows as a)."""
+    (seq, seq_off, raw, qual, names, name_off, comments, com_off, iv, fv, bkt_off, keys, key_off, pos, ref_len,
+     ref_seq, ref_off, ctg_names, ctg_noff, rg_id, dual_skip, diag_rids, mv, mv_off, a, a_off, rep_len, mini_pos,
+     mini_off, f, p) = unowned((seq, seq_off, raw, qual, names, name_off, comments, com_off, iv, fv, bkt_off, keys,
+                                key_off, pos, ref_len, ref_seq, ref_off, ctg_names, ctg_noff, rg_id, dual_skip,
+                                diag_rids, mv, mv_off, a, a_off, rep_len, mini_pos, mini_off, f, p))
     buf = np.empty(1 << 16, np.uint8)
     nb_ = 0
     flag = iv[I_FLAG]
@@ -228,6 +234,10 @@ def map_range_plan(lo, hi, seq, seq_off, names, name_off, iv, fv, b, bkt_off, ke
     JC_PLAN mode (on copies), which records the keys of the ksw calls it would make. Returns the range's
     (regions rows, their offsets per read, anchors, their offsets, per-read (ok, rep_len), job keys and
     their offsets per read); map_range_finish takes them back."""
+    (seq, seq_off, names, name_off, iv, fv, bkt_off, keys, key_off, pos, ref_len, ref_seq, ref_off, dual_skip,
+     diag_rids, mv, mv_off, a, a_off, rep_len, mini_pos, mini_off, f, p) = unowned(
+        (seq, seq_off, names, name_off, iv, fv, bkt_off, keys, key_off, pos, ref_len, ref_seq, ref_off, dual_skip,
+         diag_rids, mv, mv_off, a, a_off, rep_len, mini_pos, mini_off, f, p))
     nr = hi - lo
     flag = iv[I_FLAG]
     Rs = np.empty((max(16, 2 * nr), NR), np.int64)
@@ -276,6 +286,10 @@ def map_range_finish(lo, hi, seq, seq_off, raw, qual, qual_on, names, name_off, 
     """The staged path's second half: map_one_post of reads [lo, hi) from map_range_plan's arrays, their ksw
     calls served from the batch's results (pez/pcig/pcig_off/pn_cig: one row per key of K, see
     aligner/mmalign.py JC_REPLAY), and their records. Returns (bytes buffer, used length) as map_range."""
+    (seq, seq_off, raw, qual, names, name_off, comments, com_off, iv, fv, ref_len, ref_seq, ref_off, ctg_names,
+     ctg_noff, rg_id, Rs, r_off, As, a_off2, st, K, k_off, pez, pcig, pcig_off, pn_cig) = unowned(
+        (seq, seq_off, raw, qual, names, name_off, comments, com_off, iv, fv, ref_len, ref_seq, ref_off, ctg_names,
+         ctg_noff, rg_id, Rs, r_off, As, a_off2, st, K, k_off, pez, pcig, pcig_off, pn_cig))
     buf = np.empty(1 << 16, np.uint8)
     nb_ = 0
     flag = iv[I_FLAG]
