@@ -11,7 +11,6 @@ import gzip
 import sys
 
 import click
-from g3align.aligner.pairwise import align_pairs
 
 
 def read_fasta(path: str) -> tuple[list[str], list[str]]:
@@ -59,6 +58,7 @@ def align_cmd(queries, targets, mode, match, mismatch, gap_open, gap_extend, tra
         raise click.ClickException(f"{len(qs)} queries but {len(ts)} targets: the files must hold an "
                                    "equal number of records (pairs are taken by order)")
     try:
+        from g3align.aligner.pairwise import align_pairs  # here: `g3align mem` / `map` need not import it
         r = align_pairs(qs, ts, mode=mode, match=match, mismatch=mismatch, gap_open=gap_open,
                         gap_extend=gap_extend, traceback=traceback, band=band, device=device)
     except (ValueError, RuntimeError, NotImplementedError) as e:
