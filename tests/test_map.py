@@ -305,3 +305,13 @@ def test_gpu_align_is_the_gpu_default():
         assert al.batch_align is staged, (extra, dev)
     opt, _, _ = MO.parse_map_args(["-ax", "map-pb", "--gpu-align", str(REF), str(READS)])
     assert MapAligner(idx, opt, device="cpu", batch_seed=True).batch_align is True
+
+
+@pytest.mark.skipif(_gpu(), reason="a CUDA device is visible")
+def test_device_auto_without_gpu_notes_cpu():
+    """--device auto with no GPU: one note on stderr, the CPU output; --device gpu: a one-line error."""
+    r = g3map(["--device", "auto", "-ax", "map-pb", REF, READS])
+    assert r.returncode == 0 and b"[M::map] no GPU found; running on the CPU" in r.stderr
+    r = g3map(["--device", "gpu", "-ax", "map-pb", REF, READS])
+    err = [ln for ln in r.stderr.splitlines() if ln.startswith(b"[E::")]
+    assert r.returncode != 0 and b"Traceback" not in r.stderr and len(err) == 1 and b"--device gpu" in err[0]
