@@ -123,11 +123,12 @@ def extd2_batch_cpu(Q, T, jobs, P):
 
 # ----------------------------------------------------------------------------------------------- GPU
 def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_bytes: int = 2 << 30,
-                    to_host: bool = True, stats: dict | None = None):
+                    to_host: bool = True, stats: dict | None = None, defines: dict | None = None):
     """kernels/ksw2.cu over the jobs (the largest first): (ez, cig, cig_off, n_cig), the same arrays as
     extd2_batch_cpu. Q and T may already be on the GPU. Jobs run in launches whose scratch fits
     scratch_bytes (a job larger than that runs alone). stats: gets 'launches', 'jobs' and 'cells' (DP cells
-    the kernel computed, recomputation of the traceback included) added."""
+    the kernel computed, recomputation of the traceback included) added. defines: compile-time constants of
+    kernels/ksw2.cu for benchmark variants (e.g. {"KSW2_MIN_BLOCKS": 6})."""
     import cupy as cp
     from g3align.kernels.loader import get_module
 
@@ -139,7 +140,7 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
         raise ValueError("ksw2 GPU jobs with KSW_EZ_GENERIC_SC")
     size, cp_w = job_geometry(jobs, grid)
     order = np.argsort(-(jobs[:, J_Q_LEN] * jobs[:, J_T_LEN]), kind="stable").astype(np.int64)
-    kern = get_module("ksw2").get_function("ksw_extd2_warp")
+    kern = get_module("ksw2", defines).get_function("ksw_extd2_warp")
     Qd = cp.asarray(Q, dtype=cp.uint8)
     Td = cp.asarray(T, dtype=cp.uint8)
     jd = cp.asarray(np.ascontiguousarray(jobs, np.int64))

@@ -298,7 +298,15 @@ __device__ __forceinline__ void block_cols(i64 r0, int G, i64 nr, i64 qlen, i64 
     *hi = b1.en < T - 1 ? b1.en : T - 1;
 }
 
-extern "C" __global__ void ksw_extd2_warp(const u8* __restrict__ Q, const u8* __restrict__ Tg,
+// KSW2_MIN_BLOCKS (benchmarks: scripts/ksw2_jobs.py --variants): __launch_bounds__(128, KSW2_MIN_BLOCKS), so
+// that ptxas keeps the registers per thread low enough for that many 128-thread blocks per SM.
+#if defined(G3_REAL_WARP) && defined(KSW2_MIN_BLOCKS)
+#define KSW2_BOUNDS __launch_bounds__(128, KSW2_MIN_BLOCKS)
+#else
+#define KSW2_BOUNDS
+#endif
+
+extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, const u8* __restrict__ Tg,
                                           const i64* __restrict__ jobs, const i64* __restrict__ geo,
                                           const i64* __restrict__ order, i64 n_job, const int* __restrict__ P, int G,
                                           u8* __restrict__ scratch, i64* __restrict__ ez_out, u32* __restrict__ cig,

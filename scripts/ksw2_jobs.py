@@ -12,6 +12,9 @@ bench (needs a GPU): for every dump, kernels/ksw2.cu at each traceback grid (CUD
 launches, inputs already on the GPU, best of --reps) and the CPU twin (numba, all cores, one run);
 checks that every GPU result equals the twin's; writes OUT_DIR/ksw2_bench.md (cells = DP cells the kernel
 computed, widened bands and the traceback's recomputation included; GCUPS = cells / kernel time).
+--variants 'default;KSW2_MIN_BLOCKS=6;...': the kernel compiled with each set of defines (',' between
+several), every variant at every grid. --no-twin: no CPU twin (no numba compilation on a fresh box); the
+results are checked against the first variant's at the first grid instead.
 """
 from __future__ import annotations
 
@@ -51,46 +54,66 @@ def bench(args):
     from g3align.aligner import ksw2_gpu as KG
     from g3align.kernels.loader import get_module
     grids = [int(g) for g in args.grids.split(",")]
-    rows = ["| jobs | grid | GPU ms | cells | GCUPS | GPU == twin |", "|---|---|---|---|---|---|"]
+    variants = [v.strip() for v in args.variants.split(";") if v.strip()]
+    ref = "first variant" if args.no_twin else "twin"
+    rows = [f"| jobs | variant | grid | GPU ms | cells | GCUPS | == {ref} |", "|---|---|---|---|---|---|---|"]
     twin_rows = ["| jobs | CPU twin s (numba, all cores) | cells (forward) |", "|---|---|---|"]
     get_module("ksw2")
     for path in args.dumps:
         d = np.load(path)
         Q, T, jobs, P, name = d["Q"], d["T"], d["jobs"], d["P"], str(d["name"])
         Qd, Td = cp.asarray(Q), cp.asarray(T)
-        KG.extd2_batch_gpu(Qd, Td, jobs[:64], P)  # warm-up
-        t = time.perf_counter()
-        want = KG.extd2_batch_cpu(Q, T, jobs, P)
-        t_cpu = time.perf_counter() - t
-        for g in grids:
-            best = None
-            for _ in range(args.reps):
-                st = {}
-                e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-                e0.record()
-                got = KG.extd2_batch_gpu(Qd, Td, jobs, P, grid=g, to_host=False, stats=st)
-                e1.record()
-                e1.synchronize()
-                ms = cp.cuda.get_elapsed_time(e0, e1)
-                best = ms if best is None else min(best, ms)
-            ez, cig, cig_off, n_cig = (cp.asnumpy(got[0]), cp.asnumpy(got[1]), got[2], cp.asnumpy(got[3]))
-            same = bool(np.array_equal(ez, want[0]) and np.array_equal(n_cig, want[3]))
-            if same:
-                for k in range(jobs.shape[0]):
-                    o = cig_off[k]
-                    if not np.array_equal(cig[o:o + n_cig[k]], want[1][o:o + n_cig[k]]):
-                        same = False
-                        break
-            cells = st["cells"]
-            rows.append(f"| {name}: {jobs.shape[0]:,} | {g} | {best:.1f} | {cells:,} | {cells / best / 1e6:.1f} | "
-                        f"{'yes' if same else 'NO'} |")
-            print(rows[-1], flush=True)
-        twin_rows.append(f"| {name} | {t_cpu:.2f} | |")
+        want, t_cpu = None, None
+        if not args.no_twin:
+            t = time.perf_counter()
+            want = KG.extd2_batch_cpu(Q, T, jobs, P)
+            t_cpu = time.perf_counter() - t
+        for var in variants:
+            defs = _defines(var)
+            KG.extd2_batch_gpu(Qd, Td, jobs[:64], P, defines=defs)  # warm-up (and the module's compilation)
+            for g in grids:
+                best = None
+                for _ in range(args.reps):
+                    st = {}
+                    e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+                    e0.record()
+                    got = KG.extd2_batch_gpu(Qd, Td, jobs, P, grid=g, to_host=False, stats=st, defines=defs)
+                    e1.record()
+                    e1.synchronize()
+                    ms = cp.cuda.get_elapsed_time(e0, e1)
+                    best = ms if best is None else min(best, ms)
+                res = (cp.asnumpy(got[0]), cp.asnumpy(got[1]), got[2], cp.asnumpy(got[3]))
+                if want is None:  # --no-twin: the first variant's first result is the reference
+                    want = res
+                same = _same(res, want, jobs.shape[0])
+                cells = st["cells"]
+                rows.append(f"| {name}: {jobs.shape[0]:,} | {var} | {g} | {best:.1f} | {cells:,} | "
+                            f"{cells / best / 1e6:.1f} | {'yes' if same else 'NO'} |")
+                print(rows[-1], flush=True)
+        twin_rows.append(f"| {name} | {'not run' if t_cpu is None else f'{t_cpu:.2f}'} | |")
     out = "\n".join(["## ksw2 jobs: kernels/ksw2.cu vs the CPU twin", "", *rows, "", *twin_rows, ""])
     os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "ksw2_bench.md"), "w") as fh:
         fh.write(out)
     print(out)
+
+
+def _defines(var: str) -> dict | None:
+    """'default' -> None; 'A=1,B=2' -> {'A': 1, 'B': 2}."""
+    if var == "default":
+        return None
+    return {k: int(v) for k, v in (kv.split("=") for kv in var.split(","))}
+
+
+def _same(got, want, n: int) -> bool:
+    ez, cig, cig_off, n_cig = got
+    if not (np.array_equal(ez, want[0]) and np.array_equal(n_cig, want[3])):
+        return False
+    for k in range(n):
+        o = cig_off[k]
+        if not np.array_equal(cig[o:o + n_cig[k]], want[1][o:o + n_cig[k]]):
+            return False
+    return True
 
 
 def main(argv=None):
@@ -107,6 +130,9 @@ def main(argv=None):
     b.add_argument("dumps", nargs="+")
     b.add_argument("--grids", default="16,32,64,128,256")
     b.add_argument("--reps", type=int, default=3)
+    b.add_argument("--variants", default="default",
+                   help="';'-separated kernel defines, e.g. 'default;KSW2_MIN_BLOCKS=6'")
+    b.add_argument("--no-twin", action="store_true", help="skip the CPU twin; check against the first variant")
     args = ap.parse_args(argv)
     dump(args) if args.cmd == "dump" else bench(args)
 
