@@ -3,7 +3,8 @@
 #   0. (WARM=1) numba's kernels compiled for every mode in parallel processes (cpu, gpu --cpu-align, gpu, the
 #      index build: ~150 s each on a fresh box, one after another otherwise), beside pbsim (PBSIM=1)
 #   1. (TESTS=1; off by default) GPU tests: ksw2 kernel == twin, DP chaining kernels == twin, map --device gpu == per-read CPU output
-#   2. (KBENCH=1, jobs_*.npz carried) kernels/ksw2.cu on the dumped jobs of real reads (grid sweep, GCUPS, twin)
+#   2. (KBENCH=1, jobs_*.npz carried) kernels/ksw2.cu on the dumped jobs of real reads (grid sweep, GCUPS, twin;
+#      KVARIANTS='default;KSW2_MIN_BLOCKS=6' kernel variants, KTWIN=0 no CPU twin: no numba compilation needed)
 #   3. (ECOLI=1) E. coli PacBio / ONT: g3align in each mode of DEVS, minimap2 2.24, all -t 16, same box; every
 #      mode's SAM must equal the first mode's; concordance with minimap2
 #   4. (PBSIM=1) human chr20, pbsim CLR reads (fixed seed, $PB_DEPTH x): indexes built by both tools, then
@@ -63,7 +64,8 @@ if [ "${TESTS:-0}" = 1 ]; then
     if [ $rc != 0 ] && [ "${KEEP_GOING:-0}" != 1 ]; then log "GPU tests failed: stopping"; exit 1; fi
 fi
 if ls $D/jobs_*.npz >/dev/null 2>&1 && [ "${KBENCH:-1}" = 1 ]; then
-    timeout 240 python3 scripts/ksw2_jobs.py bench "$OUT" $D/jobs_*.npz --grids ${GRIDS:-16,32,64,128,256} 2>&1 \
+    timeout 240 python3 scripts/ksw2_jobs.py bench "$OUT" $D/jobs_*.npz --grids ${GRIDS:-16,32,64,128,256} \
+        --variants "${KVARIANTS:-default}" $([ "${KTWIN:-1}" = 0 ] && echo --no-twin) 2>&1 \
         | tail -25; log "ksw2 bench done"
 fi
 # one timed run: mode, preset, reference/index, reads, SAM out, log out
