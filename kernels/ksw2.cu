@@ -20,6 +20,11 @@
 // follows the path through it. The recomputed bits equal the forward pass's (same inputs, same arithmetic), so the
 // CIGAR is minimap2's; memory per job is 7*T + (nr/G)*7*(band+G) + G*band bytes instead of nr*band.
 //
+// Benchmark variants (compile-time, scripts/ksw2_jobs.py bench --variants): KSW2_MIN_BLOCKS (launch bounds)
+// and KSW2_SIMD4 (each lane takes four consecutive cells of an anti-diagonal as one 32-bit word and updates
+// them with byte-wise SIMD instructions, as the SSE kernel does with 16; d2_cells4). Both give the same
+// results (the host builds of the tests run KSW2_SIMD4 too).
+//
 // Scratch per job (global memory at geo[j*3], 16-aligned; sizes from aligner/ksw2_gpu.py job_geometry):
 // u v x y x2 y2 s (T bytes each, T = tlen rounded up to 16), H (int32 x T, exact-maximum mode only), the
 // checkpoints (one per G anti-diagonals, 7 x ckw bytes each) and the block's direction rows (G x pw bytes;
@@ -168,6 +173,143 @@ __device__ __forceinline__ int d2_cell(int mode, const Ksw2Sc& S, int z, int xl,
     return d;
 }
 
+#ifdef KSW2_SIMD4
+// d2_cell on four cells at once (KSW2_SIMD4, a benchmark variant): byte k of each word is the cell of column
+// t0 + k, and every operation is the byte-wise one of the SSE kernel (wrapping adds and subtractions, signed
+// max / min / compare), so the values and direction bytes are d2_cell's.
+__device__ __forceinline__ u32 rep4(int c) { return (u32)(u8)c * 0x01010101u; }
+
+__device__ __forceinline__ u32 d2_cell4(int mode, const Ksw2Sc& S, u32 z, u32 xl, u32 vl, u32 x2l, u32& u, u32& v,
+                                        u32& x, u32& y, u32& x2, u32& y2) {
+    const u32 vp = vl, ut = u;
+    u32 a = __vadd4(xl, vp), b = __vadd4(y, ut), a2 = __vadd4(x2l, vp), b2 = __vadd4(y2, ut), d, m;
+    if (mode == 0) {
+        m = __vcmpgts4(a, z);
+        d = m & 0x01010101u;
+        z = __vmaxs4(z, a);
+        m = __vcmpgts4(b, z);
+        d = (d & ~m) | (m & 0x02020202u);
+        z = __vmaxs4(z, b);
+        m = __vcmpgts4(a2, z);
+        d = (d & ~m) | (m & 0x03030303u);
+        z = __vmaxs4(z, a2);
+        m = __vcmpgts4(b2, z);
+        d = (d & ~m) | (m & 0x04040404u);
+        z = __vmaxs4(z, b2);
+    } else {
+        m = __vcmpges4(a, z);
+        d = m & 0x01010101u;
+        z = __vmaxs4(z, a);
+        m = __vcmpges4(b, z);
+        d = (d & ~m) | (m & 0x02020202u);
+        z = __vmaxs4(z, b);
+        m = __vcmpges4(a2, z);
+        d = (d & ~m) | (m & 0x03030303u);
+        z = __vmaxs4(z, a2);
+        m = __vcmpges4(b2, z);
+        d = (d & ~m) | (m & 0x04040404u);
+        z = __vmaxs4(z, b2);
+    }
+    z = __vmins4(z, rep4(S.sc_mch));
+    u = __vsub4(z, vp);
+    v = __vsub4(z, ut);
+    u32 tq = __vsub4(z, rep4(S.q_v));
+    a = __vsub4(a, tq);
+    b = __vsub4(b, tq);
+    tq = __vsub4(z, rep4(S.q2_v));
+    a2 = __vsub4(a2, tq);
+    b2 = __vsub4(b2, tq);
+    x = __vsub4(__vmaxs4(a, 0u), rep4(S.qe_v));
+    y = __vsub4(__vmaxs4(b, 0u), rep4(S.qe_v));
+    x2 = __vsub4(__vmaxs4(a2, 0u), rep4(S.qe2_v));
+    y2 = __vsub4(__vmaxs4(b2, 0u), rep4(S.qe2_v));
+    if (mode == 0)
+        d |= (__vcmpgts4(a, 0u) & 0x08080808u) | (__vcmpgts4(b, 0u) & 0x10101010u) |
+             (__vcmpgts4(a2, 0u) & 0x20202020u) | (__vcmpgts4(b2, 0u) & 0x40404040u);
+    else
+        d |= (__vcmpges4(a, 0u) & 0x08080808u) | (__vcmpges4(b, 0u) & 0x10101010u) |
+             (__vcmpges4(a2, 0u) & 0x20202020u) | (__vcmpges4(b2, 0u) & 0x40404040u);
+    return d;
+}
+
+// d2_row's cell loop with 4 columns per lane (128 per step over the warp): the cells of [c0, c1], whose
+// first cell's left neighbour is (x1, v1, x21). Words start at a multiple of 4 columns; the bytes of a word
+// outside [c0, c1] keep their old values (they are still read as left neighbours).
+__device__ __forceinline__ void d2_cells4(const Ksw2Arr& A, const Ksw2Sc& S, const Ksw2Band& b, int mode, u8* prow,
+                                          i64 c0, i64 c1, int x1, int v1, int x21) {
+    u32* const U = (u32*)A.u;
+    u32* const V = (u32*)A.v;
+    u32* const X = (u32*)A.x;
+    u32* const Y = (u32*)A.y;
+    u32* const X2 = (u32*)A.x2;
+    u32* const Y2 = (u32*)A.y2;
+    const u32* const Sw = (const u32*)A.s;
+    // the carried word: byte 3 is the left neighbour of the next step's first column
+    u32 cx = (u32)(u8)x1 << 24, cv = (u32)(u8)v1 << 24, cx2 = (u32)(u8)x21 << 24;
+    const i64 w0 = c0 & ~(i64)3;
+    if (w0 < c0) {  // the first word starts left of c0: its byte below c0 is the left neighbour itself
+        cx = cv = cx2 = 0;
+    }
+    for (i64 base = w0; base <= c1; base += 128) {
+        G3_LANE(u32, ou);
+        G3_LANE(u32, ov);
+        G3_LANE(u32, ox);
+        G3_LANE(u32, oy);
+        G3_LANE(u32, ox2);
+        G3_LANE(u32, oy2);
+        G3_LANE(u32, os);
+        G3_LANE(u32, px);
+        G3_LANE(u32, pv);
+        G3_LANE(u32, px2);
+        G3_LANES {
+            const i64 t0 = base + 4 * lane;
+            if (t0 <= c1) {
+                const i64 k = t0 >> 2;
+                G3_L(ou) = U[k];
+                G3_L(ov) = V[k];
+                G3_L(ox) = X[k];
+                G3_L(oy) = Y[k];
+                G3_L(ox2) = X2[k];
+                G3_L(oy2) = Y2[k];
+                G3_L(os) = Sw[k];
+            } else {
+                G3_L(ou) = G3_L(ov) = G3_L(ox) = G3_L(oy) = G3_L(ox2) = G3_L(oy2) = G3_L(os) = 0;
+            }
+        }
+        G3_SHFL_UP1(px, ox, cx);
+        G3_SHFL_UP1(pv, ov, cv);
+        G3_SHFL_UP1(px2, ox2, cx2);
+        G3_BCAST(cx, ox, 31);
+        G3_BCAST(cv, ov, 31);
+        G3_BCAST(cx2, ox2, 31);
+        G3_LANES {
+            const i64 t0 = base + 4 * lane;
+            if (t0 <= c1) {
+                // left neighbours: the word shifted up one byte, the previous word's byte 3 below
+                const u32 lx = __byte_perm(G3_L(ox), G3_L(px), 0x2107);
+                const u32 lv = __byte_perm(G3_L(ov), G3_L(pv), 0x2107);
+                const u32 lx2 = __byte_perm(G3_L(ox2), G3_L(px2), 0x2107);
+                u32 u = G3_L(ou), v = 0, x = 0, y = G3_L(oy), x2 = 0, y2 = G3_L(oy2);
+                const u32 d = d2_cell4(mode, S, G3_L(os), lx, lv, lx2, u, v, x, y, x2, y2);
+                u32 keep = 0;  // bytes of columns outside [c0, c1]
+                for (int q = 0; q < 4; ++q)
+                    if (t0 + q < c0 || t0 + q > c1) keep |= 0xFFu << (8 * q);
+                const i64 k = t0 >> 2;
+                U[k] = (u & ~keep) | (G3_L(ou) & keep);
+                V[k] = (v & ~keep) | (G3_L(ov) & keep);
+                X[k] = (x & ~keep) | (G3_L(ox) & keep);
+                Y[k] = (y & ~keep) | (G3_L(oy) & keep);
+                X2[k] = (x2 & ~keep) | (G3_L(ox2) & keep);
+                Y2[k] = (y2 & ~keep) | (G3_L(oy2) & keep);
+                if (prow)
+                    for (int q = 0; q < 4; ++q)
+                        if (!((keep >> (8 * q)) & 1)) prow[t0 + q - b.st] = (u8)(d >> (8 * q));
+            }
+        }
+    }
+}
+#endif
+
 // One anti-diagonal r: the first-column values, the substitution scores (in the SSE code's 16-cell chunks
 // from st0, stale cells kept), then every cell of the widened band [b.st, b.en] that lies in the columns
 // [clo, chi] (the forward pass: all of them). prow != 0: direction bytes to prow[t - b.st]. (last_st,
@@ -222,6 +364,9 @@ __device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 
         }
     }
     G3_SYNC();
+#ifdef KSW2_SIMD4
+    d2_cells4(A, S, b, mode, prow, c0, c1, x1, v1, x21);
+#else
     int cx = x1, cv = v1, cx2 = x21;  // left-neighbour values of the chunk's first cell (uniform)
     for (i64 base = c0; base <= c1; base += 32) {
         G3_LANE(int, ou);
@@ -269,6 +414,7 @@ __device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 
             }
         }
     }
+#endif
     G3_SYNC();
 }
 

@@ -90,3 +90,30 @@
         (u) = g3_m_;                                                         \
     } while (0)
 #endif
+
+// CUDA's byte-wise SIMD intrinsics for the host builds (kernels/ksw2.cu's KSW2_SIMD4 variant): each byte of the
+// result is the operation on the signed bytes of a and b, wrapped to 8 bits; __byte_perm picks bytes of (y:x).
+#ifndef G3_REAL_WARP
+#define G3_V4(name, expr)                                                     \
+    static inline unsigned name(unsigned a, unsigned b) {                     \
+        unsigned r = 0;                                                       \
+        for (int k = 0; k < 4; ++k) {                                         \
+            const int x = (signed char)(a >> (8 * k)), y = (signed char)(b >> (8 * k)); \
+            r |= ((unsigned)(expr) & 0xFFu) << (8 * k);                       \
+        }                                                                     \
+        return r;                                                             \
+    }
+G3_V4(__vadd4, x + y)
+G3_V4(__vsub4, x - y)
+G3_V4(__vmaxs4, x > y ? x : y)
+G3_V4(__vmins4, x < y ? x : y)
+G3_V4(__vcmpgts4, x > y ? 0xFF : 0)
+G3_V4(__vcmpges4, x >= y ? 0xFF : 0)
+#undef G3_V4
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    const unsigned long long v = ((unsigned long long)y << 32) | x;
+    unsigned r = 0;
+    for (int k = 0; k < 4; ++k) r |= (unsigned)((v >> (8 * ((s >> (4 * k)) & 7))) & 0xFFu) << (8 * k);
+    return r;
+}
+#endif

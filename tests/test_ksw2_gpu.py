@@ -6,11 +6,12 @@
    up to more than the whole matrix), with garbage in the scratch memory and jobs read through the
    reversed / complemented views of their buffers.
 2. extd2_batch_cpu (the batch twin) == ksw2.extd2 per job.
+   Every host test runs on the default build and on the KSW2_SIMD4 variant (four cells per lane).
 3. The kernel run by a warp of 32 real threads (kernels/warp.cuh's G3_THREAD_WARP build): every lane comes to
    every sync and shuffle from the same line (no branch that should be uniform is not), results == the twin.
 4. nvcc: the file compiles for sm_90 without spills.
 5. With CuPy and a GPU: extd2_batch_gpu == extd2_batch_cpu on the same cases, in one launch and in many
-   (small scratch budget).
+   (small scratch budget), and for the benchmark variants KSW2_SIMD4 and KSW2_MIN_BLOCKS.
 """
 from __future__ import annotations
 
@@ -50,8 +51,9 @@ extern "C" void host_run(long long n_warps, const u8* Q, const u8* T, const i64*
 """
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=[[], ["-DKSW2_SIMD4"]], ids=["scalar", "simd4"])
 def host(tmp_path_factory, request):
+    """The host build of the kernel; simd4: the KSW2_SIMD4 variant (four cells per lane, byte-wise SIMD)."""
     import shutil
     import subprocess
     if shutil.which("g++") is None:
@@ -60,8 +62,8 @@ def host(tmp_path_factory, request):
     src = d / "shim.cpp"
     src.write_text(SHIM.replace("KERNEL_FILE", f'"{CU}"'))
     so = d / "libksw2host.so"
-    r = subprocess.run(["g++", "-O2", "-std=c++17", "-shared", "-fPIC", "-Wall", "-Wno-unknown-pragmas", str(src),
-                        "-o", str(so)], capture_output=True, text=True)
+    r = subprocess.run(["g++", "-O2", "-std=c++17", "-shared", "-fPIC", "-Wall", "-Wno-unknown-pragmas", *request.param,
+                        str(src), "-o", str(so)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return ctypes.CDLL(str(so))
 
@@ -268,7 +270,8 @@ print(len(cases), "jobs equal")
 """
 
 
-def test_thread_warp_build_is_uniform_and_exact(tmp_path):
+@pytest.mark.parametrize("flags", [[], ["-DKSW2_SIMD4"]], ids=["scalar", "simd4"])
+def test_thread_warp_build_is_uniform_and_exact(tmp_path, flags):
     """The kernel run by 32 real threads per warp (a subprocess: a divergence ends it with exit 17)."""
     import shutil
     import subprocess
@@ -279,7 +282,7 @@ def test_thread_warp_build_is_uniform_and_exact(tmp_path):
     src.write_text(THREAD_SHIM.replace("KERNEL_FILE", f'"{CU}"'))
     so = tmp_path / "libksw2thread.so"
     r = subprocess.run(["g++", "-O1", "-std=c++20", "-pthread", "-shared", "-fPIC", "-Wall", "-Wno-unknown-pragmas",
-                        str(src), "-o", str(so)], capture_output=True, text=True)
+                        *flags, str(src), "-o", str(so)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     child = _THREAD_CHILD.format(tests=str(Path(__file__).resolve().parent), so=str(so))
     r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=900)
@@ -287,13 +290,16 @@ def test_thread_warp_build_is_uniform_and_exact(tmp_path):
     assert "jobs equal" in r.stdout
 
 
-def test_nvcc_compiles(nvcc_spill_free):
-    nvcc_spill_free(CU, ("ksw_extd2_warp",))
+@pytest.mark.parametrize("flags", [(), ("-DKSW2_SIMD4",)], ids=["default", "simd4"])
+def test_nvcc_compiles(nvcc_spill_free, flags):
+    nvcc_spill_free(CU, ("ksw_extd2_warp",), flags)
 
 
 @pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
-@pytest.mark.parametrize("budget", [2 << 30, 1 << 16])
-def test_gpu_kernel_equals_twin(vector_cases, budget):
+@pytest.mark.parametrize("budget,defines", [(2 << 30, None), (1 << 16, None), (2 << 30, {"KSW2_SIMD4": 1}),
+                                            (2 << 30, {"KSW2_MIN_BLOCKS": 6})])
+def test_gpu_kernel_equals_twin(vector_cases, budget, defines):
+    """The kernel (and its benchmark variants) == the twin, in one launch and in many."""
     rng = np.random.default_rng(21)
     cases = list(vector_cases)
     while len(cases) < len(vector_cases) + 300:
@@ -301,5 +307,5 @@ def test_gpu_kernel_equals_twin(vector_cases, budget):
         if c[0] == "d" and not (c[1][7] & KSW_EZ_GENERIC_SC):
             cases.append(c)
     batch = make_batch(cases, rng)
-    got = kg.extd2_batch_gpu(*batch, scratch_bytes=budget)
+    got = kg.extd2_batch_gpu(*batch, scratch_bytes=budget, defines=defines)
     check(got, want(cases), cases)
