@@ -53,11 +53,12 @@ def keys_to_jobs(K: np.ndarray, key_read: np.ndarray, seq_off: np.ndarray, ref_o
     return jobs
 
 
-def run_jobs(seq, ref_seq, jobs, P, device: str = "cpu", stats: dict | None = None):
+def run_jobs(seq, ref_seq, jobs, P, device: str = "cpu", stats: dict | None = None, defines: dict | None = None):
     """(ez, cig, cig_off, n_cig) of every job: kernels/ksw2.cu (device "gpu"; seq / ref_seq may be on the
-    GPU already) or the CPU twin. stats: gets 'jobs' added (and the kernel's counts on the GPU)."""
+    GPU already; defines: a compile-time variant of the kernel) or the CPU twin. stats: gets 'jobs' added (and
+    the kernel's counts on the GPU)."""
     if device == "gpu":
-        return KG.extd2_batch_gpu(seq, ref_seq, jobs, P, stats=stats)
+        return KG.extd2_batch_gpu(seq, ref_seq, jobs, P, stats=stats, defines=defines)
     if stats is not None:
         stats["jobs"] = stats.get("jobs", 0) + int(jobs.shape[0])
     return KG.extd2_batch_cpu(seq, ref_seq, jobs, P)

@@ -81,6 +81,16 @@ MAP_PART_BASES = 20_000_000
 MAP_DEPTH = 3
 # the CLI starts parsing the first query file before it loads the index and starts CUDA (False: after)
 MAP_EARLY_READER = True
+# compile-time variants of kernels/ksw2.cu for A/B runs, 'NAME=VALUE:NAME=VALUE' (e.g. G3ALIGN_TUNE=
+# MAP_KSW2_DEFINES=KSW2_SIMD4=1); every variant gives the same results
+MAP_KSW2_DEFINES = ""
+
+
+def ksw2_defines() -> dict | None:
+    """MAP_KSW2_DEFINES as get_module's defines (None when empty)."""
+    if not MAP_KSW2_DEFINES:
+        return None
+    return {k: int(v) for k, v in (kv.split("=") for kv in MAP_KSW2_DEFINES.split(":"))}
 
 
 @nb.njit(cache=True, nogil=True)
@@ -402,7 +412,7 @@ class MapAligner:
             if self.batch_chain:
                 get_module("lchain")
             if self.batch_align:
-                get_module("ksw2")
+                get_module("ksw2", ksw2_defines())
             cp.cuda.Device().synchronize()
             self._dev_ready = True
 
@@ -480,7 +490,8 @@ class MapAligner:
             self.device_setup()
             ref_seq = self._ref_dev
         stats: dict = {}
-        pez, pcig, pcig_off, pn_cig = mmext.run_jobs(batch.seq, ref_seq, jobs, P, self.device, stats)
+        pez, pcig, pcig_off, pn_cig = mmext.run_jobs(batch.seq, ref_seq, jobs, P, self.device, stats,
+                                                     ksw2_defines())
         with self._lock:
             for k, v in stats.items():
                 self.ext_stats[k] = self.ext_stats.get(k, 0) + v

@@ -282,7 +282,8 @@ def test_map_tune_cli():
     """G3ALIGN_TUNE applies to the map pipeline's constants: tiny parts, one or four at once, same SAM; an
     unknown name is a one-line error."""
     outs = set()
-    for tune in ("MAP_DEPTH=1", "MAP_PART_BASES=2000,MAP_DEPTH=4", "MAP_EARLY_READER=0"):
+    for tune in ("MAP_DEPTH=1", "MAP_PART_BASES=2000,MAP_DEPTH=4", "MAP_EARLY_READER=0",
+                 "MAP_KSW2_DEFINES=KSW2_SIMD4=1:KSW2_MIN_BLOCKS=6"):
         r = g3map(["-ax", "map-pb", "-t", "2", REF, READS], env={**os.environ, "G3ALIGN_TUNE": tune})
         assert r.returncode == 0, r.stderr.decode()
         outs.add(b"\n".join(_records(r.stdout)))
