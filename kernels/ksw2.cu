@@ -173,43 +173,44 @@ __device__ __forceinline__ int d2_cell(int mode, const Ksw2Sc& S, int z, int xl,
     return d;
 }
 
+// A chunk's left neighbours: (l1, l2, l3) of each lane = the old (ox, ov, ox2) of the lane below, lane 0's from
+// the carried (cx, cv, cx2); the carry becomes lane 31's old values for the next chunk.
+#define KSW2_FROM_LEFT(l1, l2, l3) \
+    do {                             \
+        G3_SHFL_UP1(l1, ox, cx);     \
+        G3_SHFL_UP1(l2, ov, cv);     \
+        G3_SHFL_UP1(l3, ox2, cx2);   \
+        G3_BCAST(cx, ox, 31);        \
+        G3_BCAST(cv, ov, 31);        \
+        G3_BCAST(cx2, ox2, 31);      \
+    } while (0)
+
 #ifdef KSW2_SIMD4
 // d2_cell on four cells at once (KSW2_SIMD4, a benchmark variant): byte k of each word is the cell of column
 // t0 + k, and every operation is the byte-wise one of the SSE kernel (wrapping adds and subtractions, signed
 // max / min / compare), so the values and direction bytes are d2_cell's.
 __device__ __forceinline__ u32 rep4(int c) { return (u32)(u8)c * 0x01010101u; }
 
+// 0xFF in each byte where p > q (strict) or p >= q, as signed bytes
+__device__ __forceinline__ u32 cmp4(bool strict, u32 p, u32 q) { return strict ? __vcmpgts4(p, q) : __vcmpges4(p, q); }
+
 __device__ __forceinline__ u32 d2_cell4(int mode, const Ksw2Sc& S, u32 z, u32 xl, u32 vl, u32 x2l, u32& u, u32& v,
                                         u32& x, u32& y, u32& x2, u32& y2) {
     const u32 vp = vl, ut = u;
     u32 a = __vadd4(xl, vp), b = __vadd4(y, ut), a2 = __vadd4(x2l, vp), b2 = __vadd4(y2, ut), d, m;
-    if (mode == 0) {
-        m = __vcmpgts4(a, z);
-        d = m & 0x01010101u;
-        z = __vmaxs4(z, a);
-        m = __vcmpgts4(b, z);
-        d = (d & ~m) | (m & 0x02020202u);
-        z = __vmaxs4(z, b);
-        m = __vcmpgts4(a2, z);
-        d = (d & ~m) | (m & 0x03030303u);
-        z = __vmaxs4(z, a2);
-        m = __vcmpgts4(b2, z);
-        d = (d & ~m) | (m & 0x04040404u);
-        z = __vmaxs4(z, b2);
-    } else {
-        m = __vcmpges4(a, z);
-        d = m & 0x01010101u;
-        z = __vmaxs4(z, a);
-        m = __vcmpges4(b, z);
-        d = (d & ~m) | (m & 0x02020202u);
-        z = __vmaxs4(z, b);
-        m = __vcmpges4(a2, z);
-        d = (d & ~m) | (m & 0x03030303u);
-        z = __vmaxs4(z, a2);
-        m = __vcmpges4(b2, z);
-        d = (d & ~m) | (m & 0x04040404u);
-        z = __vmaxs4(z, b2);
-    }
+    const bool strict = mode == 0;  // mode 0: a state wins only when strictly better (d2_cell)
+    m = cmp4(strict, a, z);
+    d = m & 0x01010101u;
+    z = __vmaxs4(z, a);
+    m = cmp4(strict, b, z);
+    d = (d & ~m) | (m & 0x02020202u);
+    z = __vmaxs4(z, b);
+    m = cmp4(strict, a2, z);
+    d = (d & ~m) | (m & 0x03030303u);
+    z = __vmaxs4(z, a2);
+    m = cmp4(strict, b2, z);
+    d = (d & ~m) | (m & 0x04040404u);
+    z = __vmaxs4(z, b2);
     z = __vmins4(z, rep4(S.sc_mch));
     u = __vsub4(z, vp);
     v = __vsub4(z, ut);
@@ -223,12 +224,8 @@ __device__ __forceinline__ u32 d2_cell4(int mode, const Ksw2Sc& S, u32 z, u32 xl
     y = __vsub4(__vmaxs4(b, 0u), rep4(S.qe_v));
     x2 = __vsub4(__vmaxs4(a2, 0u), rep4(S.qe2_v));
     y2 = __vsub4(__vmaxs4(b2, 0u), rep4(S.qe2_v));
-    if (mode == 0)
-        d |= (__vcmpgts4(a, 0u) & 0x08080808u) | (__vcmpgts4(b, 0u) & 0x10101010u) |
-             (__vcmpgts4(a2, 0u) & 0x20202020u) | (__vcmpgts4(b2, 0u) & 0x40404040u);
-    else
-        d |= (__vcmpges4(a, 0u) & 0x08080808u) | (__vcmpges4(b, 0u) & 0x10101010u) |
-             (__vcmpges4(a2, 0u) & 0x20202020u) | (__vcmpges4(b2, 0u) & 0x40404040u);
+    d |= (cmp4(strict, a, 0u) & 0x08080808u) | (cmp4(strict, b, 0u) & 0x10101010u) |
+         (cmp4(strict, a2, 0u) & 0x20202020u) | (cmp4(strict, b2, 0u) & 0x40404040u);
     return d;
 }
 
@@ -276,12 +273,7 @@ __device__ __forceinline__ void d2_cells4(const Ksw2Arr& A, const Ksw2Sc& S, con
                 G3_L(ou) = G3_L(ov) = G3_L(ox) = G3_L(oy) = G3_L(ox2) = G3_L(oy2) = G3_L(os) = 0;
             }
         }
-        G3_SHFL_UP1(px, ox, cx);
-        G3_SHFL_UP1(pv, ov, cv);
-        G3_SHFL_UP1(px2, ox2, cx2);
-        G3_BCAST(cx, ox, 31);
-        G3_BCAST(cv, ov, 31);
-        G3_BCAST(cx2, ox2, 31);
+        KSW2_FROM_LEFT(px, pv, px2);
         G3_LANES {
             const i64 t0 = base + 4 * lane;
             if (t0 <= c1) {
@@ -393,12 +385,7 @@ __device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 
                 G3_L(ou) = G3_L(ov) = G3_L(ox) = G3_L(oy) = G3_L(ox2) = G3_L(oy2) = G3_L(os) = 0;
             }
         }
-        G3_SHFL_UP1(lx, ox, cx);
-        G3_SHFL_UP1(lv, ov, cv);
-        G3_SHFL_UP1(lx2, ox2, cx2);
-        G3_BCAST(cx, ox, 31);
-        G3_BCAST(cv, ov, 31);
-        G3_BCAST(cx2, ox2, 31);
+        KSW2_FROM_LEFT(lx, lv, lx2);
         G3_LANES {
             const i64 t = base + lane;
             if (t <= c1) {
