@@ -348,6 +348,23 @@ __device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 
     if (tend > T) tend = T;
     if (tend > chi + 1) tend = chi + 1;
     const i64 sbeg = b.st0 > clo ? b.st0 : clo;
+#ifdef KSW2_SIMD4
+    G3_LANES {  // four columns per lane, as whole words; bytes outside [sbeg, tend) keep their (stale) values
+        u32* const Sw = (u32*)A.s;
+        for (i64 t0 = (sbeg & ~(i64)3) + 4 * lane; t0 < tend; t0 += 128) {
+            u32 w = Sw[t0 >> 2];
+            for (int k = 0; k < 4; ++k) {
+                const i64 t = t0 + k;
+                if (t < sbeg || t >= tend) continue;
+                const int a = t < J.tlen ? job_base(J.t, J.tlen, J.t_mode, t) : 0;
+                const int c = t <= r ? job_base(J.q, J.qlen, J.q_mode, r - t) : 0;
+                const u32 sc = (u8)((a == 4 || c == 4) ? S.sc_N : (a == c ? S.sc_mch : S.sc_mis));
+                w = (w & ~(0xFFu << (8 * k))) | (sc << (8 * k));
+            }
+            Sw[t0 >> 2] = w;
+        }
+    }
+#else
     G3_LANES {
         for (i64 t = sbeg + lane; t < tend; t += 32) {
             const int a = t < J.tlen ? job_base(J.t, J.tlen, J.t_mode, t) : 0;
@@ -355,6 +372,7 @@ __device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 
             A.s[t] = (i8)((a == 4 || c == 4) ? S.sc_N : (a == c ? S.sc_mch : S.sc_mis));
         }
     }
+#endif
     G3_SYNC();
 #ifdef KSW2_SIMD4
     d2_cells4(A, S, b, mode, prow, c0, c1, x1, v1, x21);
