@@ -173,6 +173,14 @@ __device__ __forceinline__ int d2_cell(int mode, const Ksw2Sc& S, int z, int xl,
     return d;
 }
 
+// The substitution score of cell (r, t): target base t against query base r - t (a position past either end
+// reads as base 0, as the SSE kernel's padded rows do).
+__device__ __forceinline__ int sub_score(const Ksw2Job& J, const Ksw2Sc& S, i64 r, i64 t) {
+    const int a = t < J.tlen ? job_base(J.t, J.tlen, J.t_mode, t) : 0;
+    const int c = t <= r ? job_base(J.q, J.qlen, J.q_mode, r - t) : 0;
+    return (a == 4 || c == 4) ? S.sc_N : (a == c ? S.sc_mch : S.sc_mis);
+}
+
 // A chunk's left neighbours: (l1, l2, l3) of each lane = the old (ox, ov, ox2) of the lane below, lane 0's from
 // the carried (cx, cv, cx2); the carry becomes lane 31's old values for the next chunk.
 #define KSW2_FROM_LEFT(l1, l2, l3) \
@@ -306,7 +314,7 @@ __device__ __forceinline__ void d2_cells4(const Ksw2Arr& A, const Ksw2Sc& S, con
 // from st0, stale cells kept), then every cell of the widened band [b.st, b.en] that lies in the columns
 // [clo, chi] (the forward pass: all of them). prow != 0: direction bytes to prow[t - b.st]. (last_st,
 // last_en): the previous anti-diagonal's widened band (-1, -1 before r = 0). Ends synchronised: the arrays
-// hold anti-diagonal r in [clo, chi].
+// hold anti-diagonal r in [clo, chi]. Returns the number of cells computed.
 //
 // The traceback's cone. A block's traceback recomputes anti-diagonals r0..rs after restoring the checkpoint
 // taken before r0, where (rs, ts) is the path's cell when it enters the block. Backwards the path's column
@@ -316,7 +324,7 @@ __device__ __forceinline__ void d2_cells4(const Ksw2Arr& A, const Ksw2Sc& S, con
 // stale values it reads) was written, during the block, by the same writes as in the forward pass. So
 // recomputing only that cone gives the forward pass's direction bits on every cell the path can visit:
 // ~G*G/2 cells per block instead of G times the band width.
-__device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 r, const Ksw2Band& b, i64 last_st,
+__device__ i64 d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 r, const Ksw2Band& b, i64 last_st,
                        i64 last_en, i64 T, int mode, u8* prow, i64 clo, i64 chi) {
     int x1, v1, x21;
     const i64 c0 = b.st > clo ? b.st : clo, c1 = b.en < chi ? b.en : chi;  // the cells computed
@@ -356,21 +364,14 @@ __device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 
             for (int k = 0; k < 4; ++k) {
                 const i64 t = t0 + k;
                 if (t < sbeg || t >= tend) continue;
-                const int a = t < J.tlen ? job_base(J.t, J.tlen, J.t_mode, t) : 0;
-                const int c = t <= r ? job_base(J.q, J.qlen, J.q_mode, r - t) : 0;
-                const u32 sc = (u8)((a == 4 || c == 4) ? S.sc_N : (a == c ? S.sc_mch : S.sc_mis));
-                w = (w & ~(0xFFu << (8 * k))) | (sc << (8 * k));
+                w = (w & ~(0xFFu << (8 * k))) | ((u32)(u8)sub_score(J, S, r, t) << (8 * k));
             }
             Sw[t0 >> 2] = w;
         }
     }
 #else
     G3_LANES {
-        for (i64 t = sbeg + lane; t < tend; t += 32) {
-            const int a = t < J.tlen ? job_base(J.t, J.tlen, J.t_mode, t) : 0;
-            const int c = t <= r ? job_base(J.q, J.qlen, J.q_mode, r - t) : 0;
-            A.s[t] = (i8)((a == 4 || c == 4) ? S.sc_N : (a == c ? S.sc_mch : S.sc_mis));
-        }
+        for (i64 t = sbeg + lane; t < tend; t += 32) A.s[t] = (i8)sub_score(J, S, r, t);
     }
 #endif
     G3_SYNC();
@@ -421,6 +422,7 @@ __device__ void d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 
     }
 #endif
     G3_SYNC();
+    return c1 >= c0 ? c1 - c0 + 1 : 0;
 }
 
 __device__ __forceinline__ void copy_arrays(const Ksw2Arr& A, u8* ck, i64 ckw, i64 lo, i64 n, bool save) {
@@ -576,8 +578,7 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                         copy_arrays(A, ckpt + (r / G) * 7 * ckw, ckw, lo, hi - lo + 1, true);
                     }
                 }
-                d2_row(J, A, S, r, b, last_st, last_en, T, mode, (u8*)0, 0, T);
-                n_cells += b.en - b.st + 1;
+                n_cells += d2_row(J, A, S, r, b, last_st, last_en, T, mode, (u8*)0, 0, T);
                 if (!approx_max) {
                     i64 max_H, max_t;
                     if (r > 0) {
@@ -732,7 +733,8 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                             i64 rlo = i - (r - r0) - 1;  // the columns of the checkpoint the cone reads
                             if (rlo < lo) rlo = lo;
                             const i64 rhi = i < hi ? i : hi;
-                            if (rhi >= rlo) copy_arrays(A, ckpt + blk * 7 * ckw + (rlo - lo), ckw, rlo, rhi - rlo + 1, false);
+                            if (rhi >= rlo)
+                                copy_arrays(A, ckpt + blk * 7 * ckw + (rlo - lo), ckw, rlo, rhi - rlo + 1, false);
                             for (i64 rr = r0; rr <= r; ++rr) {
                                 const Ksw2Band bb = band_of(rr, qlen, tlen, w);
                                 i64 ls = -1, le = -1;
@@ -741,10 +743,8 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                                     ls = bp.st;
                                     le = bp.en;
                                 }
-                                const i64 clo = i - (r - rr);
-                                d2_row(J, A, S, rr, bb, ls, le, T, mode, pblk + (rr - r0) * pw, clo, i);
-                                const i64 c0 = bb.st > clo ? bb.st : clo, c1 = bb.en < i ? bb.en : i;
-                                if (c1 >= c0) n_cells += c1 - c0 + 1;
+                                n_cells += d2_row(J, A, S, rr, bb, ls, le, T, mode, pblk + (rr - r0) * pw,
+                                                  i - (r - rr), i);
                             }
                             cur_blk = blk;
                         }
