@@ -581,14 +581,14 @@ def _pick_device(choice: str, verbose: int, cmd: str = "mem") -> str:
     """--device: gpu (error if none), cpu, or auto (GPU when CuPy sees one, else CPU with a note).
     On the GPU, seeding runs as CUDA kernels (mem: kernels/smem.cu; map: kernels/mmsketch.cu and
     kernels/mmseed.cu); the later stages still run on the CPU."""
+    from g3align.aligner import log
     if choice == "cpu":
         return "cpu"
     if gpu_available():
         return "gpu"
     if choice == "gpu":
         raise G3Error("--device gpu: no CUDA device visible to CuPy (install g3align[cuda12] or [cuda13])")
-    if verbose >= 3:  # (not pipeline.log: `map` need not import mem's pipeline)
-        print(f"[M::{cmd}] no GPU found; running on the CPU", file=sys.stderr, flush=True)
+    log(f"[M::{cmd}] no GPU found; running on the CPU", verbose)
     return "cpu"
 
 

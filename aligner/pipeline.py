@@ -20,6 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from g3align.aligner import log
 from g3align.aligner.core import align_range_se, sam_se_range
 from g3align.aligner.extend import NF
 from g3align.aligner.memcigar import cigar_jobs_cpu, cigar_jobs_gpu, cigar_keys
@@ -475,11 +476,6 @@ def _lap(times: dict, stage: str, t0: float) -> float:
     if TRACE is not None:
         TRACE.append((stage, threading.current_thread().name, t0, t))
     return t
-
-
-def log(msg: str, verbose: int = 3, level: int = 3):
-    if verbose >= level:
-        print(msg, file=sys.stderr, flush=True)
 
 
 def user_pestat(spec: str):
