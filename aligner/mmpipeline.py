@@ -15,7 +15,6 @@ mm_mapopt_t), indexed by the constants below.
 """
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections import deque
@@ -24,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numba as nb
 import numpy as np
 from g3align.aligner import lchain as LC
+from g3align.aligner import log
 from g3align.aligner import mmalign as MA
 from g3align.aligner import mmhit as MH
 from g3align.aligner import mmopt as MO
@@ -326,11 +326,6 @@ def map_range_finish(lo, hi, seq, seq_off, raw, qual, qual_on, names, name_off, 
 
 
 # ----------------------------------------------------------------------------------------------- host side
-def log(msg: str, verbose: int = 3, level: int = 3) -> None:
-    if verbose >= level:
-        print(msg, file=sys.stderr, flush=True)
-
-
 def _cat_strings(strs: list[str]) -> tuple[np.ndarray, np.ndarray]:
     enc = [s.encode("utf-8", "surrogateescape") for s in strs]
     off = np.zeros(len(enc) + 1, np.int64)
@@ -393,9 +388,10 @@ class MapAligner:
         return d
 
     def device_setup(self) -> None:
-        """With the GPU: the index and reference on the device and the kernel modules loaded, once, by the
-        first caller (run_map calls it before its part workers start)."""
-        if self.device != "gpu" or not self.batch_seed or self._dev_ready:
+        """With the GPU: the index (batch seeding) and the reference (batch alignment) on the device and the
+        kernel modules loaded, once, by the first caller (run_map calls it before its part workers start,
+        _batch_stages for direct callers of map_batch / batch_jobs)."""
+        if self.device != "gpu" or not (self.batch_seed or self.batch_align) or self._dev_ready:
             return
         import cupy as cp
         from g3align.aligner import mmseed_gpu as SG
@@ -403,12 +399,13 @@ class MapAligner:
         with self._lock:
             if self._dev_ready:
                 return
-            self._idx_dev = SG.index_to_device(*self.idx.arrays())[1:5]
+            if self.batch_seed:
+                self._idx_dev = SG.index_to_device(*self.idx.arrays())[1:5]
+                get_module("mmseed")
+                get_module("mmsketch", {"MM_K": int(self.iv[I_K]), "MM_W": int(self.iv[I_W]),
+                                        "MM_HPC": int(self.iv[I_HPC] != 0)})
             if self.batch_align:
                 self._ref_dev = cp.asarray(self.idx.ref.ref_seq)
-            get_module("mmseed")
-            get_module("mmsketch", {"MM_K": int(self.iv[I_K]), "MM_W": int(self.iv[I_W]),
-                                    "MM_HPC": int(self.iv[I_HPC] != 0)})
             if self.batch_chain:
                 get_module("lchain")
             if self.batch_align:
@@ -419,7 +416,7 @@ class MapAligner:
     def worker_init(self) -> None:
         """Run by each part worker thread once: with the GPU, a CUDA stream of its own (non-blocking), so one
         part's host synchronisations wait for that part's work only."""
-        if self.device == "gpu" and self.batch_seed:
+        if self.device == "gpu" and (self.batch_seed or self.batch_align):
             import cupy as cp
             _WORKER.stream = cp.cuda.Stream(non_blocking=True)
             _WORKER.stream.use()
@@ -466,6 +463,7 @@ class MapAligner:
     def _batch_stages(self, batch):
         """What every read of the batch needs first: (names CSR, seq_off from 0, -D contigs, the batch's seeds
         (_NO_SEEDS unless batch_seed), its DP chaining scores (_NO_FP unless batch_chain))."""
+        self.device_setup()
         names, name_off = _cat_strings(batch.names)
         seq_off = batch.seq_off - batch.seq_off[0]
         diag = self._diag_rids(batch)
@@ -485,10 +483,7 @@ class MapAligner:
         t = time.perf_counter()
         plans, jobs, P = self._plan(ex, batch, ranges, seq_off, names, name_off, diag, sd, fp)
         t = self._lap("chaining+regions (CPU)", t)
-        ref_seq = ref.ref_seq
-        if self.device == "gpu":
-            self.device_setup()
-            ref_seq = self._ref_dev
+        ref_seq = self._ref_dev if self.device == "gpu" else ref.ref_seq
         stats: dict = {}
         pez, pcig, pcig_off, pn_cig = mmext.run_jobs(batch.seq, ref_seq, jobs, P, self.device, stats,
                                                      ksw2_defines())
@@ -552,7 +547,6 @@ class MapAligner:
                 int(iv[I_FLAG]))
         b, bkt_off, keys, key_off, pos = idx_arrays
         if self.device == "gpu":
-            self.device_setup()
             mz, mz_off = SK.sketch_batch_gpu(seq, seq_off, w, k, hpc, to_host=False)
             sd = SG.seed_batch_gpu(mz, mz_off, seq_off, *opts, b, *self._idx_dev, self.ref_len, diag,
                                    self.dual_skip)
@@ -641,19 +635,20 @@ def run_map(aligner: MapAligner, batches, sink, verbose: int = 3) -> tuple[int, 
     n_threads = max(1, aligner.opt.n_threads)
     aligner.device_setup()
     pend: deque = deque()
-    done = [0, time.time()]  # reads of the current -K batch written, when it started
+    batch_reads, batch_t0 = 0, time.time()  # reads of the current -K batch written, when it started
 
     def write_oldest():
+        nonlocal batch_reads, batch_t0
         fut, n, end = pend.popleft()
         out = fut.result()
         t = time.perf_counter()
         sink.write(out)
         aligner._lap("output", t)
-        done[0] += n
+        batch_reads += n
         if end:
-            log(f"[M::worker_pipeline::{time.time() - t0:.3f}] mapped {done[0]} sequences "
-                f"({time.time() - done[1]:.3f} s)", verbose)
-            done[0], done[1] = 0, time.time()
+            log(f"[M::worker_pipeline::{time.time() - t0:.3f}] mapped {batch_reads} sequences "
+                f"({time.time() - batch_t0:.3f} s)", verbose)
+            batch_reads, batch_t0 = 0, time.time()
 
     with ThreadPoolExecutor(max_workers=n_threads) as pool, \
             ThreadPoolExecutor(max_workers=max(1, MAP_DEPTH), thread_name_prefix="g3align-part",
