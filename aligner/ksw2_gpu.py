@@ -39,6 +39,14 @@ def pset_row(q: int, e: int, q2: int, e2: int, mat: np.ndarray) -> np.ndarray:
     return row
 
 
+def parse_defines(spec: str) -> dict | None:
+    """A compile-time variant of kernels/ksw2.cu as written in G3ALIGN_TUNE's MAP_KSW2_DEFINES and in
+    scripts/ksw2_jobs.py --variants: 'NAME=INT:NAME=INT' -> get_module's defines; '' or 'default' -> None."""
+    if spec in ("", "default"):
+        return None
+    return {k: int(v) for k, v in (kv.split("=") for kv in spec.split(":"))}
+
+
 def gpu_ok(jobs: np.ndarray) -> np.ndarray:
     """Jobs the GPU kernel takes (everything but generic scoring)."""
     return (jobs[:, J_FLAG] & KSW_EZ_GENERIC_SC) == 0

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numba as nb
 import numpy as np
+from g3align.aligner import ksw2_gpu as KG
 from g3align.aligner import lchain as LC
 from g3align.aligner import log
 from g3align.aligner import mmalign as MA
@@ -84,13 +85,6 @@ MAP_EARLY_READER = True
 # compile-time variants of kernels/ksw2.cu for A/B runs, 'NAME=VALUE:NAME=VALUE' (e.g. G3ALIGN_TUNE=
 # MAP_KSW2_DEFINES=KSW2_SIMD4=1); every variant gives the same results
 MAP_KSW2_DEFINES = ""
-
-
-def ksw2_defines() -> dict | None:
-    """MAP_KSW2_DEFINES as get_module's defines (None when empty)."""
-    if not MAP_KSW2_DEFINES:
-        return None
-    return {k: int(v) for k, v in (kv.split("=") for kv in MAP_KSW2_DEFINES.split(":"))}
 
 
 @nb.njit(cache=True, nogil=True)
@@ -409,7 +403,7 @@ class MapAligner:
             if self.batch_chain:
                 get_module("lchain")
             if self.batch_align:
-                get_module("ksw2", ksw2_defines())
+                get_module("ksw2", KG.parse_defines(MAP_KSW2_DEFINES))
             cp.cuda.Device().synchronize()
             self._dev_ready = True
 
@@ -486,7 +480,7 @@ class MapAligner:
         ref_seq = self._ref_dev if self.device == "gpu" else ref.ref_seq
         stats: dict = {}
         pez, pcig, pcig_off, pn_cig = mmext.run_jobs(batch.seq, ref_seq, jobs, P, self.device, stats,
-                                                     ksw2_defines())
+                                                     KG.parse_defines(MAP_KSW2_DEFINES))
         with self._lock:
             for k, v in stats.items():
                 self.ext_stats[k] = self.ext_stats.get(k, 0) + v

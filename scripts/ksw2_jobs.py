@@ -12,9 +12,10 @@ bench (needs a GPU): for every dump, kernels/ksw2.cu at each traceback grid (CUD
 launches, inputs already on the GPU, best of --reps) and the CPU twin (numba, all cores, one run);
 checks that every GPU result equals the twin's; writes OUT_DIR/ksw2_bench.md (cells = DP cells the kernel
 computed, widened bands and the traceback's recomputation included; GCUPS = cells / kernel time).
---variants 'default;KSW2_MIN_BLOCKS=6;...': the kernel compiled with each set of defines (',' between
-several), every variant at every grid. --no-twin: no CPU twin (no numba compilation on a fresh box); the
-results are checked against the first variant's at the first grid instead.
+--variants 'default;KSW2_MIN_BLOCKS=6;...': the kernel compiled with each set of defines (':' between
+several, as ksw2_gpu.parse_defines reads them), every variant at every grid. --no-twin: no CPU twin (no
+numba compilation on a fresh box); the results are checked against the first variant's at the first grid
+instead.
 """
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def bench(args):
             want = KG.extd2_batch_cpu(Q, T, jobs, P)
             t_cpu = time.perf_counter() - t
         for var in variants:
-            defs = _defines(var)
+            defs = KG.parse_defines(var)
             KG.extd2_batch_gpu(Qd, Td, jobs[:64], P, defines=defs)  # warm-up (and the module's compilation)
             for g in grids:
                 best = None
@@ -96,13 +97,6 @@ def bench(args):
     with open(os.path.join(args.out_dir, "ksw2_bench.md"), "w") as fh:
         fh.write(out)
     print(out)
-
-
-def _defines(var: str) -> dict | None:
-    """'default' -> None; 'A=1,B=2' -> {'A': 1, 'B': 2}."""
-    if var == "default":
-        return None
-    return {k: int(v) for k, v in (kv.split("=") for kv in var.split(","))}
 
 
 def _same(got, want, n: int) -> bool:
