@@ -38,7 +38,6 @@ def test_output_independent_of_threads_and_batch(tmp_path):
 
 def test_stage_times_line(tmp_path):
     """G3ALIGN_STAGES=1: one stderr line with the wall time of every stage, start-up to output; SAM unchanged."""
-    import os
     plain = g3map(["-t2", "-ax", "map-pb", REF, READS])
     r = g3map(["-t2", "-ax", "map-pb", REF, READS], env=dict(os.environ, G3ALIGN_STAGES="1"))
     assert r.returncode == 0, r.stderr.decode()
