@@ -79,7 +79,8 @@ def job_geometry(jobs: np.ndarray, grid: int = GRID) -> tuple[np.ndarray, np.nda
     cig = (flag & KSW_EZ_SCORE_ONLY) == 0
     exact = (flag & KSW_EZ_APPROX_MAX) == 0
     rows = np.minimum(nr, grid)  # direction rows of one block
-    size = 7 * T + np.where(exact, 4 * T, 0) + np.where(cig, n_blk * 7 * ckw + rows * pw, 0)
+    # u v x y x2 y2 s, the target (T) and the reversed query with its padding (kernels/ksw2.cu Ksw2Arr)
+    size = 8 * T + (ql + 47) // 16 * 16 + np.where(exact, 4 * T, 0) + np.where(cig, n_blk * 7 * ckw + rows * pw, 0)
     size = np.where((ql > 0) & (tl > 0), (size + 15) // 16 * 16, 0)
     return size.astype(np.int64), np.stack([ckw, pw], 1).astype(np.int64)
 

@@ -83,7 +83,7 @@ MAP_DEPTH = 3
 # the CLI starts parsing the first query file before it loads the index and starts CUDA (False: after)
 MAP_EARLY_READER = True
 # compile-time variants of kernels/ksw2.cu for A/B runs, 'NAME=VALUE:NAME=VALUE' (e.g. G3ALIGN_TUNE=
-# MAP_KSW2_DEFINES=KSW2_SIMD4=1); every variant gives the same results
+# MAP_KSW2_DEFINES=KSW2_SCALAR=1); every variant gives the same results
 MAP_KSW2_DEFINES = ""
 
 

@@ -20,17 +20,25 @@
 // follows the path through it. The recomputed bits equal the forward pass's (same inputs, same arithmetic), so the
 // CIGAR is minimap2's; memory per job is 7*T + (nr/G)*7*(band+G) + G*band bytes instead of nr*band.
 //
-// Benchmark variants (compile-time, scripts/ksw2_jobs.py bench --variants): KSW2_MIN_BLOCKS (launch bounds)
-// and KSW2_SIMD4 (each lane takes four consecutive cells of an anti-diagonal as one 32-bit word and updates
-// them with byte-wise SIMD instructions, as the SSE kernel does with 16; d2_cells4). Both give the same
-// results (the host builds of the tests run KSW2_SIMD4 too).
+// Cells per lane. By default (KSW2_SIMD4) each lane takes four consecutive cells of an anti-diagonal as one
+// 32-bit word and updates them with byte-wise SIMD instructions, as the SSE kernel does with 16 (d2_cells4);
+// the substitution scores are made four at a time too, from copies of the job's bases in its scratch
+// (Ksw2Arr::tg / qr). Benchmark variants (compile-time, scripts/ksw2_jobs.py bench --variants): KSW2_SCALAR
+// (one cell per lane, the kernel before SIMD4 became the default: 1.6x slower on chr20 map-pb jobs),
+// KSW2_MIN_BLOCKS (launch bounds) and KSW2_PROFILE (cycles per phase). All give the same results (the host
+// builds of the tests run the default and KSW2_SCALAR).
 //
 // Scratch per job (global memory at geo[j*3], 16-aligned; sizes from aligner/ksw2_gpu.py job_geometry):
-// u v x y x2 y2 s (T bytes each, T = tlen rounded up to 16), H (int32 x T, exact-maximum mode only), the
+// u v x y x2 y2 s (T bytes each, T = tlen rounded up to 16), the target's bases (T) and the query's backwards
+// with padding ((qlen + 47) / 16 * 16 bytes), H (int32 x T, exact-maximum mode only), the
 // checkpoints (one per G anti-diagonals, 7 x ckw bytes each) and the block's direction rows (G x pw bytes;
 // both only when a CIGAR is asked for). Code shape: kernels/warp.cuh (one source for the GPU and for the
 // host build of the tests, which runs a warp's 32 lanes in lock step).
 #include "warp.cuh"
+
+#ifndef KSW2_SCALAR
+#define KSW2_SIMD4 1
+#endif
 
 typedef long long i64;
 typedef unsigned long long u64;
@@ -77,6 +85,48 @@ typedef unsigned int u32;
 // errors (bits of *err)
 #define KSW2_ERR_GEOMETRY 1
 
+// KSW2_PROFILE (benchmarks only, scripts/ksw2_jobs.py --variants KSW2_PROFILE=1): clock64() cycles of each
+// phase of a job summed over all warps into ksw2_prof[] (KP_* indices); off, the macros are empty.
+#define KP_INIT 0
+#define KP_CKPT 1
+#define KP_FWD_S 2
+#define KP_FWD_CELLS 3
+#define KP_FWD_MAX 4
+#define KP_TB_RESTORE 5
+#define KP_TB_S 6
+#define KP_TB_CELLS 7
+#define KP_TB_WALK 8
+#define KP_N 10
+#if defined(G3_REAL_WARP) && defined(KSW2_PROFILE)
+__device__ unsigned long long ksw2_prof[KP_N];
+struct Ksw2Prof {
+    long long t, c[KP_N];
+};
+#define KP_DECL                                   \
+    Ksw2Prof kp_;                                 \
+    for (int i_ = 0; i_ < KP_N; ++i_) kp_.c[i_] = 0; \
+    kp_.t = clock64()
+#define KP(k)                                     \
+    do {                                          \
+        const long long n_ = clock64();           \
+        kp_.c[(k)] += n_ - kp_.t;                 \
+        kp_.t = n_;                               \
+    } while (0)
+#define KP_PARAM , Ksw2Prof &kp_, int kb_
+#define KP_ARG(kb) , kp_, (kb)
+#define KP_FLUSH                                                                          \
+    do {                                                                                  \
+        if ((threadIdx.x & 31u) == 0)                                                     \
+            for (int i_ = 0; i_ < KP_N; ++i_) atomicAdd(&ksw2_prof[i_], (unsigned long long)kp_.c[i_]); \
+    } while (0)
+#else
+#define KP_DECL
+#define KP(k)
+#define KP_PARAM
+#define KP_ARG(kb)
+#define KP_FLUSH
+#endif
+
 __device__ __forceinline__ int s8(int x) { return (int)(i8)x; }
 
 struct Ksw2Job {
@@ -117,7 +167,13 @@ struct Ksw2Sc {
 
 struct Ksw2Arr {
     i8 *u, *v, *x, *y, *x2, *y2, *s;
+    // the job's bases as the DP reads them (job_base), copied once per job: tg[t] the target (0 from tlen to
+    // T), qr[KSW2_QPAD + k] the query backwards (query base qlen - 1 - k), zero around it, so that the query
+    // bases of target columns t .. t + 3 on anti-diagonal r are the consecutive bytes from
+    // KSW2_QPAD + qlen - 1 - r + t (a position past either end reads as base 0, as in sub_score)
+    u8 *tg, *qr;
 };
+#define KSW2_QPAD 4
 
 // u[r] / v1 on the band's first column: the score of an all-gap prefix of length r, as differences
 __device__ __forceinline__ int edge_val(i64 r, const Ksw2Sc& S) {
@@ -194,7 +250,7 @@ __device__ __forceinline__ int sub_score(const Ksw2Job& J, const Ksw2Sc& S, i64 
     } while (0)
 
 #ifdef KSW2_SIMD4
-// d2_cell on four cells at once (KSW2_SIMD4, a benchmark variant): byte k of each word is the cell of column
+// d2_cell on four cells at once (KSW2_SIMD4, the default): byte k of each word is the cell of column
 // t0 + k, and every operation is the byte-wise one of the SSE kernel (wrapping adds and subtractions, signed
 // max / min / compare), so the values and direction bytes are d2_cell's.
 __device__ __forceinline__ u32 rep4(int c) { return (u32)(u8)c * 0x01010101u; }
@@ -325,7 +381,7 @@ __device__ __forceinline__ void d2_cells4(const Ksw2Arr& A, const Ksw2Sc& S, con
 // recomputing only that cone gives the forward pass's direction bits on every cell the path can visit:
 // ~G*G/2 cells per block instead of G times the band width.
 __device__ i64 d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 r, const Ksw2Band& b, i64 last_st,
-                       i64 last_en, i64 T, int mode, u8* prow, i64 clo, i64 chi) {
+                       i64 last_en, i64 T, int mode, u8* prow, i64 clo, i64 chi KP_PARAM) {
     int x1, v1, x21;
     const i64 c0 = b.st > clo ? b.st : clo, c1 = b.en < chi ? b.en : chi;  // the cells computed
     if (c0 > b.st) {  // the cone starts inside the band: the left neighbour is a cell of r - 1 (or stale)
@@ -359,14 +415,19 @@ __device__ i64 d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 r
 #ifdef KSW2_SIMD4
     G3_LANES {  // four columns per lane, as whole words; bytes outside [sbeg, tend) keep their (stale) values
         u32* const Sw = (u32*)A.s;
+        const u32* const Tw = (const u32*)A.tg;
+        const u32* const Qw = (const u32*)A.qr;
+        const u32 four = 0x04040404u, mch = rep4(S.sc_mch), mis = rep4(S.sc_mis), scn = rep4(S.sc_N);
         for (i64 t0 = (sbeg & ~(i64)3) + 4 * lane; t0 < tend; t0 += 128) {
-            u32 w = Sw[t0 >> 2];
-            for (int k = 0; k < 4; ++k) {
-                const i64 t = t0 + k;
-                if (t < sbeg || t >= tend) continue;
-                w = (w & ~(0xFFu << (8 * k))) | ((u32)(u8)sub_score(J, S, r, t) << (8 * k));
-            }
-            Sw[t0 >> 2] = w;
+            const u32 a = Tw[t0 >> 2];
+            const i64 qi = KSW2_QPAD + J.qlen - 1 - r + t0;  // >= 1 (see Ksw2Arr)
+            const u32 c = __byte_perm(Qw[qi >> 2], Qw[(qi >> 2) + 1], 0x3210u + 0x1111u * (u32)(qi & 3));
+            const u32 eq = __vcmpeq4(a, c), nn = __vcmpeq4(a, four) | __vcmpeq4(c, four);
+            const u32 sc = (nn & scn) | (~nn & ((eq & mch) | (~eq & mis)));
+            u32 keep = 0;  // bytes of columns outside [sbeg, tend)
+            for (int k = 0; k < 4; ++k)
+                if (t0 + k < sbeg || t0 + k >= tend) keep |= 0xFFu << (8 * k);
+            Sw[t0 >> 2] = keep ? (sc & ~keep) | (Sw[t0 >> 2] & keep) : sc;
         }
     }
 #else
@@ -375,6 +436,7 @@ __device__ i64 d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 r
     }
 #endif
     G3_SYNC();
+    KP(kb_);
 #ifdef KSW2_SIMD4
     d2_cells4(A, S, b, mode, prow, c0, c1, x1, v1, x21);
 #else
@@ -422,6 +484,7 @@ __device__ i64 d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 r
     }
 #endif
     G3_SYNC();
+    KP(kb_ + 1);
     return c1 >= c0 ? c1 - c0 + 1 : 0;
 }
 
@@ -468,6 +531,7 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
     const i64 n_warp = ((i64)gridDim.x * blockDim.x) >> 5;
     for (i64 k = (((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5); k < n_job; k += n_warp) {
         const i64 jid = order[k];
+        KP_DECL;
         const i64* jr = jobs + jid * J_NF;
         Ksw2Job J;
         J.q = Q + jr[J_Q_OFF];
@@ -538,7 +602,9 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
             A.x2 = A.y + T;
             A.y2 = A.x2 + T;
             A.s = A.y2 + T;
-            u8* tail = (u8*)(A.s + T);
+            A.tg = (u8*)(A.s + T);
+            A.qr = A.tg + T;
+            u8* tail = A.qr + (qlen + 47) / 16 * 16;  // job_geometry's query area (KSW2_QPAD, padding)
             int* H = (int*)tail;
             if (!approx_max) tail += T * 4;
             u8* ckpt = tail;
@@ -550,11 +616,18 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                     A.x2[i] = A.y2[i] = (i8)S.init2;
                     A.s[i] = 0;
                     if (!approx_max) H[i] = KSW2_NEG_INF;
+                    A.tg[i] = i < tlen ? (u8)job_base(J.t, tlen, J.t_mode, i) : 0;
+                }
+                const i64 nq = (qlen + 47) / 16 * 16;
+                for (i64 i = lane; i < nq; i += 32) {
+                    const i64 k = i - KSW2_QPAD;
+                    A.qr[i] = k >= 0 && k < qlen ? (u8)job_base(J.q, qlen, J.q_mode, qlen - 1 - k) : 0;
                 }
             }
             G3_SYNC();
 
             // ---------------------------------------------------------------- forward pass
+            KP(KP_INIT);
             i64 H0 = 0, last_H0_t = 0, last_st = -1, last_en = -1;
             bool bad = false;
             for (i64 r = 0; r < nr; ++r) {
@@ -578,7 +651,8 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                         copy_arrays(A, ckpt + (r / G) * 7 * ckw, ckw, lo, hi - lo + 1, true);
                     }
                 }
-                n_cells += d2_row(J, A, S, r, b, last_st, last_en, T, mode, (u8*)0, 0, T);
+                KP(KP_CKPT);
+                n_cells += d2_row(J, A, S, r, b, last_st, last_en, T, mode, (u8*)0, 0, T KP_ARG(KP_FWD_S));
                 if (!approx_max) {
                     i64 max_H, max_t;
                     if (r > 0) {
@@ -695,7 +769,9 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                 }
                 last_st = b.st;
                 last_en = b.en;
+                KP(KP_FWD_MAX);
             }
+            KP(KP_FWD_MAX);
             if (bad) {
                 G3_LANES {
                     if (lane == 0) atomicOr(err, KSW2_ERR_GEOMETRY);
@@ -727,6 +803,7 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                         const i64 r = i + j;
                         const i64 blk = r / G;
                         if (blk != cur_blk) {  // recompute the block's cone (see d2_row) up to r with directions
+                            KP(KP_TB_WALK);
                             const i64 r0 = blk * G;
                             i64 lo, hi;
                             block_cols(r0, G, nr, qlen, tlen, w, T, &lo, &hi);
@@ -735,6 +812,7 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                             const i64 rhi = i < hi ? i : hi;
                             if (rhi >= rlo)
                                 copy_arrays(A, ckpt + blk * 7 * ckw + (rlo - lo), ckw, rlo, rhi - rlo + 1, false);
+                            KP(KP_TB_RESTORE);
                             for (i64 rr = r0; rr <= r; ++rr) {
                                 const Ksw2Band bb = band_of(rr, qlen, tlen, w);
                                 i64 ls = -1, le = -1;
@@ -744,7 +822,7 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                                     le = bp.en;
                                 }
                                 n_cells += d2_row(J, A, S, rr, bb, ls, le, T, mode, pblk + (rr - r0) * pw,
-                                                  i - (r - rr), i);
+                                                  i - (r - rr), i KP_ARG(KP_TB_S));
                             }
                             cur_blk = blk;
                         }
@@ -830,6 +908,8 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                 }
             }
         }
+        KP(KP_TB_WALK);
+        KP_FLUSH;
         G3_LANES {
             if (lane == 0) {
                 for (int f = 0; f < EZ_N; ++f) ez_out[jid * EZ_N + f] = ez[f];

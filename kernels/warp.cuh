@@ -109,6 +109,7 @@ G3_V4(__vmaxs4, x > y ? x : y)
 G3_V4(__vmins4, x < y ? x : y)
 G3_V4(__vcmpgts4, x > y ? 0xFF : 0)
 G3_V4(__vcmpges4, x >= y ? 0xFF : 0)
+G3_V4(__vcmpeq4, x == y ? 0xFF : 0)
 #undef G3_V4
 static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     const unsigned long long v = ((unsigned long long)y << 32) | x;

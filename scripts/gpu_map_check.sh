@@ -4,7 +4,7 @@
 #      ~150 s for cpu, 270-290 s for gpu-align on a fresh H100 box: set CMD_TIMEOUT above that), beside pbsim (PBSIM=1)
 #   1. (TESTS=1; off by default) GPU tests: ksw2 kernel == twin, DP chaining kernels == twin, map --device gpu == per-read CPU output
 #   2. (KBENCH=1, jobs_*.npz carried) kernels/ksw2.cu on the dumped jobs of real reads (grid sweep, GCUPS, twin;
-#      KVARIANTS='default;KSW2_MIN_BLOCKS=6;KSW2_SIMD4=1:KSW2_MIN_BLOCKS=6' kernel variants, KTWIN=0 no CPU twin:
+#      KVARIANTS='default;KSW2_SCALAR=1;KSW2_PROFILE=1' kernel variants (PROFILE: cycles per phase), KTWIN=0 no CPU twin:
 #      no numba compilation needed)
 #   3. (ECOLI=1) E. coli PacBio / ONT: g3align in each mode of DEVS, minimap2 2.24, all -t 16, same box; every
 #      mode's SAM must equal the first mode's; concordance with minimap2

@@ -13,7 +13,8 @@ launches, inputs already on the GPU, best of --reps) and the CPU twin (numba, al
 checks that every GPU result equals the twin's; writes OUT_DIR/ksw2_bench.md (cells = DP cells the kernel
 computed, widened bands and the traceback's recomputation included; GCUPS = cells / kernel time).
 --variants 'default;KSW2_MIN_BLOCKS=6;...': the kernel compiled with each set of defines (':' between
-several, as ksw2_gpu.parse_defines reads them), every variant at every grid. --no-twin: no CPU twin (no
+several, as ksw2_gpu.parse_defines reads them), every variant at every grid; a variant with KSW2_PROFILE=1
+also gets a table of the share of cycles in each phase of the kernel. --no-twin: no CPU twin (no
 numba compilation on a fresh box); the results are checked against the first variant's at the first grid
 instead.
 """
@@ -50,6 +51,11 @@ def dump(args):
     print(f"{args.out}: {jobs.shape[0]} jobs, query bases {int(jobs[:, KG.J_Q_LEN].sum()):,}")
 
 
+# the phases of kernels/ksw2.cu's KSW2_PROFILE counters (KP_INIT .. KP_TB_WALK)
+PHASES = ["init", "checkpoints", "fwd score row", "fwd cells", "fwd max/Z-drop", "tb restore", "tb score row",
+          "tb cells", "tb walk"]
+
+
 def bench(args):
     import cupy as cp
     from g3align.aligner import ksw2_gpu as KG
@@ -59,6 +65,7 @@ def bench(args):
     ref = "first variant" if args.no_twin else "twin"
     rows = [f"| jobs | variant | grid | GPU ms | cells | GCUPS | == {ref} |", "|---|---|---|---|---|---|---|"]
     twin_rows = ["| jobs | CPU twin s (numba, all cores) | cells (forward) |", "|---|---|---|"]
+    prof_rows = ["| jobs | variant | grid | " + " | ".join(PHASES) + " |", "|---|---|---|" + "---|" * len(PHASES)]
     get_module("ksw2")
     for path in args.dumps:
         d = np.load(path)
@@ -72,9 +79,15 @@ def bench(args):
         for var in variants:
             defs = KG.parse_defines(var)
             KG.extd2_batch_gpu(Qd, Td, jobs[:64], P, defines=defs)  # warm-up (and the module's compilation)
+            prof = None
+            if defs and "KSW2_PROFILE" in defs:  # the kernel's per-phase cycle counters (ksw2.cu KP_*)
+                mod = get_module("ksw2", defs)
+                prof = cp.ndarray((len(PHASES) + 1,), cp.uint64, mod.get_global("ksw2_prof"))
             for g in grids:
                 best = None
                 for _ in range(args.reps):
+                    if prof is not None:
+                        prof[:] = 0
                     st = {}
                     e0, e1 = cp.cuda.Event(), cp.cuda.Event()
                     e0.record()
@@ -91,8 +104,16 @@ def bench(args):
                 rows.append(f"| {name}: {jobs.shape[0]:,} | {var} | {g} | {best:.1f} | {cells:,} | "
                             f"{cells / best / 1e6:.1f} | {'yes' if same else 'NO'} |")
                 print(rows[-1], flush=True)
+                if prof is not None:
+                    c = cp.asnumpy(prof)[:len(PHASES)].astype(np.float64)
+                    prof_rows.append(f"| {name} | {var} | {g} | " +
+                                     " | ".join(f"{100 * x / max(c.sum(), 1):.1f}" for x in c) + " |")
+                    print(prof_rows[-1], flush=True)
         twin_rows.append(f"| {name} | {'not run' if t_cpu is None else f'{t_cpu:.2f}'} | |")
-    out = "\n".join(["## ksw2 jobs: kernels/ksw2.cu vs the CPU twin", "", *rows, "", *twin_rows, ""])
+    parts = ["## ksw2 jobs: kernels/ksw2.cu vs the CPU twin", "", *rows, "", *twin_rows, ""]
+    if len(prof_rows) > 2:
+        parts += ["## share of the warps' cycles per phase (KSW2_PROFILE), %", "", *prof_rows, ""]
+    out = "\n".join(parts)
     os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "ksw2_bench.md"), "w") as fh:
         fh.write(out)
