@@ -31,6 +31,23 @@ def _split_pair(value: str, name: str, conv=int):
     return parts[0], parts[-1]
 
 
+def _numba_start():
+    """Set up numba's CPU target now, without its BLAS probe. The probe (numba.np.arraymath's _check_blas)
+    imports scipy.linalg only to learn whether np.dot and the like may call BLAS: ~0.2 s of every run's
+    start-up, as scipy.linalg pulls in numpy.f2py. g3align's compiled code does no linear algebra. A None
+    entry in sys.modules makes that import fail at once; the entry is taken out again right after, so a later
+    import of scipy.linalg works as usual. Called before any reader thread starts (its first compiled call
+    would set the target up otherwise)."""
+    if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules:  # set up already / nothing to save
+        return
+    from numba.core.registry import cpu_target
+    sys.modules["scipy.linalg"] = None
+    try:
+        cpu_target.target_context.refresh()
+    finally:
+        del sys.modules["scipy.linalg"]
+
+
 def _fail(msg: str):
     click.echo(f"[E::g3align] {msg}", err=True)
     sys.exit(1)
@@ -137,6 +154,7 @@ def _is_g3m(path: str, magic: bytes) -> bool:
 
 def _run_map(args):
     t_enter = time.perf_counter()
+    _numba_start()
     from g3align.aligner import mmopt as MO
     from g3align.aligner import mmpipeline
     from g3align.aligner.reads import prefetch_now, read_batch_parts
@@ -448,6 +466,7 @@ def _process_t0():
 
 def _run_mem(kw):
     t_enter = time.perf_counter()
+    _numba_start()
     trace = _trace_start()
     try:
         _run_mem_traced(kw, trace, t_enter)

@@ -15,6 +15,8 @@
 # alignment on CPU threads), gpu-align (--device gpu, whose default is the base alignment on the GPU too). DEVS default "cpu gpu gpu-align",
 # PB_MODES default "gpu gpu-align cpu"; MODE@NAME=VALUE,... runs MODE with G3ALIGN_TUNE=NAME=VALUE,... (e.g.
 # gpu-align@MAP_DEPTH=1). PB_REF: another reference for step 4 (default chr20).
+# NBCACHE=1: numba's cache carried between calls (.devcache/, see below); PYSPY=N: the N-th chr20 run under py-spy
+# (wheel in .whl/); each timed run reports its CPU user and sys seconds.
 # Needs .devdata/: ecoli_K12_MG1655.fa.gz, the two E. coli read sets, a minimap2 binary; jobs_*.npz for step 2;
 # for PBSIM=1 also human_GRCh37_chr20.fa.gz, pbsim and model_qc_clr.
 set -o pipefail
@@ -29,6 +31,27 @@ mode_opts() { case ${1%%@*} in cpu) echo "--device cpu";; gpu) echo "--device gp
               *) echo "unknown mode $1" >&2; exit 2;; esac; }
 g3() { timeout ${CMD_TIMEOUT:-150} python3 -m g3align.aligner.cli "$@"; }
 TIMEFORMAT=%R
+# NBCACHE=1: numba's on-disk cache travels between calls (a fresh box otherwise spends ~300 s compiling):
+# .devcache/nbcache.tgz (git-ignored, carried) holds the __pycache__ numba files of an earlier call and
+# .devcache/stamps.txt the sha1, size and mtime of each source file then. A file whose content is unchanged
+# gets its old mtime back, so numba's index (keyed by the source's mtime and size) matches; a changed file
+# is compiled again as usual. At the end the cache and stamps are written to $OUT for the next call.
+if [ "${NBCACHE:-0}" = 1 ] && [ -e .devcache/nbcache.tgz ]; then
+    n=0; while read -r sha size mt f; do
+        [ -e "$f" ] && [ "$(sha1sum < "$f" | cut -c1-40)" = "$sha" ] && touch -d "@$mt" "$f" && n=$((n + 1))
+    done < .devcache/stamps.txt
+    tar xzf .devcache/nbcache.tgz; echo "numba cache: $(tar tzf .devcache/nbcache.tgz | wc -l) files, $n source stamps restored"
+fi
+if [ "${PYSPY:-0}" != 0 ]; then   # py-spy from its wheel in .whl/ (carried)
+    pip install -q --no-index --no-deps --target /tmp/site .whl/py_spy*.whl && export PATH=/tmp/site/bin:$PATH
+fi
+nbcache_out() {
+    [ "${NBCACHE:-0}" = 1 ] || return 0
+    find aligner index -name '*.py' | while read -r f; do
+        echo "$(sha1sum < "$f" | cut -c1-40) $(stat -c '%s %.9Y' "$f") $f"; done > "$OUT/stamps.txt"
+    find aligner index -path '*__pycache__*' -name '*.nb[ic]' | tar czf "$OUT/nbcache.tgz" -T -
+    echo "numba cache out: $(du -h "$OUT/nbcache.tgz" | cut -f1)"
+}
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader 2>/dev/null | tee "$OUT/device.txt"
 PB_REF=${PB_REF:-$D/human_GRCh37_chr20.fa.gz}; R=$W/pb_0001.fastq
 pbsim_and_index() {   # chr20 pbsim reads and both tools' indexes (step 4's inputs)
@@ -73,9 +96,11 @@ fi
 timed() {
     local m=$1 x=$2 ref=$3 reads=$4 sam=$5 lg=$6 tune=""
     [[ $m == *@* ]] && tune=${m#*@}   # MODE@NAME=VALUE,...: G3ALIGN_TUNE for this run
-    s=$( { time NUMBA_DEBUG_CACHE=${CACHE_DEBUG:-0} G3ALIGN_TUNE=$tune G3ALIGN_STAGES=1 timeout ${CMD_TIMEOUT:-150} python3 -m g3align.aligner.cli map -t $NT \
+    local spy=""   # PYSPY=N: the N-th chr20 run sampled by py-spy (every thread, Python and native frames)
+    [ "${PYSPY:-0}" != 0 ] && [ "$7" = chr20 ] && [ "$i" = "$PYSPY" ] && spy="py-spy record -r 200 --threads --native -f raw -o $OUT/pyspy.txt --"
+    s=$( { TIMEFORMAT='%R s (CPU user %U s, sys %S s)'; time NUMBA_DEBUG_CACHE=${CACHE_DEBUG:-0} G3ALIGN_TUNE=$tune G3ALIGN_STAGES=1 timeout ${CMD_TIMEOUT:-150} $spy python3 -m g3align.aligner.cli map -t $NT \
         $(mode_opts $m) -ax $x $ref $reads > $sam 2> $lg; } 2>&1 )
-    log "$7 g3align $m: $s s; $(grep -h 'stage' $lg | tail -1)"
+    log "$7 g3align $m: $s; $(grep -h 'stage' $lg | tail -1)"
     if [ "${CACHE_DEBUG:-0}" = 1 ]; then   # numba functions compiled (not loaded from the cache) in this run
         # numba prints these on stdout: counted, then taken out of the SAM
         log "  numba cache misses: $(grep -h '^\[cache\] data saved to' $sam | sed 's#.*/##; s#-[0-9]*\.py.*##' | sort | uniq -c | tr '\n' ' ')"
@@ -124,5 +149,6 @@ if [ "${LCHAIN:-1}" = 1 ]; then
         --reads $D/ecoli_K12_ont_R9_nanoget.fastq.gz:map-ont,$D/ecoli_K12_pacbio_RSII_first3000.fastq.gz:map-pb 2>&1 \
         | tail -6 | tee -a "$OUT/times.txt"; log "lchain bench done"
 fi
+nbcache_out
 tar czf "$OUT/logs.tgz" -C $W $(cd $W && ls *.log 2>/dev/null) 2>/dev/null
 log "end"
