@@ -600,12 +600,24 @@ def _ranges(seq_off: np.ndarray, n_threads: int) -> list[tuple[int, int]]:
     return [(edges[i], edges[i + 1]) for i in range(len(edges) - 1) if edges[i] < edges[i + 1]]
 
 
-_U2T = np.arange(256, dtype=np.uint8)
-_U2T[ord("U")], _U2T[ord("u")] = ord("T"), ord("t")
-
-
+@nb.njit(cache=True, nogil=True)
 def _u_to_t(raw: np.ndarray) -> np.ndarray:
-    return _U2T[raw]
+    """The read letters with U/u as T/t (minimap2 prints RNA reads' U as T): `raw` itself when it has no U
+    (the usual case: no copy), else a copy. Compiled without the GIL: it runs on whole parts, beside the
+    other parts' threads."""
+    n = raw.shape[0]
+    i = 0
+    while i < n and raw[i] != 85 and raw[i] != 117:
+        i += 1
+    if i == n:
+        return raw
+    out = raw.copy()
+    for j in range(i, n):
+        if out[j] == 85:
+            out[j] = 84
+        elif out[j] == 117:
+            out[j] = 116
+    return out
 
 
 def _rg_id(rg: str | None) -> str:

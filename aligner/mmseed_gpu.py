@@ -226,7 +226,7 @@ def _seed_device(xp, launch, mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q
     frac = np.float32(q_occ_frac)
     if n_mz and frac > np.float32(0.0) and mid_occ > 0:
         nz = mz_off[1:] - mz_off[:-1]
-        filt = (qlen > 0) & (nz > mid_occ)
+        filt = xp.greater(qlen, 0) & xp.greater(nz, mid_occ)  # not `>` (mmsketch_gpu: no cupyx import)
         if bool(filt.any()):
             tbl_off = _exclusive(xp, xp.where(filt, _pow2_at_least(xp, xp.maximum(nz, 1) * 2), 0))
             n_tbl = int(tbl_off[-1])

@@ -152,7 +152,9 @@ def sketch_batch_gpu(seq, seq_off, w: int, k: int, is_hpc: bool, cap: int | None
     lens = off_in[1:] - off_in[:-1]
     ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
     ev0.record()
-    caps = cp.where(lens > 0, lens * 2 // (w + 1) + 16, 0)
+    # cp.greater, not `>`: CuPy's comparison operators go through NumPy's ufunc override, whose first call
+    # imports cupyx (with SciPy's sparse modules: a few tenths of a second, under the GIL, in the first part)
+    caps = cp.where(cp.greater(lens, 0), lens * 2 // (w + 1) + 16, 0)
     if cap is not None:
         caps = cp.minimum(caps, int(cap))
     base = cp.zeros(n + 1, cp.int64)
@@ -169,7 +171,7 @@ def sketch_batch_gpu(seq, seq_off, w: int, k: int, is_hpc: bool, cap: int | None
     total = int(off[-1])
     out = cp.empty((max(total, 1), 2), cp.uint64)
     f_compact(((n * 32 + 255) // 256,), (256,), (slot, base, caps, count, off, np.int64(n), out))
-    over = cp.nonzero(count > caps)[0].astype(cp.int64)
+    over = cp.nonzero(cp.greater(count, caps))[0].astype(cp.int64)
     n_over = int(over.size)
     if n_over:
         f_sketch(((n_over + _BLOCK - 1) // _BLOCK,), (_BLOCK,),

@@ -315,3 +315,29 @@ def test_device_auto_without_gpu_notes_cpu():
     r = g3map(["--device", "gpu", "-ax", "map-pb", REF, READS])
     err = [ln for ln in r.stderr.splitlines() if ln.startswith(b"[E::")]
     assert r.returncode != 0 and b"Traceback" not in r.stderr and len(err) == 1 and b"--device gpu" in err[0]
+
+
+def test_u_to_t_copies_only_rna_reads():
+    """U/u print as T/t (as minimap2 does); reads without U are passed through without a copy."""
+    import numpy as np
+    from g3align.aligner.mmpipeline import _u_to_t
+    dna = np.frombuffer(b"ACGTNacgtn", np.uint8)
+    assert _u_to_t(dna) is dna
+    rna = np.frombuffer(b"ACGUuNacg", np.uint8)
+    out = _u_to_t(rna)
+    assert out.tobytes() == b"ACGTtNacg" and rna.tobytes() == b"ACGUuNacg"
+    assert _u_to_t(np.zeros(0, np.uint8)).shape == (0,)
+
+
+@pytest.mark.skipif(not _gpu(), reason="no CUDA device / cupy")
+def test_gpu_map_does_not_import_cupyx(tmp_path):
+    """CuPy imports cupyx (and SciPy's sparse modules with it) at the first NumPy-ufunc override, e.g. the first
+    `cupy_array > 0`: a few tenths of a second in the first part's seeding. `map --device gpu` avoids it."""
+    code = ("import sys\nfrom g3align.aligner.cli import _run_map\n"
+            f"_run_map(['-ax', 'map-pb', '--device', 'gpu', '-o', {str(tmp_path / 'o.sam')!r}, {str(REF)!r}, "
+            f"{str(READS)!r}])\n"
+            "print('cupyx modules:', sorted(m for m in sys.modules if m.split('.')[0] == 'cupyx'))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "cupyx modules: []" in r.stdout, r.stdout
+    assert (tmp_path / "o.sam").stat().st_size > 0
