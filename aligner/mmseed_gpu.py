@@ -202,11 +202,11 @@ def seed_batch_cpu(mz, mz_off, seq_off, mid_occ: int, max_max_occ: int, occ_dist
 # ------------------------------------------------------------------------------------------------
 
 def _pow2_at_least(xp, v):
-    """Smallest power of two >= v (int64 array, v >= 1)."""
-    v = v - 1
+    """Smallest power of two >= v (int64 array, v >= 1); xp functions throughout (see _seed_device)."""
+    v = xp.subtract(v, 1)
     for s in (1, 2, 4, 8, 16, 32):
-        v = v | (v >> s)
-    return v + 1
+        v = xp.bitwise_or(v, xp.right_shift(v, s))
+    return xp.add(v, 1)
 
 
 def _seed_device(xp, launch, mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q_occ_frac, flag, b, bkt_off,
@@ -226,9 +226,10 @@ def _seed_device(xp, launch, mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q
     frac = np.float32(q_occ_frac)
     if n_mz and frac > np.float32(0.0) and mid_occ > 0:
         nz = mz_off[1:] - mz_off[:-1]
-        filt = xp.greater(qlen, 0) & xp.greater(nz, mid_occ)  # not `>` (mmsketch_gpu: no cupyx import)
+        # xp functions, not operators with a Python number (mmsketch_gpu.sketch_batch_gpu: no cupyx import)
+        filt = xp.greater(qlen, 0) & xp.greater(nz, mid_occ)
         if bool(filt.any()):
-            tbl_off = _exclusive(xp, xp.where(filt, _pow2_at_least(xp, xp.maximum(nz, 1) * 2), 0))
+            tbl_off = _exclusive(xp, xp.where(filt, _pow2_at_least(xp, xp.multiply(xp.maximum(nz, 1), 2)), 0))
             n_tbl = int(tbl_off[-1])
             tkey = xp.zeros(n_tbl, xp.uint32)
             tcnt = xp.zeros(n_tbl, xp.uint32)

@@ -152,9 +152,10 @@ def sketch_batch_gpu(seq, seq_off, w: int, k: int, is_hpc: bool, cap: int | None
     lens = off_in[1:] - off_in[:-1]
     ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
     ev0.record()
-    # cp.greater, not `>`: CuPy's comparison operators go through NumPy's ufunc override, whose first call
-    # imports cupyx (with SciPy's sparse modules: a few tenths of a second, under the GIL, in the first part)
-    caps = cp.where(cp.greater(lens, 0), lens * 2 // (w + 1) + 16, 0)
+    # CuPy functions, not operators with a Python number (`lens > 0`, `lens * 2`): CuPy hands those to NumPy's
+    # ufunc override, whose first call imports cupyx.scipy.special (0.27-0.46 s on the H100 box, under the GIL,
+    # in the first part; scripts/cupy_startup_probe.py)
+    caps = cp.where(cp.greater(lens, 0), cp.add(cp.floor_divide(cp.multiply(lens, 2), w + 1), 16), 0)
     if cap is not None:
         caps = cp.minimum(caps, int(cap))
     base = cp.zeros(n + 1, cp.int64)

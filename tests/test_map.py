@@ -333,7 +333,14 @@ def test_u_to_t_copies_only_rna_reads():
 def test_gpu_map_does_not_import_cupyx(tmp_path):
     """CuPy imports cupyx (and SciPy's sparse modules with it) at the first NumPy-ufunc override, e.g. the first
     `cupy_array > 0`: a few tenths of a second in the first part's seeding. `map --device gpu` avoids it."""
-    code = ("import sys\nfrom g3align.aligner.cli import _run_map\n"
+    code = ("import sys, traceback\n"
+            "class Spy:  # prints where cupyx.scipy.special is first imported from\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'cupyx.scipy.special':\n"
+            "            print('first import of', name, 'from:', ''.join(traceback.format_stack(limit=25)))\n"
+            "        return None\n"
+            "sys.meta_path.insert(0, Spy())\n"
+            "from g3align.aligner.cli import _run_map\n"
             f"_run_map(['-ax', 'map-pb', '--device', 'gpu', '-o', {str(tmp_path / 'o.sam')!r}, {str(REF)!r}, "
             f"{str(READS)!r}])\n"
             "print('cupyx modules:', sorted(m for m in sys.modules if m.split('.')[0] == 'cupyx'))\n")
