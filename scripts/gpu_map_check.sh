@@ -99,12 +99,11 @@ timed() {
     local spy=""   # PYSPY=N: the N-th chr20 run sampled by py-spy (every thread, Python and native frames)
     [ "${PYSPY:-0}" != 0 ] && [ "$7" = chr20 ] && [ "$i" = "$PYSPY" ] && spy="py-spy record -r 200 --threads --native -f raw -o $OUT/pyspy.txt --"
     s=$( { TIMEFORMAT='%R s (CPU user %U s, sys %S s)'; time NUMBA_DEBUG_CACHE=${CACHE_DEBUG:-0} G3ALIGN_TUNE=$tune G3ALIGN_STAGES=1 timeout ${CMD_TIMEOUT:-150} $spy python3 -m g3align.aligner.cli map -t $NT \
-        $(mode_opts $m) -ax $x $ref $reads > $sam 2> $lg; } 2>&1 )
+        $(mode_opts $m) -ax $x -o $sam $ref $reads > $lg.stdout 2> $lg; } 2>&1 )   # -o: py-spy's own lines stay out of the SAM
     log "$7 g3align $m: $s; $(grep -h 'stage' $lg | tail -1)"
     if [ "${CACHE_DEBUG:-0}" = 1 ]; then   # numba functions compiled (not loaded from the cache) in this run
-        # numba prints these on stdout: counted, then taken out of the SAM
-        log "  numba cache misses: $(grep -h '^\[cache\] data saved to' $sam | sed 's#.*/##; s#-[0-9]*\.py.*##' | sort | uniq -c | tr '\n' ' ')"
-        sed -i '/^\[cache\]/d' $sam
+        # numba prints these on stdout (the SAM goes to -o)
+        log "  numba cache misses: $(grep -h '^\[cache\] data saved to' $lg.stdout | sed 's#.*/##; s#-[0-9]*\.py.*##' | sort | uniq -c | tr '\n' ' ')"
     fi
 }
 same_sam() {  # same records (the @PG command line differs between modes)
