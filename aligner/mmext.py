@@ -53,12 +53,14 @@ def keys_to_jobs(K: np.ndarray, key_read: np.ndarray, seq_off: np.ndarray, ref_o
     return jobs
 
 
-def run_jobs(seq, ref_seq, jobs, P, device: str = "cpu", stats: dict | None = None, defines: dict | None = None):
+def run_jobs(seq, ref_seq, jobs, P, device: str = "cpu", stats: dict | None = None, defines: dict | None = None,
+             scratch_bytes: int = 2 << 30):
     """(ez, cig, cig_off, n_cig) of every job: kernels/ksw2.cu (device "gpu"; seq / ref_seq may be on the
     GPU already; defines: a compile-time variant of the kernel) or the CPU twin. stats: gets 'jobs' added (and
-    the kernel's counts on the GPU)."""
+    the kernel's counts on the GPU). scratch_bytes: the GPU scratch of one launch (jobs beyond it go to the
+    next launch)."""
     if device == "gpu":
-        return KG.extd2_batch_gpu(seq, ref_seq, jobs, P, stats=stats, defines=defines)
+        return KG.extd2_batch_gpu(seq, ref_seq, jobs, P, stats=stats, defines=defines, scratch_bytes=scratch_bytes)
     if stats is not None:
         stats["jobs"] = stats.get("jobs", 0) + int(jobs.shape[0])
     return KG.extd2_batch_cpu(seq, ref_seq, jobs, P)

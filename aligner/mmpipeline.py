@@ -85,6 +85,9 @@ MAP_EARLY_READER = True
 # compile-time variants of kernels/ksw2.cu for A/B runs, 'NAME=VALUE:NAME=VALUE' (e.g. G3ALIGN_TUNE=
 # MAP_KSW2_DEFINES=KSW2_SCALAR=1); every variant gives the same results
 MAP_KSW2_DEFINES = ""
+# GPU scratch of one ksw2 launch (bytes): a part's jobs run in as many launches as their scratch needs, each
+# launch ending in a tail where its longest jobs run alone
+MAP_KSW2_SCRATCH = 2 << 30
 
 
 @nb.njit(cache=True, nogil=True)
@@ -480,7 +483,7 @@ class MapAligner:
         ref_seq = self._ref_dev if self.device == "gpu" else ref.ref_seq
         stats: dict = {}
         pez, pcig, pcig_off, pn_cig = mmext.run_jobs(batch.seq, ref_seq, jobs, P, self.device, stats,
-                                                     KG.parse_defines(MAP_KSW2_DEFINES))
+                                                     KG.parse_defines(MAP_KSW2_DEFINES), MAP_KSW2_SCRATCH)
         with self._lock:
             for k, v in stats.items():
                 self.ext_stats[k] = self.ext_stats.get(k, 0) + v
