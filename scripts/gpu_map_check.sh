@@ -32,11 +32,12 @@ mode_opts() { case ${1%%@*} in cpu) echo "--device cpu";; gpu) echo "--device gp
 g3() { timeout ${CMD_TIMEOUT:-150} python3 -m g3align.aligner.cli "$@"; }
 TIMEFORMAT=%R
 # NBCACHE=1: numba's on-disk cache travels between calls (a fresh box otherwise spends ~300 s compiling):
-# .devcache/nbcache.tgz (git-ignored, carried) holds the __pycache__ numba files of an earlier call and
+# .devcache/nbcache.tgz.* (git-ignored, carried; parts of one tar) hold the __pycache__ numba files of an earlier call and
 # .devcache/stamps.txt the sha1, size and mtime of each source file then. A file whose content is unchanged
 # gets its old mtime back, so numba's index (keyed by the source's mtime and size) matches; a changed file
 # is compiled again as usual. At the end the cache and stamps are written to $OUT for the next call.
-if [ "${NBCACHE:-0}" = 1 ] && [ -e .devcache/nbcache.tgz ]; then
+if [ "${NBCACHE:-0}" = 1 ] && ls .devcache/nbcache.tgz* >/dev/null 2>&1; then
+    if ls .devcache/nbcache.tgz.?? >/dev/null 2>&1; then cat .devcache/nbcache.tgz.?? > .devcache/nbcache.tgz; fi  # parts (below)
     n=0; while read -r sha size mt f; do
         [ -e "$f" ] && [ "$(sha1sum < "$f" | cut -c1-40)" = "$sha" ] && touch -d "@$mt" "$f" && n=$((n + 1))
     done < .devcache/stamps.txt
@@ -49,8 +50,11 @@ nbcache_out() {
     [ "${NBCACHE:-0}" = 1 ] || return 0
     find aligner index -name '*.py' | while read -r f; do
         echo "$(sha1sum < "$f" | cut -c1-40) $(stat -c '%s %.9Y' "$f") $f"; done > "$OUT/stamps.txt"
-    find aligner index -path '*__pycache__*' -name '*.nb[ic]' | tar czf "$OUT/nbcache.tgz" -T -
-    echo "numba cache out: $(du -h "$OUT/nbcache.tgz" | cut -f1)"
+    find aligner index -path '*__pycache__*' -name '*.nb[ic]' | tar czf /tmp/nbcache.tgz -T -
+    # files come back from the box only up to 16 MiB each: parts of 15 MiB (nbcache.tgz.aa, .ab, ...),
+    # joined again above when carried in .devcache/
+    split -b 15M /tmp/nbcache.tgz "$OUT/nbcache.tgz."
+    echo "numba cache out: $(du -h /tmp/nbcache.tgz | cut -f1) in $(ls "$OUT"/nbcache.tgz.* | wc -l) parts"
 }
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader 2>/dev/null | tee "$OUT/device.txt"
 PB_REF=${PB_REF:-$D/human_GRCh37_chr20.fa.gz}; R=$W/pb_0001.fastq
