@@ -41,6 +41,10 @@
 #endif
 
 typedef long long i64;
+// Positions, lengths and scores of one job are 32-bit (as minimap2's int32_t): 127 registers per thread instead
+// of 143 with 64-bit ones, so four 128-thread blocks fit an SM. 64-bit: the batch's arrays and offsets, the
+// cell count, the packed keys of the exact-maximum reduction.
+typedef int ix;
 typedef unsigned long long u64;
 typedef unsigned char u8;
 typedef signed char i8;
@@ -131,22 +135,22 @@ __device__ __forceinline__ int s8(int x) { return (int)(i8)x; }
 
 struct Ksw2Job {
     const u8 *q, *t;
-    i64 qlen, tlen;
+    ix qlen, tlen;
     int q_mode, t_mode;
 };
 
 // the query's k-th base as the job sees it (reversed / complemented views of the source bytes)
-__device__ __forceinline__ int job_base(const u8* src, i64 len, int mode, i64 k) {
+__device__ __forceinline__ int job_base(const u8* src, ix len, int mode, ix k) {
     int c = src[(mode & 1) ? len - 1 - k : k];
     if (mode & 2) c = c < 4 ? 3 - c : 4;
     return c;
 }
 
 struct Ksw2Band {
-    i64 st0, en0, st, en;  // the band of one anti-diagonal, then widened to whole 16-byte blocks
+    ix st0, en0, st, en;  // the band of one anti-diagonal, then widened to whole 16-byte blocks
 };
 
-__device__ __forceinline__ Ksw2Band band_of(i64 r, i64 qlen, i64 tlen, i64 w) {
+__device__ __forceinline__ Ksw2Band band_of(ix r, ix qlen, ix tlen, ix w) {
     Ksw2Band b;
     b.st0 = 0;
     b.en0 = tlen - 1;
@@ -162,7 +166,7 @@ __device__ __forceinline__ Ksw2Band band_of(i64 r, i64 qlen, i64 tlen, i64 w) {
 // scores and gap constants after ksw_extd2_sse's swap of the two gap models
 struct Ksw2Sc {
     int q_v, q2_v, qe_v, qe2_v, sc_mch, sc_mis, sc_N, init1, init2, e, e2;
-    i64 long_thres, long_diff, qe;  // qe: q + e taken before the swap (the r == 0 score)
+    ix long_thres, long_diff, qe;  // qe: q + e taken before the swap (the r == 0 score)
 };
 
 struct Ksw2Arr {
@@ -176,7 +180,7 @@ struct Ksw2Arr {
 #define KSW2_QPAD 4
 
 // u[r] / v1 on the band's first column: the score of an all-gap prefix of length r, as differences
-__device__ __forceinline__ int edge_val(i64 r, const Ksw2Sc& S) {
+__device__ __forceinline__ int edge_val(ix r, const Ksw2Sc& S) {
     if (r == 0) return S.init1;
     if (r < S.long_thres) return s8(-S.e);
     if (r == S.long_thres) return s8((int)S.long_diff);
@@ -231,7 +235,7 @@ __device__ __forceinline__ int d2_cell(int mode, const Ksw2Sc& S, int z, int xl,
 
 // The substitution score of cell (r, t): target base t against query base r - t (a position past either end
 // reads as base 0, as the SSE kernel's padded rows do).
-__device__ __forceinline__ int sub_score(const Ksw2Job& J, const Ksw2Sc& S, i64 r, i64 t) {
+__device__ __forceinline__ int sub_score(const Ksw2Job& J, const Ksw2Sc& S, ix r, ix t) {
     const int a = t < J.tlen ? job_base(J.t, J.tlen, J.t_mode, t) : 0;
     const int c = t <= r ? job_base(J.q, J.qlen, J.q_mode, r - t) : 0;
     return (a == 4 || c == 4) ? S.sc_N : (a == c ? S.sc_mch : S.sc_mis);
@@ -297,7 +301,7 @@ __device__ __forceinline__ u32 d2_cell4(int mode, const Ksw2Sc& S, u32 z, u32 xl
 // first cell's left neighbour is (x1, v1, x21). Words start at a multiple of 4 columns; the bytes of a word
 // outside [c0, c1] keep their old values (they are still read as left neighbours).
 __device__ __forceinline__ void d2_cells4(const Ksw2Arr& A, const Ksw2Sc& S, const Ksw2Band& b, int mode, u8* prow,
-                                          i64 c0, i64 c1, int x1, int v1, int x21) {
+                                          ix c0, ix c1, int x1, int v1, int x21) {
     u32* const U = (u32*)A.u;
     u32* const V = (u32*)A.v;
     u32* const X = (u32*)A.x;
@@ -307,11 +311,11 @@ __device__ __forceinline__ void d2_cells4(const Ksw2Arr& A, const Ksw2Sc& S, con
     const u32* const Sw = (const u32*)A.s;
     // the carried word: byte 3 is the left neighbour of the next step's first column
     u32 cx = (u32)(u8)x1 << 24, cv = (u32)(u8)v1 << 24, cx2 = (u32)(u8)x21 << 24;
-    const i64 w0 = c0 & ~(i64)3;
+    const ix w0 = c0 & ~(ix)3;
     if (w0 < c0) {  // the first word starts left of c0: its byte below c0 is the left neighbour itself
         cx = cv = cx2 = 0;
     }
-    for (i64 base = w0; base <= c1; base += 128) {
+    for (ix base = w0; base <= c1; base += 128) {
         G3_LANE(u32, ou);
         G3_LANE(u32, ov);
         G3_LANE(u32, ox);
@@ -323,9 +327,9 @@ __device__ __forceinline__ void d2_cells4(const Ksw2Arr& A, const Ksw2Sc& S, con
         G3_LANE(u32, pv);
         G3_LANE(u32, px2);
         G3_LANES {
-            const i64 t0 = base + 4 * lane;
+            const ix t0 = base + 4 * lane;
             if (t0 <= c1) {
-                const i64 k = t0 >> 2;
+                const ix k = t0 >> 2;
                 G3_L(ou) = U[k];
                 G3_L(ov) = V[k];
                 G3_L(ox) = X[k];
@@ -339,7 +343,7 @@ __device__ __forceinline__ void d2_cells4(const Ksw2Arr& A, const Ksw2Sc& S, con
         }
         KSW2_FROM_LEFT(px, pv, px2);
         G3_LANES {
-            const i64 t0 = base + 4 * lane;
+            const ix t0 = base + 4 * lane;
             if (t0 <= c1) {
                 // left neighbours: the word shifted up one byte, the previous word's byte 3 below
                 const u32 lx = __byte_perm(G3_L(ox), G3_L(px), 0x2107);
@@ -350,7 +354,7 @@ __device__ __forceinline__ void d2_cells4(const Ksw2Arr& A, const Ksw2Sc& S, con
                 u32 keep = 0;  // bytes of columns outside [c0, c1]
                 for (int q = 0; q < 4; ++q)
                     if (t0 + q < c0 || t0 + q > c1) keep |= 0xFFu << (8 * q);
-                const i64 k = t0 >> 2;
+                const ix k = t0 >> 2;
                 U[k] = (u & ~keep) | (G3_L(ou) & keep);
                 V[k] = (v & ~keep) | (G3_L(ov) & keep);
                 X[k] = (x & ~keep) | (G3_L(ox) & keep);
@@ -380,10 +384,10 @@ __device__ __forceinline__ void d2_cells4(const Ksw2Arr& A, const Ksw2Sc& S, con
 // stale values it reads) was written, during the block, by the same writes as in the forward pass. So
 // recomputing only that cone gives the forward pass's direction bits on every cell the path can visit:
 // ~G*G/2 cells per block instead of G times the band width.
-__device__ i64 d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 r, const Ksw2Band& b, i64 last_st,
-                       i64 last_en, i64 T, int mode, u8* prow, i64 clo, i64 chi KP_PARAM) {
+__device__ ix d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, ix r, const Ksw2Band& b, ix last_st,
+                       ix last_en, ix T, int mode, u8* prow, ix clo, ix chi KP_PARAM) {
     int x1, v1, x21;
-    const i64 c0 = b.st > clo ? b.st : clo, c1 = b.en < chi ? b.en : chi;  // the cells computed
+    const ix c0 = b.st > clo ? b.st : clo, c1 = b.en < chi ? b.en : chi;  // the cells computed
     if (c0 > b.st) {  // the cone starts inside the band: the left neighbour is a cell of r - 1 (or stale)
         x1 = A.x[c0 - 1];
         x21 = A.x2[c0 - 1];
@@ -408,19 +412,19 @@ __device__ i64 d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 r
         A.y2[r] = (i8)S.init2;
         A.u[r] = (i8)edge_val(r, S);
     }
-    i64 tend = b.st0 + (b.en0 - b.st0 + 16) / 16 * 16;
+    ix tend = b.st0 + (b.en0 - b.st0 + 16) / 16 * 16;
     if (tend > T) tend = T;
     if (tend > chi + 1) tend = chi + 1;
-    const i64 sbeg = b.st0 > clo ? b.st0 : clo;
+    const ix sbeg = b.st0 > clo ? b.st0 : clo;
 #ifdef KSW2_SIMD4
     G3_LANES {  // four columns per lane, as whole words; bytes outside [sbeg, tend) keep their (stale) values
         u32* const Sw = (u32*)A.s;
         const u32* const Tw = (const u32*)A.tg;
         const u32* const Qw = (const u32*)A.qr;
         const u32 four = 0x04040404u, mch = rep4(S.sc_mch), mis = rep4(S.sc_mis), scn = rep4(S.sc_N);
-        for (i64 t0 = (sbeg & ~(i64)3) + 4 * lane; t0 < tend; t0 += 128) {
+        for (ix t0 = (sbeg & ~(ix)3) + 4 * lane; t0 < tend; t0 += 128) {
             const u32 a = Tw[t0 >> 2];
-            const i64 qi = KSW2_QPAD + J.qlen - 1 - r + t0;  // >= 1 (see Ksw2Arr)
+            const ix qi = KSW2_QPAD + J.qlen - 1 - r + t0;  // >= 1 (see Ksw2Arr)
             const u32 c = __byte_perm(Qw[qi >> 2], Qw[(qi >> 2) + 1], 0x3210u + 0x1111u * (u32)(qi & 3));
             const u32 eq = __vcmpeq4(a, c), nn = __vcmpeq4(a, four) | __vcmpeq4(c, four);
             const u32 sc = (nn & scn) | (~nn & ((eq & mch) | (~eq & mis)));
@@ -432,7 +436,7 @@ __device__ i64 d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 r
     }
 #else
     G3_LANES {
-        for (i64 t = sbeg + lane; t < tend; t += 32) A.s[t] = (i8)sub_score(J, S, r, t);
+        for (ix t = sbeg + lane; t < tend; t += 32) A.s[t] = (i8)sub_score(J, S, r, t);
     }
 #endif
     G3_SYNC();
@@ -441,7 +445,7 @@ __device__ i64 d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 r
     d2_cells4(A, S, b, mode, prow, c0, c1, x1, v1, x21);
 #else
     int cx = x1, cv = v1, cx2 = x21;  // left-neighbour values of the chunk's first cell (uniform)
-    for (i64 base = c0; base <= c1; base += 32) {
+    for (ix base = c0; base <= c1; base += 32) {
         G3_LANE(int, ou);
         G3_LANE(int, ov);
         G3_LANE(int, ox);
@@ -453,7 +457,7 @@ __device__ i64 d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 r
         G3_LANE(int, lv);
         G3_LANE(int, lx2);
         G3_LANES {
-            const i64 t = base + lane;
+            const ix t = base + lane;
             if (t <= c1) {
                 G3_L(ou) = A.u[t];
                 G3_L(ov) = A.v[t];
@@ -468,7 +472,7 @@ __device__ i64 d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 r
         }
         KSW2_FROM_LEFT(lx, lv, lx2);
         G3_LANES {
-            const i64 t = base + lane;
+            const ix t = base + lane;
             if (t <= c1) {
                 int u = G3_L(ou), v = 0, x = 0, y = G3_L(oy), x2 = 0, y2 = G3_L(oy2);
                 const int d = d2_cell(mode, S, G3_L(os), G3_L(lx), G3_L(lv), G3_L(lx2), u, v, x, y, x2, y2);
@@ -488,12 +492,12 @@ __device__ i64 d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, i64 r
     return c1 >= c0 ? c1 - c0 + 1 : 0;
 }
 
-__device__ __forceinline__ void copy_arrays(const Ksw2Arr& A, u8* ck, i64 ckw, i64 lo, i64 n, bool save) {
+__device__ __forceinline__ void copy_arrays(const Ksw2Arr& A, u8* ck, ix ckw, ix lo, ix n, bool save) {
     i8* const arr[7] = {A.u, A.v, A.x, A.y, A.x2, A.y2, A.s};
     G3_LANES {
 #pragma unroll
         for (int k = 0; k < 7; ++k)
-            for (i64 i = lane; i < n; i += 32) {
+            for (ix i = lane; i < n; i += 32) {
                 if (save)
                     ck[k * ckw + i] = (u8)arr[k][lo + i];
                 else
@@ -505,9 +509,9 @@ __device__ __forceinline__ void copy_arrays(const Ksw2Arr& A, u8* ck, i64 ckw, i
 
 // The columns [lo, hi] that anti-diagonals [r0, r0 + G) read (or write) and that must be restored before
 // recomputing them: from the first one's st - 1 to the last one's en (both bounds grow with r).
-__device__ __forceinline__ void block_cols(i64 r0, int G, i64 nr, i64 qlen, i64 tlen, i64 w, i64 T, i64* lo, i64* hi) {
+__device__ __forceinline__ void block_cols(ix r0, int G, ix nr, ix qlen, ix tlen, ix w, ix T, ix* lo, ix* hi) {
     const Ksw2Band b0 = band_of(r0, qlen, tlen, w);
-    i64 r1 = r0 + G - 1;
+    ix r1 = r0 + G - 1;
     if (r1 > nr - 1) r1 = nr - 1;
     const Ksw2Band b1 = band_of(r1, qlen, tlen, w);
     *lo = b0.st > 0 ? b0.st - 1 : 0;
@@ -542,18 +546,19 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
         J.t_mode = (int)jr[J_T_MODE];
         const int flag = (int)jr[J_FLAG];
         const int zdrop = (int)jr[J_ZDROP], end_bonus = (int)jr[J_END_BONUS];
-        i64 w = jr[J_W];
+        ix w = (ix)jr[J_W];
         const int* p = P + jr[J_PSET] * P_NF;
         const int* mat = p + 4;
-        i64 ez[EZ_N];
+        ix ez[EZ_N];
         ez[EZ_MAX] = 0;
         ez[EZ_ZDROPPED] = 0;
         ez[EZ_MAX_Q] = ez[EZ_MAX_T] = ez[EZ_MQE_T] = ez[EZ_MTE_Q] = -1;
         ez[EZ_MQE] = ez[EZ_MTE] = ez[EZ_SCORE] = KSW2_NEG_INF;
         ez[EZ_REACH_END] = 0;
-        i64 nc = 0, n_cells = 0;  // CIGAR words; DP cells computed (widened bands, forward pass + recomputation)
+        ix nc = 0;       // CIGAR words
+        i64 n_cells = 0;  // DP cells computed (widened bands, forward pass + recomputation)
         u32* cg = cig + cig_off[jid];
-        const i64 qlen = J.qlen, tlen = J.tlen;
+        const ix qlen = J.qlen, tlen = J.tlen;
 
         int q = s8(p[0]), e = s8(p[1]), q2 = s8(p[2]), e2 = s8(p[3]);
         Ksw2Sc S;
@@ -581,19 +586,19 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
             S.init1 = s8(-q - e);
             S.init2 = s8(-q2 - e2);
             if (w < 0) w = tlen > qlen ? tlen : qlen;
-            const i64 T = (tlen + 15) / 16 * 16, nr = qlen + tlen - 1;
+            const ix T = (tlen + 15) / 16 * 16, nr = qlen + tlen - 1;
             if (e != e2) {
                 // C integer division (truncation), as in the kernel
-                const i64 num = q2 - q, den = e - e2;
+                const ix num = q2 - q, den = e - e2;
                 S.long_thres = num / den - 1;
             } else {
                 S.long_thres = 0;
             }
-            if ((i64)q2 + e2 + S.long_thres * e2 > (i64)q + e + S.long_thres * e) S.long_thres += 1;
+            if ((ix)q2 + e2 + S.long_thres * e2 > (ix)q + e + S.long_thres * e) S.long_thres += 1;
             S.long_diff = S.long_thres * (e - e2) - (q2 - q) - e2;
 
             u8* ws = scratch + geo[jid * 3];
-            const i64 ckw = geo[jid * 3 + 1], pw = geo[jid * 3 + 2];
+            const ix ckw = (ix)geo[jid * 3 + 1], pw = (ix)geo[jid * 3 + 2];
             Ksw2Arr A;
             A.u = (i8*)ws;
             A.v = A.u + T;
@@ -608,19 +613,19 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
             int* H = (int*)tail;
             if (!approx_max) tail += T * 4;
             u8* ckpt = tail;
-            const i64 n_blk = (nr + G - 1) / G;
-            u8* pblk = ckpt + (with_cigar ? n_blk * 7 * ckw : 0);
+            const ix n_blk = (nr + G - 1) / G;
+            u8* pblk = ckpt + (with_cigar ? (i64)n_blk * 7 * ckw : 0);
             G3_LANES {
-                for (i64 i = lane; i < T; i += 32) {
+                for (ix i = lane; i < T; i += 32) {
                     A.u[i] = A.v[i] = A.x[i] = A.y[i] = (i8)S.init1;
                     A.x2[i] = A.y2[i] = (i8)S.init2;
                     A.s[i] = 0;
                     if (!approx_max) H[i] = KSW2_NEG_INF;
                     A.tg[i] = i < tlen ? (u8)job_base(J.t, tlen, J.t_mode, i) : 0;
                 }
-                const i64 nq = (qlen + 47) / 16 * 16;
-                for (i64 i = lane; i < nq; i += 32) {
-                    const i64 k = i - KSW2_QPAD;
+                const ix nq = (qlen + 47) / 16 * 16;
+                for (ix i = lane; i < nq; i += 32) {
+                    const ix k = i - KSW2_QPAD;
                     A.qr[i] = k >= 0 && k < qlen ? (u8)job_base(J.q, qlen, J.q_mode, qlen - 1 - k) : 0;
                 }
             }
@@ -628,9 +633,9 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
 
             // ---------------------------------------------------------------- forward pass
             KP(KP_INIT);
-            i64 H0 = 0, last_H0_t = 0, last_st = -1, last_en = -1;
+            ix H0 = 0, last_H0_t = 0, last_st = -1, last_en = -1;
             bool bad = false;
-            for (i64 r = 0; r < nr; ++r) {
+            for (ix r = 0; r < nr; ++r) {
                 const Ksw2Band b = band_of(r, qlen, tlen, w);
                 if (b.st0 > b.en0) {
                     ez[EZ_ZDROPPED] = 1;
@@ -642,28 +647,28 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                         break;
                     }
                     if (r % G == 0) {
-                        i64 lo, hi;
+                        ix lo, hi;
                         block_cols(r, G, nr, qlen, tlen, w, T, &lo, &hi);
                         if (hi - lo + 1 > ckw) {
                             bad = true;
                             break;
                         }
-                        copy_arrays(A, ckpt + (r / G) * 7 * ckw, ckw, lo, hi - lo + 1, true);
+                        copy_arrays(A, ckpt + (i64)(r / G) * 7 * ckw, ckw, lo, hi - lo + 1, true);
                     }
                 }
                 KP(KP_CKPT);
                 n_cells += d2_row(J, A, S, r, b, last_st, last_en, T, mode, (u8*)0, 0, T KP_ARG(KP_FWD_S));
                 if (!approx_max) {
-                    i64 max_H, max_t;
+                    ix max_H, max_t;
                     if (r > 0) {
                         // H[en0] first, from H[en0 - 1] before its update (the SSE code's order)
                         const int hE = b.en0 > 0 ? H[b.en0 - 1] + (int)A.u[b.en0] : H[b.en0] + (int)A.v[b.en0];
                         G3_SYNC();
-                        const i64 en1 = b.st0 + (b.en0 - b.st0) / 4 * 4;
+                        const ix en1 = b.st0 + (b.en0 - b.st0) / 4 * 4;
                         G3_LANE(i64, key);
                         G3_LANES {
                             i64 kk = (i64)(-0x7fffffffffffffffLL - 1);
-                            for (i64 t = b.st0 + lane; t < b.en0; t += 32) {
+                            for (ix t = b.st0 + lane; t < b.en0; t += 32) {
                                 const int h = H[t] + (int)A.v[t];
                                 H[t] = h;
                                 if (t < en1) {
@@ -684,13 +689,13 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                         max_H = hE;
                         max_t = b.en0;
                         if (en1 > b.st0) {
-                            const i64 vA = kA >> 32;
+                            const ix vA = (ix)(kA >> 32);
                             if (vA > max_H) {
                                 max_H = vA;
-                                max_t = b.st0 + (0x0FFFFFFF - (kA & 0x0FFFFFFF));
+                                max_t = b.st0 + (ix)(0x0FFFFFFF - (kA & 0x0FFFFFFF));
                             }
                         }
-                        for (i64 t = en1; t < b.en0; ++t)
+                        for (ix t = en1; t < b.en0; ++t)
                             if (H[t] > max_H) {
                                 max_H = H[t];
                                 max_t = t;
@@ -717,8 +722,8 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                         ez[EZ_MAX_T] = max_t;
                         ez[EZ_MAX_Q] = r - max_t;
                     } else if (max_t >= ez[EZ_MAX_T] && r - max_t >= ez[EZ_MAX_Q]) {
-                        const i64 tl = max_t - ez[EZ_MAX_T], ql = (r - max_t) - ez[EZ_MAX_Q];
-                        const i64 gap = tl > ql ? tl - ql : ql - tl;
+                        const ix tl = max_t - ez[EZ_MAX_T], ql = (r - max_t) - ez[EZ_MAX_Q];
+                        const ix gap = tl > ql ? tl - ql : ql - tl;
                         if (zdrop >= 0 && ez[EZ_MAX] - max_H > zdrop + gap * e2) {
                             ez[EZ_ZDROPPED] = 1;
                             drop = true;
@@ -731,7 +736,7 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                     if (r > 0) {
                         if (last_H0_t >= b.st0 && last_H0_t <= b.en0 && last_H0_t + 1 >= b.st0 &&
                             last_H0_t + 1 <= b.en0) {
-                            const i64 d0 = A.v[last_H0_t], d1 = A.u[last_H0_t + 1];
+                            const ix d0 = A.v[last_H0_t], d1 = A.u[last_H0_t + 1];
                             if (d0 > d1) {
                                 H0 += d0;
                             } else {
@@ -745,7 +750,7 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                             H0 += A.u[last_H0_t];
                         }
                     } else {
-                        H0 = (i64)A.v[0] - S.qe;
+                        H0 = (ix)A.v[0] - S.qe;
                         last_H0_t = 0;
                     }
                     bool drop = false;
@@ -755,8 +760,8 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                             ez[EZ_MAX_T] = last_H0_t;
                             ez[EZ_MAX_Q] = r - last_H0_t;
                         } else if (last_H0_t >= ez[EZ_MAX_T] && r - last_H0_t >= ez[EZ_MAX_Q]) {
-                            const i64 tl = last_H0_t - ez[EZ_MAX_T], ql = (r - last_H0_t) - ez[EZ_MAX_Q];
-                            const i64 gap = tl > ql ? tl - ql : ql - tl;
+                            const ix tl = last_H0_t - ez[EZ_MAX_T], ql = (r - last_H0_t) - ez[EZ_MAX_Q];
+                            const ix gap = tl > ql ? tl - ql : ql - tl;
                             if (zdrop >= 0 && ez[EZ_MAX] - H0 > zdrop + gap * e2) {
                                 ez[EZ_ZDROPPED] = 1;
                                 drop = true;
@@ -779,7 +784,7 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
             } else if (with_cigar) {
                 // ------------------------------------------------------------ the traceback's start
                 const bool rev_cigar = (flag & KSW_EZ_REV_CIGAR) != 0;
-                i64 i0 = -1, j0 = -1;
+                ix i0 = -1, j0 = -1;
                 bool walk = true;
                 if (!ez[EZ_ZDROPPED] && !(flag & KSW_EZ_EXTZ_ONLY)) {
                     i0 = tlen - 1;
@@ -796,26 +801,26 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                 }
                 if (walk) {
                     // -------------------------------------------------------- gridded traceback
-                    i64 i = i0, j = j0, cur_blk = -1;
+                    ix i = i0, j = j0, cur_blk = -1;
                     int state = 0;
                     u32 pend = 0;  // the CIGAR op being extended (merged runs), written when it changes
                     while (i >= 0 && j >= 0) {
-                        const i64 r = i + j;
-                        const i64 blk = r / G;
+                        const ix r = i + j;
+                        const ix blk = r / G;
                         if (blk != cur_blk) {  // recompute the block's cone (see d2_row) up to r with directions
                             KP(KP_TB_WALK);
-                            const i64 r0 = blk * G;
-                            i64 lo, hi;
+                            const ix r0 = blk * G;
+                            ix lo, hi;
                             block_cols(r0, G, nr, qlen, tlen, w, T, &lo, &hi);
-                            i64 rlo = i - (r - r0) - 1;  // the columns of the checkpoint the cone reads
+                            ix rlo = i - (r - r0) - 1;  // the columns of the checkpoint the cone reads
                             if (rlo < lo) rlo = lo;
-                            const i64 rhi = i < hi ? i : hi;
+                            const ix rhi = i < hi ? i : hi;
                             if (rhi >= rlo)
-                                copy_arrays(A, ckpt + blk * 7 * ckw + (rlo - lo), ckw, rlo, rhi - rlo + 1, false);
+                                copy_arrays(A, ckpt + (i64)blk * 7 * ckw + (rlo - lo), ckw, rlo, rhi - rlo + 1, false);
                             KP(KP_TB_RESTORE);
-                            for (i64 rr = r0; rr <= r; ++rr) {
+                            for (ix rr = r0; rr <= r; ++rr) {
                                 const Ksw2Band bb = band_of(rr, qlen, tlen, w);
-                                i64 ls = -1, le = -1;
+                                ix ls = -1, le = -1;
                                 if (rr > 0) {
                                     const Ksw2Band bp = band_of(rr - 1, qlen, tlen, w);
                                     ls = bp.st;
@@ -897,7 +902,7 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                     G3_SYNC();
                     if (!rev_cigar) {  // the walk made the CIGAR from its end
                         G3_LANES {
-                            for (i64 a = lane; a < nc / 2; a += 32) {
+                            for (ix a = lane; a < nc / 2; a += 32) {
                                 const u32 t = cg[a];
                                 cg[a] = cg[nc - 1 - a];
                                 cg[nc - 1 - a] = t;
