@@ -187,6 +187,10 @@ def _run_map(args):
         except ValueError as e:
             raise G3Error(str(e))
     _tune(mmpipeline)
+    trace = None
+    if os.environ.get("G3ALIGN_TRACE"):  # the stage laps of every part thread, as for mem (_trace_start)
+        from g3align.aligner import reads
+        trace = mmpipeline.TRACE = reads.TRACE = []
 
     def reader(q):  # the parser of query file q in a thread, up to two parts ahead
         return prefetch_now(read_batch_parts(q, chunk_size=opt.mini_batch_size, part_bases=mmpipeline.MAP_PART_BASES,
@@ -195,13 +199,15 @@ def _run_map(args):
     # the first file's parsing starts now, beside the index load and the device set-up (MAP_EARLY_READER)
     first_parts = reader(queries[0]) if queries and mmpipeline.MAP_EARLY_READER else None
     try:
-        return _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader, t_enter)
+        return _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader, t_enter, trace)
     finally:
         if first_parts is not None:
             first_parts.close()
+        if trace is not None:
+            _trace_write(trace, t_enter)
 
 
-def _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader, t_enter):
+def _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader, t_enter, trace=None):
     from g3align.aligner import mmopt as MO
     from g3align.aligner.mmpipeline import MapAligner, log, run_map
     from g3align.aligner.reads import ReadFormatError
@@ -239,6 +245,9 @@ def _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader,
     aligner = MapAligner(idx, opt, device=device)
     aligner.device_setup()
     t0 = _process_t0()
+    if trace is not None:
+        trace += [("start-up: index", "MainThread", t_index, t_device), ("start-up: device", "MainThread", t_device,
+                  t_setup), ("start-up: aligner (index to the GPU)", "MainThread", t_setup, time.perf_counter())]
     startup = {"start-up (interpreter, imports)": t_index - (t_enter if t0 is None else t0),
                "index (load or build, mid_occ)": t_device - t_index,
                "device (CuPy, CUDA)": t_setup - t_device,

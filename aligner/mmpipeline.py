@@ -589,9 +589,14 @@ class MapAligner:
         return LG.dp_scores_batch(*args)
 
 
+TRACE: list | None = None  # when a list (G3ALIGN_TRACE): (stage, thread, t0, t1) of every stage lap
+
+
 def _lap(times: dict, stage: str, t0: float) -> float:
     t = time.perf_counter()
     times[stage] = times.get(stage, 0.0) + t - t0
+    if TRACE is not None:
+        TRACE.append((stage, threading.current_thread().name, t0, t))
     return t
 
 

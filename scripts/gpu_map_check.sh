@@ -15,7 +15,8 @@
 # alignment on CPU threads), gpu-align (--device gpu, whose default is the base alignment on the GPU too). DEVS default "cpu gpu gpu-align",
 # PB_MODES default "gpu gpu-align cpu"; MODE@NAME=VALUE,... runs MODE with G3ALIGN_TUNE=NAME=VALUE,... (e.g.
 # gpu-align@MAP_DEPTH=1). PB_REF: another reference for step 4 (default chr20).
-# NBCACHE=1: numba's cache carried between calls (.devcache/, see below); PYSPY=N: the N-th chr20 run under py-spy
+# NBCACHE=1: numba's cache carried between calls (.devcache/, see below); PYSPY=N: the N-th chr20 run under py-spy;
+# TRACE=1: each chr20 run's G3ALIGN_TRACE timeline (trace.N.json in logs.tgz)
 # (wheel in .whl/); each timed run reports its CPU user and sys seconds.
 # Needs .devdata/: ecoli_K12_MG1655.fa.gz, the two E. coli read sets, a minimap2 binary; jobs_*.npz for step 2;
 # for PBSIM=1 also human_GRCh37_chr20.fa.gz, pbsim and model_qc_clr.
@@ -102,7 +103,9 @@ timed() {
     [[ $m == *@* ]] && tune=${m#*@}   # MODE@NAME=VALUE,...: G3ALIGN_TUNE for this run
     local spy=""   # PYSPY=N: the N-th chr20 run sampled by py-spy (every thread, Python and native frames)
     [ "${PYSPY:-0}" != 0 ] && [ "$7" = chr20 ] && [ "$i" = "$PYSPY" ] && spy="py-spy record -r 200 --threads --native -f raw -o $OUT/pyspy.txt --"
-    s=$( { TIMEFORMAT='%R s (CPU user %U s, sys %S s)'; time NUMBA_DEBUG_CACHE=${CACHE_DEBUG:-0} G3ALIGN_TUNE=$tune G3ALIGN_STAGES=1 timeout ${CMD_TIMEOUT:-150} $spy python3 -m g3align.aligner.cli map -t $NT \
+    local tr=""    # TRACE=1: the chr20 runs' stage timelines (G3ALIGN_TRACE JSON, in logs.tgz)
+    [ "${TRACE:-0}" = 1 ] && [ "$7" = chr20 ] && tr=$W/trace.$i.json
+    s=$( { TIMEFORMAT='%R s (CPU user %U s, sys %S s)'; time G3ALIGN_TRACE=$tr NUMBA_DEBUG_CACHE=${CACHE_DEBUG:-0} G3ALIGN_TUNE=$tune G3ALIGN_STAGES=1 timeout ${CMD_TIMEOUT:-150} $spy python3 -m g3align.aligner.cli map -t $NT \
         $(mode_opts $m) -ax $x -o $sam $ref $reads > $lg.stdout 2> $lg; } 2>&1 )   # -o: py-spy's own lines stay out of the SAM
     log "$7 g3align $m: $s; $(grep -h 'stage' $lg | tail -1)"
     if [ "${CACHE_DEBUG:-0}" = 1 ]; then   # numba functions compiled (not loaded from the cache) in this run
@@ -153,5 +156,5 @@ if [ "${LCHAIN:-1}" = 1 ]; then
         | tail -6 | tee -a "$OUT/times.txt"; log "lchain bench done"
 fi
 nbcache_out
-tar czf "$OUT/logs.tgz" -C $W $(cd $W && ls *.log 2>/dev/null) 2>/dev/null
+tar czf "$OUT/logs.tgz" -C $W $(cd $W && ls *.log *.json 2>/dev/null) 2>/dev/null
 log "end"

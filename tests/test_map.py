@@ -49,6 +49,24 @@ def test_stage_times_line(tmp_path):
         assert f"{stage} " in line[0]
 
 
+def test_trace_file(tmp_path):
+    """G3ALIGN_TRACE=FILE: JSON [stage, thread, t0, t1] of the start-up steps, the reader's items and every stage lap
+    of every part thread (as mem writes it; scripts/gpu_cli_profile.py reads that shape); SAM unchanged."""
+    import json
+    plain = g3map(["-t2", "-ax", "map-pb", REF, READS])
+    tr = tmp_path / "trace.json"
+    r = g3map(["-t2", "-ax", "map-pb", REF, READS], env=dict(os.environ, G3ALIGN_TRACE=str(tr)))
+    assert r.returncode == 0, r.stderr.decode()
+    assert r.stdout == plain.stdout
+    ev = json.loads(tr.read_text())
+    stages = {e[0] for e in ev}
+    for stage in ("start-up: interpreter, cli import", "start-up: index", "start-up: device", "next item",
+                  "chaining+alignment+text (CPU threads)", "output", "mapping, all parts (wall)"):
+        assert stage in stages, stage
+    assert all(len(e) == 4 and 0 <= e[2] <= e[3] for e in ev)
+    assert any(e[1].startswith("g3align-part") for e in ev)
+
+
 def test_saved_index_gives_the_same_output(tmp_path):
     idx = tmp_path / "lam.g3m"
     r = g3map(["-x", "map-pb", "-d", idx, REF])
