@@ -154,7 +154,6 @@ def _is_g3m(path: str, magic: bytes) -> bool:
 
 def _run_map(args):
     t_enter = time.perf_counter()
-    _numba_start()
     from g3align.aligner import mmopt as MO
     from g3align.aligner import mmpipeline
     from g3align.aligner.reads import prefetch_now, read_batch_parts
@@ -187,6 +186,7 @@ def _run_map(args):
         except ValueError as e:
             raise G3Error(str(e))
     _tune(mmpipeline)
+    _numba_start()  # before the reader thread (not for --help / --version)
     trace = None
     if os.environ.get("G3ALIGN_TRACE"):  # the stage laps of every part thread, as for mem (_trace_start)
         from g3align.aligner import reads
