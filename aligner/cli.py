@@ -246,8 +246,10 @@ def _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader,
     aligner.device_setup()
     t0 = _process_t0()
     if trace is not None:
-        trace += [("start-up: index", "MainThread", t_index, t_device), ("start-up: device", "MainThread", t_device,
-                  t_setup), ("start-up: aligner (index to the GPU)", "MainThread", t_setup, time.perf_counter())]
+        trace += [("start-up: imports, numba, options", "MainThread", t_enter, t_index),
+                  ("start-up: index", "MainThread", t_index, t_device),
+                  ("start-up: device", "MainThread", t_device, t_setup),
+                  ("start-up: aligner (index to the GPU)", "MainThread", t_setup, time.perf_counter())]
     startup = {"start-up (interpreter, imports)": t_index - (t_enter if t0 is None else t0),
                "index (load or build, mid_occ)": t_device - t_index,
                "device (CuPy, CUDA)": t_setup - t_device,
