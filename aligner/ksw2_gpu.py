@@ -28,6 +28,7 @@ MODE_REV = 1
 MODE_COMP = 2
 P_NF = 29
 GRID = 64  # anti-diagonals per traceback block (the forward pass checkpoints every GRID of them)
+SCRATCH_BYTES = 2 << 30  # GPU scratch of one launch of extd2_batch_gpu (more jobs: more launches)
 ERR_GEOMETRY = 1
 
 
@@ -131,7 +132,7 @@ def extd2_batch_cpu(Q, T, jobs, P):
 
 
 # ----------------------------------------------------------------------------------------------- GPU
-def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_bytes: int = 2 << 30,
+def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_bytes: int = SCRATCH_BYTES,
                     to_host: bool = True, stats: dict | None = None, defines: dict | None = None):
     """kernels/ksw2.cu over the jobs (the largest first): (ez, cig, cig_off, n_cig), the same arrays as
     extd2_batch_cpu. Q and T may already be on the GPU. Jobs run in launches whose scratch fits

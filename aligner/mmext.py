@@ -54,7 +54,7 @@ def keys_to_jobs(K: np.ndarray, key_read: np.ndarray, seq_off: np.ndarray, ref_o
 
 
 def run_jobs(seq, ref_seq, jobs, P, device: str = "cpu", stats: dict | None = None, defines: dict | None = None,
-             scratch_bytes: int = 2 << 30):
+             scratch_bytes: int = KG.SCRATCH_BYTES):
     """(ez, cig, cig_off, n_cig) of every job: kernels/ksw2.cu (device "gpu"; seq / ref_seq may be on the
     GPU already; defines: a compile-time variant of the kernel) or the CPU twin. stats: gets 'jobs' added (and
     the kernel's counts on the GPU). scratch_bytes: the GPU scratch of one launch (jobs beyond it go to the

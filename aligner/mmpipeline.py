@@ -87,7 +87,7 @@ MAP_EARLY_READER = True
 MAP_KSW2_DEFINES = ""
 # GPU scratch of one ksw2 launch (bytes): a part's jobs run in as many launches as their scratch needs, each
 # launch ending in a tail where its longest jobs run alone
-MAP_KSW2_SCRATCH = 2 << 30
+MAP_KSW2_SCRATCH = KG.SCRATCH_BYTES
 # host threads that wait for the GPU block instead of spinning (cudaDeviceScheduleBlockingSync; CUDA's default
 # with one context on a many-core host is to spin, which keeps a core busy for each part waiting on its ksw2
 # launch, beside the -t pool). An A/B knob, not yet measured: 1 turns it on

@@ -18,7 +18,7 @@
 // recomputes the block's anti-diagonals with their direction bits into a G x row-width buffer -- only the
 // cone of cells the path can still reach from where it enters the block, ~G*G/2 cells (see d2_row) -- and
 // follows the path through it. The recomputed bits equal the forward pass's (same inputs, same arithmetic), so the
-// CIGAR is minimap2's; memory per job is 7*T + (nr/G)*7*(band+G) + G*band bytes instead of nr*band.
+// CIGAR is minimap2's; the DP memory per job is 7*T + (nr/G)*7*(band+G) + G*band bytes instead of nr*band.
 //
 // Cells per lane. By default (KSW2_SIMD4) each lane takes four consecutive cells of an anti-diagonal as one
 // 32-bit word and updates them with byte-wise SIMD instructions, as the SSE kernel does with 16 (d2_cells4);
@@ -100,7 +100,7 @@ typedef unsigned int u32;
 #define KP_TB_S 6
 #define KP_TB_CELLS 7
 #define KP_TB_WALK 8
-#define KP_N 10
+#define KP_N 9
 #if defined(G3_REAL_WARP) && defined(KSW2_PROFILE)
 __device__ unsigned long long ksw2_prof[KP_N];
 struct Ksw2Prof {
@@ -174,7 +174,8 @@ struct Ksw2Arr {
     // the job's bases as the DP reads them (job_base), copied once per job: tg[t] the target (0 from tlen to
     // T), qr[KSW2_QPAD + k] the query backwards (query base qlen - 1 - k), zero around it, so that the query
     // bases of target columns t .. t + 3 on anti-diagonal r are the consecutive bytes from
-    // KSW2_QPAD + qlen - 1 - r + t (a position past either end reads as base 0, as in sub_score)
+    // KSW2_QPAD + qlen - 1 - r + t (a position past either end reads as base 0, as the SSE kernel's padded
+    // rows do)
     u8 *tg, *qr;
 };
 #define KSW2_QPAD 4
@@ -233,11 +234,10 @@ __device__ __forceinline__ int d2_cell(int mode, const Ksw2Sc& S, int z, int xl,
     return d;
 }
 
-// The substitution score of cell (r, t): target base t against query base r - t (a position past either end
-// reads as base 0, as the SSE kernel's padded rows do).
-__device__ __forceinline__ int sub_score(const Ksw2Job& J, const Ksw2Sc& S, ix r, ix t) {
-    const int a = t < J.tlen ? job_base(J.t, J.tlen, J.t_mode, t) : 0;
-    const int c = t <= r ? job_base(J.q, J.qlen, J.q_mode, r - t) : 0;
+// The substitution score of cell (r, t) of the one-cell-per-lane build (KSW2_SCALAR): target base t against
+// query base r - t, from the job's copies of its bases (Ksw2Arr::tg / qr).
+__device__ __forceinline__ int sub_score(const Ksw2Arr& A, const Ksw2Sc& S, ix qlen, ix r, ix t) {
+    const int a = A.tg[t], c = A.qr[KSW2_QPAD + qlen - 1 - r + t];
     return (a == 4 || c == 4) ? S.sc_N : (a == c ? S.sc_mch : S.sc_mis);
 }
 
@@ -436,7 +436,7 @@ __device__ ix d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, ix r, 
     }
 #else
     G3_LANES {
-        for (ix t = sbeg + lane; t < tend; t += 32) A.s[t] = (i8)sub_score(J, S, r, t);
+        for (ix t = sbeg + lane; t < tend; t += 32) A.s[t] = (i8)sub_score(A, S, J.qlen, r, t);
     }
 #endif
     G3_SYNC();

@@ -91,7 +91,7 @@
     } while (0)
 #endif
 
-// CUDA's byte-wise SIMD intrinsics for the host builds (kernels/ksw2.cu's KSW2_SIMD4 variant): each byte of the
+// CUDA's byte-wise SIMD intrinsics for the host builds (kernels/ksw2.cu's four cells per lane): each byte of the
 // result is the operation on the signed bytes of a and b, wrapped to 8 bits; __byte_perm picks bytes of (y:x).
 #ifndef G3_REAL_WARP
 #define G3_V4(name, expr)                                                     \

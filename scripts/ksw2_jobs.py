@@ -82,7 +82,7 @@ def bench(args):
             prof = None
             if defs and "KSW2_PROFILE" in defs:  # the kernel's per-phase cycle counters (ksw2.cu KP_*)
                 mod = get_module("ksw2", defs)
-                prof = cp.ndarray((len(PHASES) + 1,), cp.uint64, mod.get_global("ksw2_prof"))
+                prof = cp.ndarray((len(PHASES),), cp.uint64, mod.get_global("ksw2_prof"))  # KP_N
             for g in grids:
                 best = None
                 for _ in range(args.reps):
@@ -105,7 +105,7 @@ def bench(args):
                             f"{cells / best / 1e6:.1f} | {'yes' if same else 'NO'} |")
                 print(rows[-1], flush=True)
                 if prof is not None:
-                    c = cp.asnumpy(prof)[:len(PHASES)].astype(np.float64)
+                    c = cp.asnumpy(prof).astype(np.float64)
                     prof_rows.append(f"| {name} | {var} | {g} | " +
                                      " | ".join(f"{100 * x / max(c.sum(), 1):.1f}" for x in c) + " |")
                     print(prof_rows[-1], flush=True)

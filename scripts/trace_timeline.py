@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""A G3ALIGN_TRACE file (`g3align map` or `mem`) as text: every event in start order, then per stage the summed
-time and the time at least one thread was in it (the union of its intervals: wall time the stage covered).
+"""A G3ALIGN_TRACE file (`g3align map` or `mem`) as text: gpu_check.py's timeline (one row per thread and
+stage), then per stage the summed time and the time at least one thread was in it (the union of its intervals:
+the wall time the stage covered).
 
-  python scripts/trace_timeline.py trace.json [--min-ms 5]
+  python scripts/trace_timeline.py trace.json [--step 0.1]
 
 The union per stage is what the summed stage times of G3ALIGN_STAGES cannot show: with several parts in flight,
 e.g. "extension (ksw2 batch)" summed over parts may exceed the wall time in which any part was in it.
 """
 import argparse
 import json
+
+from gpu_check import gantt  # scripts/gpu_check.py (this script's folder is on sys.path when run)
 
 
 def union(iv):
@@ -25,13 +28,10 @@ def union(iv):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("trace")
-    ap.add_argument("--min-ms", type=float, default=5.0, help="leave out events shorter than this from the list")
+    ap.add_argument("--step", type=float, default=0.1, help="seconds per timeline column")
     args = ap.parse_args(argv)
-    ev = json.load(open(args.trace))
-    print(f"{'start s':>8} {'end s':>8} {'ms':>8}  thread / stage")
-    for s, th, a, b in sorted(ev, key=lambda e: e[2]):
-        if (b - a) * 1000 >= args.min_ms:
-            print(f"{a:8.3f} {b:8.3f} {1000 * (b - a):8.1f}  {th} / {s}")
+    ev = json.load(open(args.trace))  # [stage, thread, t0, t1], seconds from the process start
+    print(gantt(ev, 0.0, max((e[3] for e in ev), default=0.0), args.step))
     print()
     print(f"{'stage':<48} {'events':>6} {'sum s':>8} {'union s':>8}")
     by: dict = {}
