@@ -41,10 +41,18 @@
 #endif
 
 typedef long long i64;
-// Positions, lengths and scores of one job are 32-bit (as minimap2's int32_t): 127 registers per thread instead
-// of 143 with 64-bit ones, so four 128-thread blocks fit an SM. 64-bit: the batch's arrays and offsets, the
-// cell count, the packed keys of the exact-maximum reduction.
+// ix: positions, lengths and scores of one job. 64-bit by default. KSW2_IX32 (a benchmark variant, NOT safe with
+// CUDA 13.0's ptxas for sm_90) makes them 32-bit as minimap2's int32_t (127 registers instead of 143, four
+// 128-thread blocks per SM instead of three), but ptxas then miscompiles loop trip counts: a bound such as
+// b.en0 = min(tlen - 1, r, (r + w) >> 1) reaches it in PTX as max(~r, -tlen, ~((r + w) >> 1)), which ptxas fuses
+// into one three-input VIMNMX3 that drops the negation of tlen. The 4x-unrolled exact-maximum loop then reads
+// H far past the job's scratch (compute-sanitizer: out-of-bounds reads at that loop; scripts/ksw2_memcheck.py;
+// the PTX is right, the SASS is not; -G builds are clean). 64-bit min/max have no three-input form.
+#ifdef KSW2_IX32
 typedef int ix;
+#else
+typedef long long ix;
+#endif
 typedef unsigned long long u64;
 typedef unsigned char u8;
 typedef signed char i8;
