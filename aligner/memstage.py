@@ -194,16 +194,25 @@ def _in_ranges(n, parts, map_fn, fn):
 PINNED_MIN = 1 << 16  # bytes: smaller host <-> device copies go the plain way
 
 
+def empty_pinned(shape, dtype) -> np.ndarray:
+    """An uninitialised NumPy array in page-locked memory from CuPy's pinned pool (what cupyx.empty_pinned
+    makes; `import cupyx` in full would load cupyx.linalg, cupyx.scipy.sparse and scipy at the first upload)."""
+    import cupy as cp
+
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape, dtype=np.int64))
+    return np.ndarray(shape, dtype, buffer=cp.cuda.alloc_pinned_memory(n * dtype.itemsize))
+
+
 def to_device(a):
     """numpy -> a new cupy array, copied through pinned host memory (CuPy's pinned pool): a copy from
     pageable memory runs at a fraction of the bus speed (10 Mbases of reads took ~5 ms on the box)."""
     import cupy as cp
-    import cupyx
 
     a = np.ascontiguousarray(a)
     if a.nbytes < PINNED_MIN:
         return cp.asarray(a)
-    h = cupyx.empty_pinned(a.shape, a.dtype)
+    h = empty_pinned(a.shape, a.dtype)
     np.copyto(h, a)
     d = cp.empty(a.shape, a.dtype)
     d.set(h)
@@ -217,7 +226,6 @@ def upload_large(a, chunk: int = 16 << 20):
     index file) overlapping the previous piece's transfer. One big pageable copy ran at ~0.9 GB/s on the
     box, and a pinned buffer of the whole array costs a long cudaHostAlloc."""
     import cupy as cp
-    import cupyx
 
     a = np.ascontiguousarray(a)
     d = cp.empty(a.shape, a.dtype)
@@ -228,7 +236,7 @@ def upload_large(a, chunk: int = 16 << 20):
     src = a.reshape(-1).view(np.uint8)
     dst = d.reshape(-1).view(cp.uint8)
     st = cp.cuda.Stream(non_blocking=True)
-    bufs = [cupyx.empty_pinned(min(chunk, n), np.uint8) for _ in range(2)]
+    bufs = [empty_pinned(min(chunk, n), np.uint8) for _ in range(2)]
     done = [None, None]
     for k, o in enumerate(range(0, n, chunk)):
         m = min(chunk, n - o)
@@ -245,12 +253,11 @@ def upload_large(a, chunk: int = 16 << 20):
 def to_host(x) -> np.ndarray:
     """cupy -> numpy in pinned host memory (waits for the copy, on the current stream); see to_device."""
     import cupy as cp
-    import cupyx
 
     x = cp.ascontiguousarray(x)
     if x.nbytes < PINNED_MIN:
         return cp.asnumpy(x)
-    h = cupyx.empty_pinned(x.shape, x.dtype)
+    h = empty_pinned(x.shape, x.dtype)
     x.get(out=h)
     return h
 
@@ -304,7 +311,9 @@ def _ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_byte
     k = get_module("memext").get_function("mem_ext_kernel")
     jd = [cp.asarray(a, dtype=cp.int64) for a in jobs]
     j_read, j_sl = jd[0], jd[3]
-    rl = (seq_off_d[j_read + 1] - seq_off_d[j_read]).astype(cp.int64)
+    # CuPy functions, not operators with a Python number (`j_read + 1`): those go through NumPy's ufunc
+    # override, whose first call imports cupyx.scipy.special (scripts/cupy_startup_probe.py)
+    rl = (seq_off_d[cp.add(j_read, 1)] - seq_off_d[j_read]).astype(cp.int64)
     # warps of jobs with similar work: most query bases to extend first (left + right of the seed)
     order = cp.argsort(j_sl - rl, kind="stable").astype(cp.int64)
     lmax = int(rl.max())
@@ -381,14 +390,14 @@ def _rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_byt
     mate, wrb, wre, wrev, wx = (cp.asarray(a, dtype=cp.int64) for a in jobs)
     tlen = wre - wrb
     bl_off = cp.zeros(n + 1, cp.int64)
-    cp.cumsum(2 * (tlen + 1), out=bl_off[1:])
+    cp.cumsum(cp.multiply(cp.add(tlen, 1), 2), out=bl_off[1:])  # CuPy functions: no cupyx import (_ext_jobs_gpu)
     bl = cp.empty(int(bl_off[-1]), cp.int32)
-    lm = seq_off_d[mate + 1] - seq_off_d[mate]
+    lm = seq_off_d[cp.add(mate, 1)] - seq_off_d[mate]
     order = cp.argsort(-(tlen * lm), kind="stable").astype(cp.int64)
     P = cp.asarray(ext_params(opt))
     M = cp.asarray(mat.astype(np.int8))
     if warp:
-        in_warp = lm[order] <= SW_WARP_MAX
+        in_warp = cp.less_equal(lm[order], SW_WARP_MAX)
         ow = order[in_warp]
         order = order[~in_warp]
         if ow.shape[0]:
@@ -422,10 +431,12 @@ def chain_params(opt) -> np.ndarray:
                     np.int32)
 
 
-def chain_scratch_words(n_seeds):
-    """int32 scratch words per read of memchain.cu's chain_kernel (its chain_scratch_words)."""
-    nodes = np.maximum(4, n_seeds // 4 + 4)
-    return 17 * n_seeds + 8 + 21 * nodes
+def chain_scratch_words(n_seeds, xp=np):
+    """int32 scratch words per read of memchain.cu's chain_kernel (its chain_scratch_words); n_seeds a NumPy
+    or (xp=cupy) CuPy array. xp functions, not operators with Python numbers: with CuPy arrays those (and
+    np.maximum) go through NumPy's ufunc override, whose first call imports cupyx.scipy.special."""
+    nodes = xp.maximum(xp.add(xp.floor_divide(n_seeds, 4), 4), 4)
+    return xp.add(xp.add(xp.multiply(n_seeds, 17), 8), xp.multiply(nodes, 21))
 
 
 @nb.njit(cache=True, nogil=True)
@@ -463,7 +474,7 @@ def chain_gpu(opt, mat, offsets, l_pac, pac, seq, seq_off, seq_off_d, seeds_d, r
     tot = int(s_off[-1]) if n > 0 else 0
     mod = get_module("memchain")
     scr_off = cp.zeros(n + 1, cp.int64)
-    cp.cumsum(chain_scratch_words(cp.diff(s_off)), out=scr_off[1:])
+    cp.cumsum(chain_scratch_words(cp.diff(s_off), cp), out=scr_off[1:])
     scr = cp.empty(int(scr_off[-1]) if n > 0 else 0, cp.int32)
     sl = [cp.empty(tot, cp.int64) for _ in range(5)]  # rid, r0, r1, n, seed
     n_ch = cp.empty(n, cp.int64)

@@ -178,7 +178,9 @@ def _cpu_seed_pos(fm, offsets, l_pac, mb, me, mk, ms, occ_off, max_occ, s_rbeg, 
 
 
 def _filter_rid(s_rbeg, s_qbeg, s_len, s_rid, occ_off, off, xp):
-    keep = s_rid >= 0
+    # xp functions, not operators with a Python number: with CuPy arrays those go through NumPy's ufunc
+    # override, whose first call imports cupyx.scipy.special (scripts/cupy_startup_probe.py)
+    keep = xp.greater_equal(s_rid, 0)
     ks = xp.zeros(keep.shape[0] + 1, np.int64)
     xp.cumsum(keep.astype(np.int64), out=ks[1:])
     s_off = ks[occ_off[off]]
@@ -257,7 +259,7 @@ def collect_intv_batch_gpu(fm_dev, seq, seq_off, opt, cap: int = 64, block: int 
     c = cap
     n_rerun = 0
     while True:
-        bad = cp.nonzero(runs[-1][1][3] < 0)[0]
+        bad = cp.nonzero(cp.less(runs[-1][1][3], 0))[0]  # not `< 0`: no cupyx import (_filter_rid)
         if bad.shape[0] == 0:
             break
         c *= 4
@@ -293,8 +295,9 @@ def seed_pos_batch_gpu(fm_dev, offsets, mb, me, mk, ms, off, max_occ, filter_rid
     kern = mod.get_function("seed_pos_kernel")
     mb, me, mk, ms, off = (cp.asarray(a, dtype=cp.int64) for a in (mb, me, mk, ms, off))
     s = ms
-    step = cp.where(s > max_occ, s // max_occ, 1)
-    c = cp.minimum((s + step - 1) // step, max_occ)
+    # CuPy functions, not operators with a Python number (no cupyx import: _filter_rid)
+    step = cp.where(cp.greater(s, max_occ), cp.floor_divide(s, max_occ), 1)
+    c = cp.minimum(cp.floor_divide(cp.subtract(s + step, 1), step), max_occ)
     occ_off = cp.zeros(c.shape[0] + 1, cp.int64)
     cp.cumsum(c, out=occ_off[1:])
     tot = int(occ_off[-1])

@@ -402,3 +402,39 @@ def test_trace_and_broken_pipe(lambda_index, tmp_path):
     q = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True)
     assert q.returncode == 0 and len(q.stdout.splitlines()) == 3
     assert b"rror" not in q.stderr and b"Traceback" not in q.stderr, q.stderr.decode()[-2000:]
+
+
+# ------------------------------------------------------------------------------------------ GPU start-up
+def _gpu() -> bool:
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no CuPy, no driver, no device
+        return False
+
+
+@pytest.mark.skipif(not _gpu(), reason="no CUDA device / cupy")
+@pytest.mark.parametrize("mode", ["se", "pe"])
+def test_gpu_mem_does_not_import_cupyx(lambda_index, tmp_path, mode):
+    """mem's twin of test_map.py's test_gpu_map_does_not_import_cupyx: CuPy imports cupyx.scipy.special at the
+    first NumPy-ufunc override, i.e. the first operator between a CuPy array and a Python number (`a > 0`,
+    `a + 1`): a few tenths of a second (scripts/cupy_startup_probe.py). `mem --device gpu` (seeding, chaining,
+    extension, traceback, mate rescue) uses CuPy functions instead."""
+    reads = [os.path.join(DATA, "lambda_R1.fq.gz")] + ([os.path.join(DATA, "lambda_R2.fq.gz")] if mode == "pe" else [])
+    out = tmp_path / "o.sam"
+    code = ("import sys, traceback\n"
+            "class Spy:  # prints where cupyx.scipy.special is first imported from\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'cupyx.scipy.special':\n"
+            "            print('first import of', name, 'from:', ''.join(traceback.format_stack(limit=25)))\n"
+            "        return None\n"
+            "sys.meta_path.insert(0, Spy())\n"
+            "from g3align.aligner.cli import main\n"
+            f"main(['mem', '-t', '2', '--device', 'gpu', '-o', {str(out)!r}, {lambda_index!r}, "
+            f"{', '.join(repr(r) for r in reads)}], standalone_mode=False)\n"
+            "print('cupyx modules:', sorted(m for m in sys.modules if m.split('.')[0] == 'cupyx'))\n"
+            "print('cupyx.scipy imported:', 'cupyx.scipy.special' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "cupyx.scipy imported: False" in r.stdout, r.stdout
+    assert records(out.read_bytes()), r.stderr
