@@ -15,7 +15,7 @@
 # alignment on CPU threads), gpu-align (--device gpu, whose default is the base alignment on the GPU too). DEVS default "cpu gpu gpu-align",
 # PB_MODES default "gpu gpu-align cpu"; MODE@NAME=VALUE,... runs MODE with G3ALIGN_TUNE=NAME=VALUE,... (e.g.
 # gpu-align@MAP_DEPTH=1). PB_REF: another reference for step 4 (default chr20).
-# NBCACHE=1: numba's cache carried between calls (.devcache/, see below); PYSPY=N: the N-th chr20 run under py-spy;
+# NBCACHE=1: numba's cache carried between calls (.devcache/map/, see below); PYSPY=N: the N-th chr20 run under py-spy;
 # TRACE=1: each chr20 run's G3ALIGN_TRACE timeline (trace.N.json in logs.tgz)
 # (wheel in .whl/); each timed run reports its CPU user and sys seconds.
 # Needs .devdata/: ecoli_K12_MG1655.fa.gz, the two E. coli read sets, a minimap2 binary; jobs_*.npz for step 2;
@@ -32,31 +32,11 @@ mode_opts() { case ${1%%@*} in cpu) echo "--device cpu";; gpu) echo "--device gp
               *) echo "unknown mode $1" >&2; exit 2;; esac; }
 g3() { timeout ${CMD_TIMEOUT:-150} python3 -m g3align.aligner.cli "$@"; }
 TIMEFORMAT=%R
-# NBCACHE=1: numba's on-disk cache travels between calls (a fresh box otherwise spends ~300 s compiling):
-# .devcache/nbcache.tgz.* (git-ignored, carried; parts of one tar) hold the __pycache__ numba files of an earlier call and
-# .devcache/stamps.txt the sha1, size and mtime of each source file then. A file whose content is unchanged
-# gets its old mtime back, so numba's index (keyed by the source's mtime and size) matches; a changed file
-# is compiled again as usual. At the end the cache and stamps are written to $OUT for the next call.
-if [ "${NBCACHE:-0}" = 1 ] && ls .devcache/nbcache.tgz* >/dev/null 2>&1; then
-    if ls .devcache/nbcache.tgz.?? >/dev/null 2>&1; then cat .devcache/nbcache.tgz.?? > .devcache/nbcache.tgz; fi  # parts (below)
-    n=0; while read -r sha size mt f; do
-        [ -e "$f" ] && [ "$(sha1sum < "$f" | cut -c1-40)" = "$sha" ] && touch -d "@$mt" "$f" && n=$((n + 1))
-    done < .devcache/stamps.txt
-    tar xzf .devcache/nbcache.tgz; echo "numba cache: $(tar tzf .devcache/nbcache.tgz | wc -l) files, $n source stamps restored"
-fi
+# NBCACHE=1: numba's on-disk cache travels between calls in $NBCACHE_DIR (default .devcache/map; scripts/nbcache.sh)
+NBCACHE_DIR=${NBCACHE_DIR:-.devcache/map}; . scripts/nbcache.sh; nbcache_in
 if [ "${PYSPY:-0}" != 0 ]; then   # py-spy from its wheel in .whl/ (carried)
     pip install -q --no-index --no-deps --target /tmp/site .whl/py_spy*.whl && export PATH=/tmp/site/bin:$PATH
 fi
-nbcache_out() {
-    [ "${NBCACHE:-0}" = 1 ] || return 0
-    find aligner index -name '*.py' | while read -r f; do
-        echo "$(sha1sum < "$f" | cut -c1-40) $(stat -c '%s %.9Y' "$f") $f"; done > "$OUT/stamps.txt"
-    find aligner index -path '*__pycache__*' -name '*.nb[ic]' | tar czf /tmp/nbcache.tgz -T -
-    # files come back from the box only up to 16 MiB each: parts of 15 MiB (nbcache.tgz.aa, .ab, ...),
-    # joined again above when carried in .devcache/
-    split -b 15M /tmp/nbcache.tgz "$OUT/nbcache.tgz."
-    echo "numba cache out: $(du -h /tmp/nbcache.tgz | cut -f1) in $(ls "$OUT"/nbcache.tgz.* | wc -l) parts"
-}
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader 2>/dev/null | tee "$OUT/device.txt"
 PB_REF=${PB_REF:-$D/human_GRCh37_chr20.fa.gz}; R=$W/pb_0001.fastq
 pbsim_and_index() {   # chr20 pbsim reads and both tools' indexes (step 4's inputs)

@@ -7,6 +7,7 @@
 #   PROFILE=1 first profiles the PE pipeline's host time (scripts/gpu_pe_profile.py; carry the py-spy wheel in .whl/),
 #   PE_VARIANTS='WORKER_NICE=0;PE_AHEAD=4' adds GPU PE runs with other pipeline settings (gpu_check --pe-variants)
 #   CLIPROF=1 profiles the CLI end to end (scripts/gpu_cli_profile.py; VARIANTS='ASYNC_WRITE=0;...' A/B runs)
+#   NBCACHE=1 carries numba's cache between calls (.devcache/mem/: copy $OUT's nbcache.tgz.* and stamps.txt there)
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 mkdir -p /tmp/pkg/g3align && cp g3align/__init__.py /tmp/pkg/g3align/
@@ -14,6 +15,8 @@ for d in aligner index kernels; do ln -sfn "$PWD/$d" /tmp/pkg/g3align/$d; done
 ls .whl/pydivsufsort*.whl >/dev/null 2>&1 && pip install -q --no-index --no-deps --target /tmp/site .whl/pydivsufsort*.whl
 export PYTHONPATH=/tmp/pkg:/tmp/site PYTHONSAFEPATH=1 NUMBA_NUM_THREADS=$(nproc) PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
+# NBCACHE=1: numba's cache carried between calls in $NBCACHE_DIR (default .devcache/mem; scripts/nbcache.sh)
+NBCACHE_DIR=${NBCACHE_DIR:-.devcache/mem}; . scripts/nbcache.sh; nbcache_in; trap nbcache_out EXIT
 if [ "${PYTEST_K:-all}" != "none" ]; then
     K=(); [ "${PYTEST_K:-all}" != all ] && K=(-k "$PYTEST_K")
     timeout ${PYTEST_TIMEOUT:-300} python3 -m pytest -q tests/test_memcigar.py tests/test_memstage.py tests/test_memchain.py tests/test_smem_gpu.py "${K[@]}" 2>&1 \

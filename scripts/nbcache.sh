@@ -1,0 +1,24 @@
+# numba's on-disk cache carried between GPU-box calls (sourced by scripts/gpu_map_check.sh and gpu_mem_run.sh
+# with NBCACHE=1; a fresh box otherwise spends minutes compiling). $NBCACHE_DIR (git-ignored, carried) holds
+# nbcache.tgz.* (parts of one tar of the __pycache__ numba files of an earlier call) and stamps.txt (sha1, size
+# and mtime of each source file then). A source file whose content is unchanged gets its old mtime back, so
+# numba's index (keyed by the source's mtime and size) matches; a changed file is compiled again as usual.
+# nbcache_out writes the cache and stamps to $OUT for the next call: copy them into $NBCACHE_DIR there.
+nbcache_in() {
+    [ "${NBCACHE:-0}" = 1 ] && ls "$NBCACHE_DIR"/nbcache.tgz* >/dev/null 2>&1 || return 0
+    local tgz=/tmp/nbcache_in.tgz n=0 sha size mt f
+    cat "$NBCACHE_DIR"/nbcache.tgz* > $tgz   # one tar, or its parts in order
+    while read -r sha size mt f; do
+        [ -e "$f" ] && [ "$(sha1sum < "$f" | cut -c1-40)" = "$sha" ] && touch -d "@$mt" "$f" && n=$((n + 1))
+    done < "$NBCACHE_DIR"/stamps.txt
+    tar xzf $tgz; echo "numba cache: $(tar tzf $tgz | wc -l) files, $n source stamps restored"
+}
+nbcache_out() {
+    [ "${NBCACHE:-0}" = 1 ] || return 0
+    find aligner index -name '*.py' | while read -r f; do
+        echo "$(sha1sum < "$f" | cut -c1-40) $(stat -c '%s %.9Y' "$f") $f"; done > "$OUT/stamps.txt"
+    find aligner index -path '*__pycache__*' -name '*.nb[ic]' | tar czf /tmp/nbcache.tgz -T -
+    # files come back from the box only up to 16 MiB each: parts of 15 MiB (nbcache.tgz.aa, .ab, ...)
+    split -b 15M /tmp/nbcache.tgz "$OUT/nbcache.tgz."
+    echo "numba cache out: $(du -h /tmp/nbcache.tgz | cut -f1) in $(ls "$OUT"/nbcache.tgz.* | wc -l) parts"
+}
