@@ -2,7 +2,8 @@
 # `g3align mem --device gpu` on the GPU box (issue 4): GPU tests of the staged mem path, then
 # scripts/gpu_check.py (chr20, simulated pairs: GPU SAM == CPU SAM, stage times, bwa mem -t 16 in the
 # same run).  Needs .devdata/human_GRCh37_chr20.fa.gz, .devdata/bwa and the pydivsufsort wheel in .whl/ (carry them).  Results under $OUT.
-#   PAIRS (default 500000), PYTEST_TIMEOUT, PYTEST_K (none | all (default) | a -k expression), CHECK=0 skips the check,
+#   PAIRS (default 500000), PYTEST_TIMEOUT, PYTEST_K (none | all (default) | a -k expression), PYTEST_ARGS (test files or
+#   node ids instead of the four GPU test files), CHECK=0 skips the check,
 #   CLI=1 adds the CLI end-to-end runs; with .devdata/minimap2 carried, minimap2 -ax sr runs for context;
 #   PROFILE=1 first profiles the PE pipeline's host time (scripts/gpu_pe_profile.py; carry the py-spy wheel in .whl/),
 #   PE_VARIANTS='WORKER_NICE=0;PE_AHEAD=4' adds GPU PE runs with other pipeline settings (gpu_check --pe-variants)
@@ -19,7 +20,8 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | t
 NBCACHE_DIR=${NBCACHE_DIR:-.devcache/mem}; . scripts/nbcache.sh; nbcache_in; trap nbcache_out EXIT
 if [ "${PYTEST_K:-all}" != "none" ]; then
     K=(); [ "${PYTEST_K:-all}" != all ] && K=(-k "$PYTEST_K")
-    timeout ${PYTEST_TIMEOUT:-300} python3 -m pytest -q tests/test_memcigar.py tests/test_memstage.py tests/test_memchain.py tests/test_smem_gpu.py "${K[@]}" 2>&1 \
+    FILES=(${PYTEST_ARGS:-tests/test_memcigar.py tests/test_memstage.py tests/test_memchain.py tests/test_smem_gpu.py})
+    timeout ${PYTEST_TIMEOUT:-300} python3 -m pytest -q "${FILES[@]}" "${K[@]}" 2>&1 \
         | tail -5 | tee "$OUT/pytest_mem.txt"
 fi
 if [ "${PROFILE:-0}" = 1 ]; then  # host-time profile of the PE pipeline (py-spy wheel in .whl/ when carried)
