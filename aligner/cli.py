@@ -187,7 +187,6 @@ def _run_map(args):
             raise G3Error(str(e))
     _tune(mmpipeline)
     _numba_start()  # before the reader thread (not for --help / --version)
-    early = _cuda_early(opt.device, mmpipeline.EARLY_CUDA)
     trace = None
     if os.environ.get("G3ALIGN_TRACE"):  # the stage laps of every part thread, as for mem (_trace_start)
         from g3align.aligner import reads
@@ -200,7 +199,7 @@ def _run_map(args):
     # the first file's parsing starts now, beside the index load and the device set-up (MAP_EARLY_READER)
     first_parts = reader(queries[0]) if queries and mmpipeline.MAP_EARLY_READER else None
     try:
-        return _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader, t_enter, trace, early)
+        return _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader, t_enter, trace)
     finally:
         if first_parts is not None:
             first_parts.close()
@@ -208,7 +207,7 @@ def _run_map(args):
             _trace_write(trace, t_enter)
 
 
-def _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader, t_enter, trace=None, early=None):
+def _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader, t_enter, trace=None):
     from g3align.aligner import mmopt as MO
     from g3align.aligner.mmpipeline import MapAligner, log, run_map
     from g3align.aligner.reads import ReadFormatError
@@ -241,7 +240,7 @@ def _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader,
     MO.update_mid_occ(opt, idx.cal_max_occ)
     log(f"[M::mm_mapopt_update] mid_occ = {opt.mid_occ}", opt.verbose)
     t_device = time.perf_counter()
-    device = _pick_device(opt.device, opt.verbose, "map", early)
+    device = _pick_device(opt.device, opt.verbose, "map")
     t_setup = time.perf_counter()
     aligner = MapAligner(idx, opt, device=device)
     aligner.device_setup()
@@ -480,8 +479,6 @@ def _run_mem(kw):
     t_enter = time.perf_counter()
     _numba_start()
     trace = _trace_start()
-    from g3align.aligner import pipeline
-    kw["early_cuda"] = _cuda_early(kw["device"], pipeline.EARLY_CUDA)
     try:
         _run_mem_traced(kw, trace, t_enter)
     finally:
@@ -560,13 +557,13 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader):
         except ValueError as e:
             raise G3Error(str(e))
     try:
-        try:  # while _cuda_early's thread makes the CUDA context
+        device = _pick_device(kw["device"], verbose)
+        t = _mark(trace, "start-up: device", t)
+        try:
             ref, fm = load_index(kw["prefix"])
         except IndexFormatError as e:
             raise G3Error(str(e))
         t = _mark(trace, "start-up: index load", t)
-        device = _pick_device(kw["device"], verbose, "mem", kw.get("early_cuda"))
-        t = _mark(trace, "start-up: device", t)
         cmdline = " ".join(shlex.quote(a) for a in ["g3align"] + sys.argv[1:])
         header = sam_header(ref.names, [int(x) for x in ref.lengths], rg_line=rg_line, pg_cmdline=cmdline,
                             extra_lines=hdr_lines)
@@ -610,12 +607,11 @@ def gpu_available() -> bool:
         return False
 
 
-def _pick_device(choice: str, verbose: int, cmd: str = "mem", early=None) -> str:
+def _pick_device(choice: str, verbose: int, cmd: str = "mem") -> str:
     """--device: gpu (error if none), cpu, or auto (GPU when CuPy sees one, else CPU with a note).
-    early: _cuda_early's thread, waited for first."""
+    On the GPU, seeding runs as CUDA kernels (mem: kernels/smem.cu; map: kernels/mmsketch.cu and
+    kernels/mmseed.cu); the later stages still run on the CPU."""
     from g3align.aligner import log
-    if early is not None:
-        early.join()
     if choice == "cpu":
         return "cpu"
     if gpu_available():
@@ -624,30 +620,6 @@ def _pick_device(choice: str, verbose: int, cmd: str = "mem", early=None) -> str
         raise G3Error("--device gpu: no CUDA device visible to CuPy (install g3align[cuda12] or [cuda13])")
     log(f"[M::{cmd}] no GPU found; running on the CPU", verbose)
     return "cpu"
-
-
-def _cuda_early(choice: str, enabled: bool):
-    """--device gpu or auto, with CuPy installed: a thread that imports CuPy and makes the CUDA context now
-    (cudaFree(0)), beside the imports, the reader's start and the index load that come before _pick_device,
-    which waits for it (G3ALIGN_TUNE=EARLY_CUDA=0: off, for A/B runs). Errors are left to _pick_device."""
-    if choice == "cpu" or not enabled:
-        return None
-    import importlib.util
-    import threading
-    if importlib.util.find_spec("cupy") is None:
-        return None
-
-    def start():
-        try:
-            import cupy
-            if cupy.cuda.runtime.getDeviceCount() > 0:
-                cupy.cuda.runtime.free(0)
-        except Exception:  # noqa: BLE001 (no driver or device: _pick_device says so)
-            pass
-
-    th = threading.Thread(target=start, name="g3align-cuda-start", daemon=True)
-    th.start()
-    return th
 
 
 def _interleaved(batches, path):

@@ -544,7 +544,6 @@ PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: 
 RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
 TRACEBACK_STAGE = True  # staged: the regions' alignments as one batch (memcigar.py); False: in the SAM stage (A/B)
 ASYNC_WRITE = True  # SAM text written by a writer thread (AsyncWriter); False: by the main thread (A/B runs)
-EARLY_CUDA = True  # the CLI imports CuPy and makes the CUDA context on a thread from its start (cli._cuda_early)
 
 
 def rescue_groups(states, bases: int | None = None):
