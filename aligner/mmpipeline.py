@@ -88,10 +88,6 @@ MAP_KSW2_DEFINES = ""
 # GPU scratch of one ksw2 launch (bytes): a part's jobs run in as many launches as their scratch needs, each
 # launch ending in a tail where its longest jobs run alone
 MAP_KSW2_SCRATCH = KG.SCRATCH_BYTES
-# host threads that wait for the GPU block instead of spinning (cudaDeviceScheduleBlockingSync; CUDA's default
-# with one context on a many-core host is to spin, which keeps a core busy for each part waiting on its ksw2
-# launch, beside the -t pool). An A/B knob, not yet measured: 1 turns it on
-MAP_BLOCKING_SYNC = False
 
 
 @nb.njit(cache=True, nogil=True)
@@ -400,11 +396,6 @@ class MapAligner:
         with self._lock:
             if self._dev_ready:
                 return
-            if MAP_BLOCKING_SYNC:  # before the first allocation makes the context
-                try:
-                    cp.cuda.runtime.setDeviceFlags(4)  # cudaDeviceScheduleBlockingSync
-                except (AttributeError, cp.cuda.runtime.CUDARuntimeError) as e:
-                    log(f"[W::map] MAP_BLOCKING_SYNC not applied ({type(e).__name__}: {e})", 3, 2)
             if self.batch_seed:
                 self._idx_dev = SG.index_to_device(*self.idx.arrays())[1:5]
                 get_module("mmseed")
