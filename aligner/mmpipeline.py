@@ -77,9 +77,11 @@ _NO_LJOIN_FLAGS = MO.F_SPLICE | MO.F_SR | MO.F_NO_LJOIN
 # (reads.read_batch_parts), and up to MAP_DEPTH parts are mapped at once, each on its own worker thread
 # (with the GPU: its own CUDA stream), sharing one pool of -t threads for the per-read stages. Parts never
 # change the output (records are written in input order; no per-read result depends on the batch).
-# G3ALIGN_TUNE='MAP_DEPTH=1' maps one part after another (A/B runs).
+# G3ALIGN_TUNE='MAP_DEPTH=1' maps one part after another (A/B runs). Four at once: chr20 pbsim CLR on the H100
+# (docs/BENCHMARKS.md, map step 8) took 5.21/5.25 s vs 6.16/5.86 s with three and 5.81/5.64 s with five in one
+# call, and four was also at or ahead of three in two earlier calls (5.12 vs 5.15-5.96 s; 7.40 vs 7.58-7.67 s).
 MAP_PART_BASES = 20_000_000
-MAP_DEPTH = 3
+MAP_DEPTH = 4
 # the CLI starts parsing the first query file before it loads the index and starts CUDA (False: after)
 MAP_EARLY_READER = True
 # compile-time variants of kernels/ksw2.cu for A/B runs, 'NAME=VALUE:NAME=VALUE' (e.g. G3ALIGN_TUNE=
