@@ -2,7 +2,8 @@
 # `g3align map --device gpu` on the GPU box (issue 6), in one call; results under $OUT.
 #   0. (WARM=1) numba's kernels compiled for every mode in parallel processes (WARM_SERIAL=1: one after another;
 #      ~150 s for cpu, 270-290 s for gpu-align on a fresh H100 box: set CMD_TIMEOUT above that), beside pbsim (PBSIM=1)
-#   1. (TESTS=1; off by default) GPU tests: ksw2 kernel == twin, DP chaining kernels == twin, map --device gpu == per-read CPU output
+#   1. (TESTS=1; off by default) kernels/ksw2.cu under compute-sanitizer (MEMCHECK=0: skipped), then GPU tests: ksw2
+#      kernel == twin, DP chaining kernels == twin, map --device gpu == per-read CPU output
 #   2. (KBENCH=1, jobs_*.npz carried) kernels/ksw2.cu on the dumped jobs of real reads (grid sweep, GCUPS, twin;
 #      KVARIANTS='default;KSW2_SCALAR=1;KSW2_PROFILE=1' kernel variants (PROFILE: cycles per phase), KTWIN=0 no CPU twin:
 #      no numba compilation needed)
@@ -67,6 +68,15 @@ if [ "${WARM:-1}" = 1 ]; then   # compile every mode's kernels at once (one proc
     log "warm-up done"
 elif [ "${PBSIM:-0}" = 1 ]; then pbsim_and_index; fi
 if [ "${TESTS:-0}" = 1 ]; then
+    # kernels/ksw2.cu under compute-sanitizer first (MEMCHECK=0: not): the host builds of the tests cannot see
+    # a miscompilation, and one (CUDA 13.0's ptxas on the 32-bit build, KSW2_IX32) read past the scratch
+    if [ "${MEMCHECK:-1}" = 1 ]; then
+        for v in "" KSW2_SCALAR=1; do
+            timeout 150 /usr/local/cuda/bin/compute-sanitizer --tool memcheck --print-limit 5 \
+                python3 scripts/ksw2_memcheck.py all $v > "$OUT/memcheck.txt" 2>&1
+            log "ksw2 memcheck ${v:-default}: $(grep -h 'ERROR SUMMARY' "$OUT/memcheck.txt" || echo 'no summary (failed)')"
+        done
+    fi
     timeout ${PYTEST_TIMEOUT:-400} python3 -m pytest -q ${PYTEST_ARGS:-tests/test_ksw2_gpu.py tests/test_lchain_gpu.py \
         tests/test_map.py -k "gpu or staged or batch_seeding"} > "$OUT/pytest_map.txt" 2>&1
     rc=$?; tail -3 "$OUT/pytest_map.txt"; log "tests done (exit $rc)"
