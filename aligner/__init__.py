@@ -1,8 +1,36 @@
 """g3align.aligner"""
 import sys
+import threading
+import time
+
+# G3ALIGN_TRACE (the CLI sets a list here; scripts/gpu_check.py too): (stage, thread, t0, t1) perf_counter times of
+# every stage lap of mem's and map's pipelines and of every item their reader threads make; None: nothing kept
+TRACE: list | None = None
+_TIMES_LOCK = threading.Lock()
 
 
 def log(msg: str, verbose: int = 3, level: int = 3) -> None:
     """A progress / note line on stderr (minimap2's and bwa's [M::...] lines) when verbose >= level."""
     if verbose >= level:
         print(msg, file=sys.stderr, flush=True)
+
+
+def add_time(times: dict, key: str, v) -> None:
+    """times[key] += v (pipeline threads share the dict)."""
+    with _TIMES_LOCK:
+        times[key] = times.get(key, 0) + v
+
+
+def trace_event(stage: str, t0: float, t1: float) -> None:
+    """(stage, this thread's name, t0, t1) into TRACE when a trace is being kept."""
+    tr = TRACE
+    if tr is not None:
+        tr.append((stage, threading.current_thread().name, t0, t1))
+
+
+def lap(times: dict, stage: str, t0: float) -> float:
+    """The stage's time since t0 added to times[stage] (and to TRACE); returns now (the next lap's t0)."""
+    t = time.perf_counter()
+    add_time(times, stage, t - t0)
+    trace_event(stage, t0, t)
+    return t

@@ -187,10 +187,7 @@ def _run_map(args):
             raise G3Error(str(e))
     _tune(mmpipeline)
     _numba_start()  # before the reader thread (not for --help / --version)
-    trace = None
-    if os.environ.get("G3ALIGN_TRACE"):  # the stage laps of every part thread, as for mem (_trace_start)
-        from g3align.aligner import reads
-        trace = mmpipeline.TRACE = reads.TRACE = []
+    trace = _trace_on()  # the stage laps of every part thread, as for mem (_trace_start)
 
     def reader(q):  # the parser of query file q in a thread, up to two parts ahead
         return prefetch_now(read_batch_parts(q, chunk_size=opt.mini_batch_size, part_bases=mmpipeline.MAP_PART_BASES,
@@ -439,16 +436,22 @@ def _tune(module) -> None:
 
 
 def _trace_start():
-    """G3ALIGN_TRACE=FILE: record the start-up steps and pipeline.TRACE's stage laps of this run, written to
-    FILE as JSON [stage, thread, t0, t1] with times in seconds from the process start (scripts/
-    gpu_cli_profile.py draws them). G3ALIGN_TUNE='NAME=VALUE,...' sets pipeline constants for A/B runs."""
+    """mem: G3ALIGN_TUNE='NAME=VALUE,...' sets pipeline constants for A/B runs; then _trace_on."""
     from g3align.aligner import pipeline
     _tune(pipeline)
+    return _trace_on()
+
+
+def _trace_on():
+    """G3ALIGN_TRACE=FILE: record the start-up steps and g3align.aligner.TRACE's stage laps and reader items of
+    this run (the list returned; None without the variable), written to FILE by _trace_write as JSON [stage,
+    thread, t0, t1] with times in seconds from the process start (scripts/trace_timeline.py and
+    gpu_cli_profile.py draw them)."""
     if not os.environ.get("G3ALIGN_TRACE"):
         return None
-    from g3align.aligner import reads
-    pipeline.TRACE = reads.TRACE = []
-    return pipeline.TRACE
+    import g3align.aligner as ag
+    ag.TRACE = []
+    return ag.TRACE
 
 
 def _trace_write(trace, t_enter):

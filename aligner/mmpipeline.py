@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numba as nb
 import numpy as np
 from g3align.aligner import ksw2_gpu as KG
+from g3align.aligner import lap, log
 from g3align.aligner import lchain as LC
-from g3align.aligner import log
 from g3align.aligner import mmalign as MA
 from g3align.aligner import mmhit as MH
 from g3align.aligner import mmopt as MO
@@ -582,15 +582,7 @@ class MapAligner:
         return LG.dp_scores_batch(*args)
 
 
-TRACE: list | None = None  # when a list (G3ALIGN_TRACE): (stage, thread, t0, t1) of every stage lap
-
-
-def _lap(times: dict, stage: str, t0: float) -> float:
-    t = time.perf_counter()
-    times[stage] = times.get(stage, 0.0) + t - t0
-    if TRACE is not None:
-        TRACE.append((stage, threading.current_thread().name, t0, t))
-    return t
+_lap = lap  # g3align.aligner's (one trace for mem and map)
 
 
 _Z1 = np.zeros(1, np.int64)

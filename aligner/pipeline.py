@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from g3align.aligner import log
+from g3align.aligner import add_time, lap, log
 from g3align.aligner.core import align_range_se, sam_se_range
 from g3align.aligner.extend import NF
 from g3align.aligner.memcigar import cigar_jobs_cpu, cigar_jobs_gpu, cigar_keys
@@ -49,7 +49,6 @@ from g3align.aligner.samout import cg_empty
 
 RANGES_PER_THREAD = 8  # read (or pair) ranges per pool thread in one map call: balance against task overhead
 WORKER_NICE = 5  # nice increment of the CPU pool's worker threads on the GPU path (0: none)
-TRACE: list | None = None  # when a list: (stage, thread, t0, t1) of every stage lap (scripts/gpu_check.py)
 
 
 def _lower_priority(nice: int):
@@ -461,21 +460,8 @@ class MemAligner:
         return out
 
 
-_TIMES_LOCK = threading.Lock()
-
-
-def _add(times: dict, key: str, v):
-    """times[key] += v (pipeline threads share the dict)."""
-    with _TIMES_LOCK:
-        times[key] = times.get(key, 0) + v
-
-
-def _lap(times: dict, stage: str, t0: float) -> float:
-    t = time.perf_counter()
-    _add(times, stage, t - t0)
-    if TRACE is not None:
-        TRACE.append((stage, threading.current_thread().name, t0, t))
-    return t
+_add = add_time  # the stage-time helpers of g3align.aligner (one trace for mem and map)
+_lap = lap
 
 
 def user_pestat(spec: str):

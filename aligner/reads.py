@@ -45,6 +45,7 @@ from typing import BinaryIO
 
 import numba as nb
 import numpy as np
+from g3align.aligner import trace_event
 
 # --------------------------------------------------------------------------------------------------
 # Base encoding (bwa's nst_nt4_table plus a "rejected" marker)
@@ -60,7 +61,6 @@ del _i
 
 DEFAULT_CHUNK_SIZE = 10_000_000      # bwa mem: opt->chunk_size * n_threads, overridden by -K
 PART_BASES = 10_000_000              # read_pair_batch_parts: bases per part of a -K batch
-TRACE: list | None = None            # when a list: (stage, thread, t0, t1) of each item a prefetch thread makes
 DEFAULT_BLOCK_SIZE = 1 << 22         # bytes read (and parsed) at a time
 PARSE_THREADS = min(8, max(2, (os.cpu_count() or 1) // 2))  # FASTQ blocks parsed at once (all open files)
 PARSE_AHEAD = 2 * PARSE_THREADS      # blocks in flight per file
@@ -903,8 +903,8 @@ def _prefetch(batches, depth, name, stop):
             while True:
                 t = time.perf_counter()
                 b = next(it, end)
-                if TRACE is not None and name in ("g3align-reader", "g3align-batches"):  # the readers
-                    TRACE.append(("next item", name, t, time.perf_counter()))
+                if name in ("g3align-reader", "g3align-batches"):  # the readers' items, into G3ALIGN_TRACE
+                    trace_event("next item", t, time.perf_counter())
                 if b is end:
                     break
                 while not stop.is_set():

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 
+import g3align.aligner as ag
 import numpy as np
 from g3align.aligner import pipeline
 from g3align.aligner.options import MemOpt
@@ -95,7 +96,7 @@ class _ListSink:
 
 
 def gantt(events, t0, t1, step=0.1):
-    """Text timeline of pipeline.TRACE events: one row per (thread, stage), one column per `step` seconds
+    """Text timeline of ag.TRACE events: one row per (thread, stage), one column per `step` seconds
     ('#': the stage ran for at least half of the column)."""
     n = int((t1 - t0) / step) + 1
     rows = {}
@@ -188,7 +189,7 @@ def main():
         for mode in ("se", "pe"):
             sink = _ListSink()
             if dev == "gpu":
-                pipeline.TRACE = []
+                ag.TRACE = []
             t = time.time()
             tp = time.perf_counter()
             if mode == "se":  # as `g3align mem`: reader thread ahead, SE batches of se_chunk bases
@@ -199,13 +200,13 @@ def main():
                 n = 2 * a.pairs
             out = sink.parts
             dt = time.time() - t
-            if pipeline.TRACE is not None:
-                g = gantt(pipeline.TRACE, tp, time.perf_counter())
+            if ag.TRACE is not None:
+                g = gantt(ag.TRACE, tp, time.perf_counter())
                 open(os.path.join(a.out, f"trace_{mode}.txt"), "w").write(g + "\n")
-                json.dump([(e[0], e[1], e[2] - tp, e[3] - tp) for e in pipeline.TRACE],
+                json.dump([(e[0], e[1], e[2] - tp, e[3] - tp) for e in ag.TRACE],
                           open(os.path.join(a.out, f"trace_{mode}.json"), "w"))
                 log(g)
-                pipeline.TRACE = None
+                ag.TRACE = None
             if pool is not None:  # the pool keeps freed blocks: its size is the run's high-water mark
                 rows.append((f"GPU memory pool after the {mode.upper()} run (index + batches in flight)",
                              f"{pool.total_bytes() / 2**30:.2f} GiB", ""))
