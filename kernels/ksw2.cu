@@ -25,8 +25,9 @@
 // the substitution scores are made four at a time too, from copies of the job's bases in its scratch
 // (Ksw2Arr::tg / qr). Benchmark variants (compile-time, scripts/ksw2_jobs.py bench --variants): KSW2_SCALAR
 // (one cell per lane, the kernel before SIMD4 became the default: 1.6x slower on chr20 map-pb jobs),
-// KSW2_MIN_BLOCKS (launch bounds) and KSW2_PROFILE (cycles per phase). All give the same results (the host
-// builds of the tests run the default and KSW2_SCALAR).
+// KSW2_MIN_BLOCKS (launch bounds), KSW2_PROFILE (cycles per phase) and KSW2_FUSED_S (the substitution scores
+// made in the cell loop, d2_cells4, instead of a pass of their own). All give the same results (the host builds
+// of the tests run the default, KSW2_SCALAR and KSW2_FUSED_S).
 //
 // Scratch per job (global memory at geo[j*3], 16-aligned; sizes from aligner/ksw2_gpu.py job_geometry):
 // u v x y x2 y2 s (T bytes each, T = tlen rounded up to 16), the target's bases (T) and the query's backwards
@@ -305,11 +306,34 @@ __device__ __forceinline__ u32 d2_cell4(int mode, const Ksw2Sc& S, u32 z, u32 xl
     return d;
 }
 
+// The bytes of the word of columns t0 .. t0 + 3 whose column lies outside [lo, hi) (0xFF each, else 0).
+__device__ __forceinline__ u32 outside4(ix t0, ix lo, ix hi) {
+    u32 m = 0;
+    for (int k = 0; k < 4; ++k)
+        if (t0 + k < lo || t0 + k >= hi) m |= 0xFFu << (8 * k);
+    return m;
+}
+
+// The substitution scores of columns t0 .. t0 + 3 (t0 a multiple of 4) of the anti-diagonal whose query
+// offset is qoff = KSW2_QPAD + qlen - 1 - r: the target word tg[t0..] against the query bytes qr[qoff + t0..]
+// (two aligned words and a byte permutation; qoff + t0 >= 1 for every word the score row covers).
+__device__ __forceinline__ u32 score4(const Ksw2Arr& A, const Ksw2Sc& S, ix qoff, ix t0) {
+    const u32* const Qw = (const u32*)A.qr;
+    const u32 a = ((const u32*)A.tg)[t0 >> 2];
+    const ix qi = qoff + t0;
+    const u32 c = __byte_perm(Qw[qi >> 2], Qw[(qi >> 2) + 1], 0x3210u + 0x1111u * (u32)(qi & 3));
+    const u32 four = 0x04040404u, eq = __vcmpeq4(a, c), nn = __vcmpeq4(a, four) | __vcmpeq4(c, four);
+    return (nn & rep4(S.sc_N)) | (~nn & ((eq & rep4(S.sc_mch)) | (~eq & rep4(S.sc_mis))));
+}
+
 // d2_row's cell loop with 4 columns per lane (128 per step over the warp): the cells of [c0, c1], whose
 // first cell's left neighbour is (x1, v1, x21). Words start at a multiple of 4 columns; the bytes of a word
 // outside [c0, c1] keep their old values (they are still read as left neighbours).
+// KSW2_FUSED_S (a benchmark variant): the lane also makes its word's substitution scores here, from the
+// columns [sbeg, send) that d2_row's score row covers (qoff as score4), instead of reading them back from a
+// separate pass over the row; the word is stored as that pass would have left it (stale bytes kept).
 __device__ __forceinline__ void d2_cells4(const Ksw2Arr& A, const Ksw2Sc& S, const Ksw2Band& b, int mode, u8* prow,
-                                          ix c0, ix c1, int x1, int v1, int x21) {
+                                          ix c0, ix c1, int x1, int v1, int x21, ix qoff, ix sbeg, ix send) {
     u32* const U = (u32*)A.u;
     u32* const V = (u32*)A.v;
     u32* const X = (u32*)A.x;
@@ -344,7 +368,17 @@ __device__ __forceinline__ void d2_cells4(const Ksw2Arr& A, const Ksw2Sc& S, con
                 G3_L(oy) = Y[k];
                 G3_L(ox2) = X2[k];
                 G3_L(oy2) = Y2[k];
+#ifdef KSW2_FUSED_S
+                if (t0 + 3 >= sbeg && t0 < send) {  // the word meets the row's fresh columns
+                    const u32 keep = outside4(t0, sbeg, send), sc = score4(A, S, qoff, t0);
+                    G3_L(os) = keep ? (sc & ~keep) | (Sw[k] & keep) : sc;
+                    ((u32*)A.s)[k] = G3_L(os);
+                } else {
+                    G3_L(os) = Sw[k];
+                }
+#else
                 G3_L(os) = Sw[k];
+#endif
             } else {
                 G3_L(ou) = G3_L(ov) = G3_L(ox) = G3_L(oy) = G3_L(ox2) = G3_L(oy2) = G3_L(os) = 0;
             }
@@ -359,9 +393,7 @@ __device__ __forceinline__ void d2_cells4(const Ksw2Arr& A, const Ksw2Sc& S, con
                 const u32 lx2 = __byte_perm(G3_L(ox2), G3_L(px2), 0x2107);
                 u32 u = G3_L(ou), v = 0, x = 0, y = G3_L(oy), x2 = 0, y2 = G3_L(oy2);
                 const u32 d = d2_cell4(mode, S, G3_L(os), lx, lv, lx2, u, v, x, y, x2, y2);
-                u32 keep = 0;  // bytes of columns outside [c0, c1]
-                for (int q = 0; q < 4; ++q)
-                    if (t0 + q < c0 || t0 + q > c1) keep |= 0xFFu << (8 * q);
+                const u32 keep = outside4(t0, c0, c1 + 1);  // bytes of columns outside [c0, c1]
                 const ix k = t0 >> 2;
                 U[k] = (u & ~keep) | (G3_L(ou) & keep);
                 V[k] = (v & ~keep) | (G3_L(ov) & keep);
@@ -425,20 +457,19 @@ __device__ ix d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, ix r, 
     if (tend > chi + 1) tend = chi + 1;
     const ix sbeg = b.st0 > clo ? b.st0 : clo;
 #ifdef KSW2_SIMD4
+    const ix qoff = KSW2_QPAD + J.qlen - 1 - r;
+#ifdef KSW2_FUSED_S
+    // d2_cells4 makes the scores of the words it updates (those of [c0, c1]; c0 <= sbeg); here only the words
+    // of the row past them
+    ix sfrom = sbeg & ~(ix)3;
+    if (c1 >= c0 && sfrom <= c1) sfrom = (c1 & ~(ix)3) + 4;
+#else
+    const ix sfrom = sbeg & ~(ix)3;
+#endif
     G3_LANES {  // four columns per lane, as whole words; bytes outside [sbeg, tend) keep their (stale) values
         u32* const Sw = (u32*)A.s;
-        const u32* const Tw = (const u32*)A.tg;
-        const u32* const Qw = (const u32*)A.qr;
-        const u32 four = 0x04040404u, mch = rep4(S.sc_mch), mis = rep4(S.sc_mis), scn = rep4(S.sc_N);
-        for (ix t0 = (sbeg & ~(ix)3) + 4 * lane; t0 < tend; t0 += 128) {
-            const u32 a = Tw[t0 >> 2];
-            const ix qi = KSW2_QPAD + J.qlen - 1 - r + t0;  // >= 1 (see Ksw2Arr)
-            const u32 c = __byte_perm(Qw[qi >> 2], Qw[(qi >> 2) + 1], 0x3210u + 0x1111u * (u32)(qi & 3));
-            const u32 eq = __vcmpeq4(a, c), nn = __vcmpeq4(a, four) | __vcmpeq4(c, four);
-            const u32 sc = (nn & scn) | (~nn & ((eq & mch) | (~eq & mis)));
-            u32 keep = 0;  // bytes of columns outside [sbeg, tend)
-            for (int k = 0; k < 4; ++k)
-                if (t0 + k < sbeg || t0 + k >= tend) keep |= 0xFFu << (8 * k);
+        for (ix t0 = sfrom + 4 * lane; t0 < tend; t0 += 128) {
+            const u32 sc = score4(A, S, qoff, t0), keep = outside4(t0, sbeg, tend);
             Sw[t0 >> 2] = keep ? (sc & ~keep) | (Sw[t0 >> 2] & keep) : sc;
         }
     }
@@ -450,7 +481,7 @@ __device__ ix d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, ix r, 
     G3_SYNC();
     KP(kb_);
 #ifdef KSW2_SIMD4
-    d2_cells4(A, S, b, mode, prow, c0, c1, x1, v1, x21);
+    d2_cells4(A, S, b, mode, prow, c0, c1, x1, v1, x21, qoff, sbeg, tend);
 #else
     int cx = x1, cv = v1, cx2 = x21;  // left-neighbour values of the chunk's first cell (uniform)
     for (ix base = c0; base <= c1; base += 32) {

@@ -6,12 +6,13 @@
    up to more than the whole matrix), with garbage in the scratch memory and jobs read through the
    reversed / complemented views of their buffers.
 2. extd2_batch_cpu (the batch twin) == ksw2.extd2 per job.
-   Every host test runs on the default build (four cells per lane) and on the KSW2_SCALAR variant (one).
+   Every host test runs on the default build (four cells per lane), on the KSW2_SCALAR variant (one) and on
+   KSW2_FUSED_S (scores made in the cell loop).
 3. The kernel run by a warp of 32 real threads (kernels/warp.cuh's G3_THREAD_WARP build): every lane comes to
    every sync and shuffle from the same line (no branch that should be uniform is not), results == the twin.
 4. nvcc: the file compiles for sm_90 without spills.
 5. With CuPy and a GPU: extd2_batch_gpu == extd2_batch_cpu on the same cases, in one launch and in many
-   (small scratch budget), and for the benchmark variants KSW2_SCALAR and KSW2_MIN_BLOCKS.
+   (small scratch budget), and for the benchmark variants KSW2_SCALAR, KSW2_MIN_BLOCKS and KSW2_FUSED_S.
 """
 from __future__ import annotations
 
@@ -51,10 +52,10 @@ extern "C" void host_run(long long n_warps, const u8* Q, const u8* T, const i64*
 """
 
 
-@pytest.fixture(scope="module", params=[["-DKSW2_SCALAR"], []], ids=["scalar", "simd4"])
+@pytest.fixture(scope="module", params=[["-DKSW2_SCALAR"], [], ["-DKSW2_FUSED_S"]], ids=["scalar", "simd4", "fused_s"])
 def host(tmp_path_factory, request):
     """The host build of the kernel; simd4: the default (four cells per lane, byte-wise SIMD), scalar: the
-    KSW2_SCALAR variant (one cell per lane)."""
+    KSW2_SCALAR variant (one cell per lane), fused_s: KSW2_FUSED_S (scores made in the cell loop)."""
     import shutil
     import subprocess
     if shutil.which("g++") is None:
@@ -271,7 +272,7 @@ print(len(cases), "jobs equal")
 """
 
 
-@pytest.mark.parametrize("flags", [["-DKSW2_SCALAR"], []], ids=["scalar", "simd4"])
+@pytest.mark.parametrize("flags", [["-DKSW2_SCALAR"], [], ["-DKSW2_FUSED_S"]], ids=["scalar", "simd4", "fused_s"])
 def test_thread_warp_build_is_uniform_and_exact(tmp_path, flags):
     """The kernel run by 32 real threads per warp (a subprocess: a divergence ends it with exit 17)."""
     import shutil
@@ -291,14 +292,14 @@ def test_thread_warp_build_is_uniform_and_exact(tmp_path, flags):
     assert "jobs equal" in r.stdout
 
 
-@pytest.mark.parametrize("flags", [(), ("-DKSW2_SCALAR",)], ids=["default", "scalar"])
+@pytest.mark.parametrize("flags", [(), ("-DKSW2_SCALAR",), ("-DKSW2_FUSED_S",)], ids=["default", "scalar", "fused_s"])
 def test_nvcc_compiles(nvcc_spill_free, flags):
     nvcc_spill_free(CU, ("ksw_extd2_warp",), flags)
 
 
 @pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
 @pytest.mark.parametrize("budget,defines", [(2 << 30, None), (1 << 16, None), (2 << 30, {"KSW2_SCALAR": 1}),
-                                            (2 << 30, {"KSW2_MIN_BLOCKS": 6})])
+                                            (2 << 30, {"KSW2_MIN_BLOCKS": 6}), (2 << 30, {"KSW2_FUSED_S": 1})])
 def test_gpu_kernel_equals_twin(vector_cases, budget, defines):
     """The kernel (and its benchmark variants) == the twin, in one launch and in many."""
     rng = np.random.default_rng(21)
