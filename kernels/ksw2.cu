@@ -393,7 +393,9 @@ __device__ __forceinline__ void d2_cells4(const Ksw2Arr& A, const Ksw2Sc& S, con
                 const u32 lx2 = __byte_perm(G3_L(ox2), G3_L(px2), 0x2107);
                 u32 u = G3_L(ou), v = 0, x = 0, y = G3_L(oy), x2 = 0, y2 = G3_L(oy2);
                 const u32 d = d2_cell4(mode, S, G3_L(os), lx, lv, lx2, u, v, x, y, x2, y2);
-                const u32 keep = outside4(t0, c0, c1 + 1);  // bytes of columns outside [c0, c1]
+                u32 keep = 0;  // bytes of columns outside [c0, c1]
+                for (int q = 0; q < 4; ++q)
+                    if (t0 + q < c0 || t0 + q > c1) keep |= 0xFFu << (8 * q);
                 const ix k = t0 >> 2;
                 U[k] = (u & ~keep) | (G3_L(ou) & keep);
                 V[k] = (v & ~keep) | (G3_L(ov) & keep);
@@ -463,9 +465,6 @@ __device__ ix d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, ix r, 
     // of the row past them
     ix sfrom = sbeg & ~(ix)3;
     if (c1 >= c0 && sfrom <= c1) sfrom = (c1 & ~(ix)3) + 4;
-#else
-    const ix sfrom = sbeg & ~(ix)3;
-#endif
     G3_LANES {  // four columns per lane, as whole words; bytes outside [sbeg, tend) keep their (stale) values
         u32* const Sw = (u32*)A.s;
         for (ix t0 = sfrom + 4 * lane; t0 < tend; t0 += 128) {
@@ -473,6 +472,25 @@ __device__ ix d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, ix r, 
             Sw[t0 >> 2] = keep ? (sc & ~keep) | (Sw[t0 >> 2] & keep) : sc;
         }
     }
+#else  // the default build's score row, as run and checked on the GPU (score4 and outside4 inlined by hand)
+    G3_LANES {  // four columns per lane, as whole words; bytes outside [sbeg, tend) keep their (stale) values
+        u32* const Sw = (u32*)A.s;
+        const u32* const Tw = (const u32*)A.tg;
+        const u32* const Qw = (const u32*)A.qr;
+        const u32 four = 0x04040404u, mch = rep4(S.sc_mch), mis = rep4(S.sc_mis), scn = rep4(S.sc_N);
+        for (ix t0 = (sbeg & ~(ix)3) + 4 * lane; t0 < tend; t0 += 128) {
+            const u32 a = Tw[t0 >> 2];
+            const ix qi = KSW2_QPAD + J.qlen - 1 - r + t0;  // >= 1 (see Ksw2Arr)
+            const u32 c = __byte_perm(Qw[qi >> 2], Qw[(qi >> 2) + 1], 0x3210u + 0x1111u * (u32)(qi & 3));
+            const u32 eq = __vcmpeq4(a, c), nn = __vcmpeq4(a, four) | __vcmpeq4(c, four);
+            const u32 sc = (nn & scn) | (~nn & ((eq & mch) | (~eq & mis)));
+            u32 keep = 0;  // bytes of columns outside [sbeg, tend)
+            for (int k = 0; k < 4; ++k)
+                if (t0 + k < sbeg || t0 + k >= tend) keep |= 0xFFu << (8 * k);
+            Sw[t0 >> 2] = keep ? (sc & ~keep) | (Sw[t0 >> 2] & keep) : sc;
+        }
+    }
+#endif
 #else
     G3_LANES {
         for (ix t = sbeg + lane; t < tend; t += 32) A.s[t] = (i8)sub_score(A, S, J.qlen, r, t);
