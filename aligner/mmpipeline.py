@@ -457,7 +457,7 @@ class MapAligner:
 
     def _lap(self, stage: str, t0: float) -> float:
         with self._lock:
-            return _lap(self.stage_times, stage, t0)
+            return lap(self.stage_times, stage, t0)
 
     def _batch_stages(self, batch):
         """What every read of the batch needs first: (names CSR, seq_off from 0, -D contigs, the batch's seeds
@@ -582,7 +582,6 @@ class MapAligner:
         return LG.dp_scores_batch(*args)
 
 
-_lap = lap  # g3align.aligner's (one trace for mem and map)
 
 
 _Z1 = np.zeros(1, np.int64)

@@ -166,8 +166,8 @@ class MemAligner:
                 return h_seeds, ch, fr, jobs
             got = gpu_halving(seed_chain, n)
             pre, jobs = join_pieces(got)
-            _add(st, "seeding", ts[0])
-            _add(st, "chaining", ts[1])
+            add_time(st, "seeding", ts[0])
+            add_time(st, "chaining", ts[1])
             t = time.perf_counter()
             pre[9] = ext_jobs_gpu(p, self.mat, self._pac_dev, self.l_pac, seq_d, off_d, jobs)
         else:
@@ -176,18 +176,18 @@ class MemAligner:
             fr = rep_len_csr(mb, me, ms, ioff, p.max_occ)
             seeds = seed_pos_batch_cpu(self.fm, self.offsets, mb, me, mk, ms, ioff, p.max_occ)
             s_rbeg, s_qbeg, s_len, s_rid, s_off = (np.ascontiguousarray(a) for a in seeds)
-            t = _lap(st, "seeding", t)
+            t = lap(st, "seeding", t)
 
             def chains(r):
                 return chain_range(self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1], p, self.mat,
                                    s_off, s_rbeg, s_qbeg, s_len, s_rid)
             parts = self._map(chains, self._ranges(seq_off, n))
             pre, jobs = assemble(n, s_off, s_rbeg, s_qbeg, s_len, parts, fr)
-            t = _lap(st, "chaining", t)
+            t = lap(st, "chaining", t)
             pre[9] = ext_jobs_cpu(p, self.mat, self.l_pac, self.pac, batch.seq, seq_off, jobs, self._map,
                                   8 * self.n_threads)
-        _lap(st, "extension", t)
-        _add(st, "jobs", int(jobs[0].shape[0]))
+        lap(st, "extension", t)
+        add_time(st, "jobs", int(jobs[0].shape[0]))
         return tuple(pre)
 
     _NO_SW = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 8), np.int64))
@@ -213,7 +213,7 @@ class MemAligner:
         for s, rs in zip(states, ranges):
             per.append(assemble_rescue(s[0].n // 2, got[i:i + len(rs)]))
             i += len(rs)
-        _lap(self.stage_times, "rescue", t)
+        lap(self.stage_times, "rescue", t)
         return per
 
     def pe_rescue_align(self, states, per) -> list:
@@ -255,8 +255,8 @@ class MemAligner:
         for x, c in zip(per, counts):
             out.append((x[0], x[1], res[j:j + c]))
             j += c
-        _lap(self.stage_times, "rescue_sw", t)
-        _add(self.stage_times, "rescue_jobs", n_job)
+        lap(self.stage_times, "rescue_sw", t)
+        add_time(self.stage_times, "rescue_jobs", n_job)
         return out
 
     def _ranges(self, seq_off, n, per_thread: int = RANGES_PER_THREAD):
@@ -301,7 +301,7 @@ class MemAligner:
         t = time.perf_counter()
         arrays = self._read_arrays(batch)
         pre = self._pre(batch, arrays[4]) if batch.n else empty_pre()
-        _lap(self.stage_times, "prepare", t)
+        lap(self.stage_times, "prepare", t)
         return batch, arrays, pre
 
     def pe_regions(self, batch):
@@ -325,7 +325,7 @@ class MemAligner:
         counts = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
         reg_off = np.zeros(n + 1, np.int64)
         np.cumsum(counts, out=reg_off[1:])
-        _lap(self.stage_times, "regions", t)
+        lap(self.stage_times, "regions", t)
         state = (batch, arrays, R_cat, reg_off)
         return self.with_traceback(state) if traceback else state
 
@@ -350,8 +350,8 @@ class MemAligner:
         else:
             cg = cigar_jobs_cpu(p, self.mat, self.l_pac, self.pac, batch.seq, seq_off, keys, j_read, self._map,
                                 8 * self.n_threads)
-        _lap(self.stage_times, "traceback", t)
-        _add(self.stage_times, "traceback_jobs", int(keys.shape[0]))
+        lap(self.stage_times, "traceback", t)
+        add_time(self.stage_times, "traceback_jobs", int(keys.shape[0]))
         return cg
 
     def pe_stat(self, states, log=None):
@@ -360,7 +360,7 @@ class MemAligner:
         # insert sizes part by part (parts hold whole pairs), then the statistics over all of them
         sz = self._map(lambda s: pestat_sizes(self.params, self.l_pac, s[2], s[3], (s[3].shape[0] - 1) // 2), states)
         res = pestat_of_sizes(np.concatenate([x[0] for x in sz]), np.concatenate([x[1] for x in sz]), log)
-        _lap(self.stage_times, "pestat", t)
+        lap(self.stage_times, "pestat", t)
         return res
 
     def pe_pairs(self, state, pes) -> bytes:
@@ -407,7 +407,7 @@ class MemAligner:
         out = [[] for _ in states]
         for (k, _), o in zip(tasks, got):
             out[k].append(memoryview(o))
-        _lap(self.stage_times, "pairing+sam", t)
+        lap(self.stage_times, "pairing+sam", t)
         return out
 
     def align_batch_se(self, batch) -> bytes:
@@ -435,7 +435,7 @@ class MemAligner:
                                   pre)
 
         out = [memoryview(o) for o in self._map(run, self._ranges(seq_off, n))]
-        _lap(self.stage_times, "regions+sam", t)
+        lap(self.stage_times, "regions+sam", t)
         return out
 
     def se_regions(self, prep):
@@ -456,12 +456,10 @@ class MemAligner:
                                 int(batch.first_id), R_cat, reg_off, cg, r[0], r[1], self.params, self.mat)
 
         out = [memoryview(o) for o in self._map(run, self._ranges(seq_off, batch.n))]
-        _lap(self.stage_times, "sam", t)
+        lap(self.stage_times, "sam", t)
         return out
 
 
-_add = add_time  # the stage-time helpers of g3align.aligner (one trace for mem and map)
-_lap = lap
 
 
 def user_pestat(spec: str):
@@ -573,7 +571,7 @@ class AsyncWriter:
             try:
                 t = time.perf_counter()
                 self._sink.write_sam_bytes(b)
-                _lap(self._times if self._times is not None else {}, "write", t)
+                lap(self._times if self._times is not None else {}, "write", t)
             except BaseException as e:
                 self._err = e
 
@@ -583,7 +581,7 @@ class AsyncWriter:
         if not ASYNC_WRITE:
             t = time.perf_counter()
             self._sink.write_sam_bytes(b)
-            _lap(self._times if self._times is not None else {}, "write", t)
+            lap(self._times if self._times is not None else {}, "write", t)
             return
         self._q.put(b)
 
