@@ -2,6 +2,7 @@
 import ctypes
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,21 @@ def host_cuda(tmp_path_factory):
         assert r.returncode == 0, r.stderr
         return ctypes.CDLL(str(so))
     return build
+
+
+def run_spying_cupyx(call: str) -> subprocess.CompletedProcess:
+    """Python code `call` (a g3align run on the GPU) in a fresh interpreter whose import hook prints the stack
+    of the first import of cupyx.scipy.special, which CuPy makes at the first NumPy-ufunc override (an
+    operator between a CuPy array and a Python number); stdout ends with 'cupyx.scipy imported: True|False'
+    and the sorted list of the cupyx modules loaded (`import cupy` itself makes a bare 'cupyx')."""
+    code = ("import sys, traceback\n"
+            "class Spy:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'cupyx.scipy.special':\n"
+            "            print('first import of', name, 'from:', ''.join(traceback.format_stack(limit=25)))\n"
+            "        return None\n"
+            "sys.meta_path.insert(0, Spy())\n"
+            f"{call}\n"
+            "print('cupyx modules:', sorted(m for m in sys.modules if m.split('.')[0] == 'cupyx'))\n"
+            "print('cupyx.scipy imported:', 'cupyx.scipy.special' in sys.modules)\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

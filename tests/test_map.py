@@ -352,18 +352,10 @@ def test_gpu_map_does_not_import_cupyx(tmp_path):
     """CuPy imports cupyx.scipy.special (and cupyx's sparse modules) at the first NumPy-ufunc override, i.e. the first
     operator between a CuPy array and a Python number (`a > 0`, `a * 2`): 0.27-0.46 s in the first part's seeding
     (scripts/cupy_startup_probe.py). `map --device gpu` avoids it."""
-    code = ("import sys, traceback\n"
-            "class Spy:  # prints where cupyx.scipy.special is first imported from\n"
-            "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name == 'cupyx.scipy.special':\n"
-            "            print('first import of', name, 'from:', ''.join(traceback.format_stack(limit=25)))\n"
-            "        return None\n"
-            "sys.meta_path.insert(0, Spy())\n"
-            "from g3align.aligner.cli import _run_map\n"
-            f"_run_map(['-ax', 'map-pb', '--device', 'gpu', '-o', {str(tmp_path / 'o.sam')!r}, {str(REF)!r}, "
-            f"{str(READS)!r}])\n"
-            "print('cupyx.scipy imported:', 'cupyx.scipy.special' in sys.modules)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    from conftest import run_spying_cupyx
+    r = run_spying_cupyx("from g3align.aligner.cli import _run_map\n"
+                         f"_run_map(['-ax', 'map-pb', '--device', 'gpu', '-o', {str(tmp_path / 'o.sam')!r}, "
+                         f"{str(REF)!r}, {str(READS)!r}])")
     assert r.returncode == 0, r.stderr
     assert "cupyx.scipy imported: False" in r.stdout, r.stdout  # (`import cupy` itself makes a bare 'cupyx')
     assert (tmp_path / "o.sam").stat().st_size > 0

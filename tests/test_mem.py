@@ -422,19 +422,10 @@ def test_gpu_mem_does_not_import_cupyx(lambda_index, tmp_path, mode):
     extension, traceback, mate rescue) uses CuPy functions instead."""
     reads = [os.path.join(DATA, "lambda_R1.fq.gz")] + ([os.path.join(DATA, "lambda_R2.fq.gz")] if mode == "pe" else [])
     out = tmp_path / "o.sam"
-    code = ("import sys, traceback\n"
-            "class Spy:  # prints where cupyx.scipy.special is first imported from\n"
-            "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name == 'cupyx.scipy.special':\n"
-            "            print('first import of', name, 'from:', ''.join(traceback.format_stack(limit=25)))\n"
-            "        return None\n"
-            "sys.meta_path.insert(0, Spy())\n"
-            "from g3align.aligner.cli import main\n"
-            f"main(['mem', '-t', '2', '--device', 'gpu', '-o', {str(out)!r}, {lambda_index!r}, "
-            f"{', '.join(repr(r) for r in reads)}], standalone_mode=False)\n"
-            "print('cupyx modules:', sorted(m for m in sys.modules if m.split('.')[0] == 'cupyx'))\n"
-            "print('cupyx.scipy imported:', 'cupyx.scipy.special' in sys.modules)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    from conftest import run_spying_cupyx
+    r = run_spying_cupyx("from g3align.aligner.cli import main\n"
+                         f"main(['mem', '-t', '2', '--device', 'gpu', '-o', {str(out)!r}, {lambda_index!r}, "
+                         f"{', '.join(repr(x) for x in reads)}], standalone_mode=False)")
     assert r.returncode == 0, r.stderr
     assert "cupyx.scipy imported: False" in r.stdout, r.stdout
     assert records(out.read_bytes()), r.stderr
