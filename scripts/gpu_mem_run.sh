@@ -17,7 +17,15 @@ ls .whl/pydivsufsort*.whl >/dev/null 2>&1 && pip install -q --no-index --no-deps
 export PYTHONPATH=/tmp/pkg:/tmp/site PYTHONSAFEPATH=1 NUMBA_NUM_THREADS=$(nproc) PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 # NBCACHE=1: numba's cache carried between calls in $NBCACHE_DIR (default .devcache/mem; scripts/nbcache.sh)
-NBCACHE_DIR=${NBCACHE_DIR:-.devcache/mem}; . scripts/nbcache.sh; nbcache_in; trap nbcache_out EXIT
+NBCACHE_DIR=${NBCACHE_DIR:-.devcache/mem}; . scripts/nbcache.sh; nbcache_in
+# at the end: the CLI profile's per-run traces as one tar (the box returns at most 8 files), then the cache
+pack_out() {
+    if ls "$OUT"/cli_trace_* >/dev/null 2>&1; then
+        tar czf "$OUT/cli_traces.tgz" -C "$OUT" $(cd "$OUT" && ls cli_trace_*) && rm -f "$OUT"/cli_trace_*
+    fi
+    nbcache_out
+}
+trap pack_out EXIT
 if [ "${PYTEST_K:-all}" != "none" ]; then
     K=(); [ "${PYTEST_K:-all}" != all ] && K=(-k "$PYTEST_K")
     FILES=(${PYTEST_ARGS:-tests/test_memcigar.py tests/test_memstage.py tests/test_memchain.py tests/test_smem_gpu.py})
