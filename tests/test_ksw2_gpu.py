@@ -311,3 +311,20 @@ def test_gpu_kernel_equals_twin(vector_cases, budget, defines):
     batch = make_batch(cases, rng)
     got = kg.extd2_batch_gpu(*batch, scratch_bytes=budget, defines=defines)
     check(got, want(cases), cases)
+
+
+def test_default_builds_avoid_the_miscompiled_shape():
+    """scripts/ptx_negminmax.py finds the PTX shape CUDA 13.0's ptxas miscompiled (a neg.s32 feeding two chained
+    min/max, fused into one VIMNMX3 that dropped the negation) in the 32-bit KSW2_IX32 build, and none in the
+    builds g3align runs (default, KSW2_SCALAR, KSW2_FUSED_S)."""
+    import importlib.util
+    import shutil
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not on PATH")
+    path = Path(__file__).resolve().parent.parent / "scripts" / "ptx_negminmax.py"
+    spec = importlib.util.spec_from_file_location("ptx_negminmax", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert len(mod.candidates("ksw2", {"KSW2_IX32": 1})) >= 3
+    for defines in (None, {"KSW2_SCALAR": 1}, {"KSW2_FUSED_S": 1}):
+        assert mod.candidates("ksw2", defines) == [], defines
