@@ -20,6 +20,7 @@ from g3align.kernels.loader import define_lines, kernel_source
 _NEG = re.compile(r"\s*neg\.s32\s+(%r\d+),")
 _MM = re.compile(r"\s*(max|min)\.s32\s+(%r\d+),\s*(%r\d+),\s*(%r\d+);")
 _LOC = re.compile(r"\s*\.loc\s+1\s+(\d+)")
+_FUNC = re.compile(r"\s*(\.visible\s+|\.weak\s+)?\.(entry|func)\b")
 
 
 def candidates(name: str, defines: dict | None = None) -> list[tuple[int, str]]:
@@ -35,6 +36,9 @@ def candidates(name: str, defines: dict | None = None) -> list[tuple[int, str]]:
         lines = open(ptx).read().splitlines()
     negs, loc, out = set(), 0, set()
     for i, ln in enumerate(lines):
+        if _FUNC.match(ln):  # registers are per function: a new function's %r numbers are new registers
+            negs = set()
+            continue
         m = _LOC.match(ln)
         if m:
             loc = int(m.group(1))
