@@ -42,17 +42,27 @@
 #endif
 
 typedef long long i64;
-// ix: positions, lengths and scores of one job. 64-bit by default. KSW2_IX32 (a benchmark variant, NOT safe with
-// CUDA 13.0's ptxas for sm_90) makes them 32-bit as minimap2's int32_t (127 registers instead of 143, four
-// 128-thread blocks per SM instead of three), but ptxas then miscompiles loop trip counts: a bound such as
-// b.en0 = min(tlen - 1, r, (r + w) >> 1) reaches it in PTX as max(~r, -tlen, ~((r + w) >> 1)), which ptxas fuses
-// into one three-input VIMNMX3 that drops the negation of tlen. The 4x-unrolled exact-maximum loop then reads
-// H far past the job's scratch (compute-sanitizer: out-of-bounds reads at that loop; scripts/ksw2_memcheck.py;
-// the PTX is right, the SASS is not; -G builds are clean). 64-bit min/max have no three-input form.
+// ix: positions, lengths and scores of one job. 64-bit by default. KSW2_IX32 (a benchmark variant) makes them
+// 32-bit as minimap2's int32_t (124 registers instead of 144: four 128-thread blocks per SM instead of three).
+// Without KSW2_OPAQUE below, CUDA 13.0's ptxas for sm_90 miscompiled that build's loop trip counts: a bound such
+// as b.en0 = min(tlen - 1, r, (r + w) >> 1) reached it in PTX as max(~r, -tlen, ~((r + w) >> 1)), which ptxas
+// fused into one three-input VIMNMX3 that dropped the negation of tlen, and the 4x-unrolled exact-maximum loop
+// read H far past the job's scratch (compute-sanitizer, scripts/ksw2_memcheck.py; the PTX was right, the SASS
+// was not; -G builds were clean). 64-bit min/max have no three-input form. With KSW2_OPAQUE the PTX has no such
+// chain (scripts/ptx_negminmax.py); the 32-bit build has not been run on the GPU since.
 #ifdef KSW2_IX32
 typedef int ix;
 #else
 typedef long long ix;
+#endif
+// KSW2_OPAQUE(v): in the 32-bit build on the GPU, v's value hidden from the optimiser (an empty asm that
+// "changes" it), so that loop bounds made of min/max (band_of, the cone's columns) reach PTX as plain registers
+// and not as max(~a, -b, ~c) chains, the shape ptxas 13.0 miscompiles (scripts/ptx_negminmax.py finds none with
+// it). Elsewhere: nothing.
+#if defined(KSW2_IX32) && defined(G3_REAL_WARP) && !defined(KSW2_NO_OPAQUE)  // (NO_OPAQUE: the tests' negative case)
+#define KSW2_OPAQUE(v) asm("" : "+r"(v))
+#else
+#define KSW2_OPAQUE(v) ((void)0)
 #endif
 typedef unsigned long long u64;
 typedef unsigned char u8;
@@ -167,6 +177,8 @@ __device__ __forceinline__ Ksw2Band band_of(ix r, ix qlen, ix tlen, ix w) {
     if (b.en0 > r) b.en0 = r;
     if (b.st0 < (r - w + 1) >> 1) b.st0 = (r - w + 1) >> 1;
     if (b.en0 > (r + w) >> 1) b.en0 = (r + w) >> 1;
+    KSW2_OPAQUE(b.st0);
+    KSW2_OPAQUE(b.en0);
     b.st = b.st0 / 16 * 16;
     b.en = (b.en0 + 16) / 16 * 16 - 1;
     return b;
@@ -871,7 +883,9 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                             block_cols(r0, G, nr, qlen, tlen, w, T, &lo, &hi);
                             ix rlo = i - (r - r0) - 1;  // the columns of the checkpoint the cone reads
                             if (rlo < lo) rlo = lo;
-                            const ix rhi = i < hi ? i : hi;
+                            ix rhi = i < hi ? i : hi;
+                            KSW2_OPAQUE(rlo);
+                            KSW2_OPAQUE(rhi);
                             if (rhi >= rlo)
                                 copy_arrays(A, ckpt + (i64)blk * 7 * ckw + (rlo - lo), ckw, rlo, rhi - rlo + 1, false);
                             KP(KP_TB_RESTORE);

@@ -68,10 +68,10 @@ if [ "${WARM:-1}" = 1 ]; then   # compile every mode's kernels at once (one proc
     log "warm-up done"
 elif [ "${PBSIM:-0}" = 1 ]; then pbsim_and_index; fi
 if [ "${TESTS:-0}" = 1 ]; then
-    # kernels/ksw2.cu (default, KSW2_SCALAR, KSW2_FUSED_S) under compute-sanitizer first (MEMCHECK=0: not): the host builds of the tests cannot see
+    # kernels/ksw2.cu (default and the variants) under compute-sanitizer first (MEMCHECK=0: not): host builds cannot see
     # a miscompilation, and one (CUDA 13.0's ptxas on the 32-bit build, KSW2_IX32) read past the scratch
     if [ "${MEMCHECK:-1}" = 1 ]; then
-        for v in "" KSW2_SCALAR=1 KSW2_FUSED_S=1; do
+        for v in "" KSW2_SCALAR=1 KSW2_FUSED_S=1 KSW2_IX32=1 "KSW2_IX32=1 KSW2_FUSED_S=1"; do
             timeout 150 /usr/local/cuda/bin/compute-sanitizer --tool memcheck --print-limit 5 \
                 python3 scripts/ksw2_memcheck.py all $v > "$OUT/memcheck.txt" 2>&1
             log "ksw2 memcheck ${v:-default}: $(grep -h 'ERROR SUMMARY' "$OUT/memcheck.txt" || echo 'no summary (failed)')"
