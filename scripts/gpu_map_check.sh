@@ -52,9 +52,10 @@ if [ "${WARM:-1}" = 1 ]; then   # compile every mode's kernels at once (one proc
     # full-size parts, which a first big run otherwise does)
     # (not carried: the shipped lambda pbsim reads, which compile the same code but not CuPy's kernels for
     # full-size parts; the first big run then does that, 20-70 s on a fresh box)
-    WSRC=$D/ecoli_K12_pacbio_RSII_first3000.fastq.gz; [ -e $WSRC ] || WSRC=data/lambda_pbsim.fq.gz
+    WSRC=$D/ecoli_K12_pacbio_RSII_first3000.fastq.gz; WREF=$REF
+    [ -e $WSRC ] || { WSRC=data/lambda_pbsim.fq.gz; WREF=data/lambda.fa.gz; }
     zcat $WSRC | head -n ${WARM_READS:-800} > $W/warm.fq
-    warm() { s=$( { time g3 map -t $NT $(mode_opts $1) -ax map-pb $REF $W/warm.fq > /dev/null 2> $W/warm.$1.log; } 2>&1 )
+    warm() { s=$( { time g3 map -t $NT $(mode_opts $1) -ax map-pb $WREF $W/warm.fq > /dev/null 2> $W/warm.$1.log; } 2>&1 )
              log "warm-up $2$1: $s s ($(grep -c 'E::' $W/warm.$1.log) error lines)"; }
     if [ "${WARM_SERIAL:-0}" = 1 ]; then  # one mode after another (no cache races; slower)
         [ "${PBSIM:-0}" = 1 ] && pbsim_and_index
