@@ -360,7 +360,7 @@ class MapAligner:
         self.ext_stats: dict = {}
         self.stage_times: dict = {}
         self._dev_ready = False
-        self._lock = threading.Lock()  # stage_times / ext_stats / the lazy device arrays, from worker threads
+        self._lock = threading.Lock()  # ext_stats / the lazy device arrays, from worker threads (stage times: lap)
         self._idx_dev = None
         self._ref_dev = None
         self.iv, self.fv = pack_opts(opt)
@@ -456,8 +456,7 @@ class MapAligner:
         return out
 
     def _lap(self, stage: str, t0: float) -> float:
-        with self._lock:
-            return lap(self.stage_times, stage, t0)
+        return lap(self.stage_times, stage, t0)  # (lap takes the stage-times lock itself)
 
     def _batch_stages(self, batch):
         """What every read of the batch needs first: (names CSR, seq_off from 0, -D contigs, the batch's seeds
@@ -580,8 +579,6 @@ class MapAligner:
         if self.device == "gpu":
             return LG.dp_scores_gpu_warp(*args)
         return LG.dp_scores_batch(*args)
-
-
 
 
 _Z1 = np.zeros(1, np.int64)

@@ -460,8 +460,6 @@ class MemAligner:
         return out
 
 
-
-
 def user_pestat(spec: str):
     """bwa's -I FLOAT[,FLOAT[,INT[,INT]]]: mean, std, max, min of the FR insert size."""
     vals = [float(v) for v in spec.replace(":", ",").split(",") if v]

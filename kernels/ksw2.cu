@@ -27,7 +27,7 @@
 // (one cell per lane, the kernel before SIMD4 became the default: 1.6x slower on chr20 map-pb jobs),
 // KSW2_MIN_BLOCKS (launch bounds), KSW2_PROFILE (cycles per phase) and KSW2_FUSED_S (the substitution scores
 // made in the cell loop, d2_cells4, instead of a pass of their own). All give the same results (the host builds
-// of the tests run the default, KSW2_SCALAR and KSW2_FUSED_S).
+// of the tests run the default, KSW2_SCALAR, KSW2_FUSED_S and KSW2_IX32 with KSW2_FUSED_S).
 //
 // Scratch per job (global memory at geo[j*3], 16-aligned; sizes from aligner/ksw2_gpu.py job_geometry):
 // u v x y x2 y2 s (T bytes each, T = tlen rounded up to 16), the target's bases (T) and the query's backwards

@@ -77,8 +77,9 @@ if [ "${TESTS:-0}" = 1 ]; then
     if [ "${MEMCHECK:-1}" = 1 ]; then
         for v in "" KSW2_SCALAR=1 KSW2_FUSED_S=1 KSW2_IX32=1 "KSW2_IX32=1 KSW2_FUSED_S=1"; do
             timeout 150 /usr/local/cuda/bin/compute-sanitizer --tool memcheck --print-limit 5 \
-                python3 scripts/ksw2_memcheck.py all $v > "$OUT/memcheck.txt" 2>&1
-            log "ksw2 memcheck ${v:-default}: $(grep -h 'ERROR SUMMARY' "$OUT/memcheck.txt" || echo 'no summary (failed)')"
+                python3 scripts/ksw2_memcheck.py all $v > $W/memcheck.txt 2>&1
+            { echo "== ${v:-default}"; cat $W/memcheck.txt; } >> "$OUT/memcheck.txt"   # every variant's report
+            log "ksw2 memcheck ${v:-default}: $(grep -h 'ERROR SUMMARY' $W/memcheck.txt || echo 'no summary (failed)')"
         done
     fi
     timeout ${PYTEST_TIMEOUT:-400} python3 -m pytest -q ${PYTEST_ARGS:-tests/test_ksw2_gpu.py tests/test_lchain_gpu.py \

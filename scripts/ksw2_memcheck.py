@@ -18,7 +18,7 @@ args = sys.argv[1:]
 which = args.pop(0) if args and args[0] in ("vectors", "random", "all") else "all"
 cubin = args.pop(0)[len("cubin="):] if args and args[0].startswith("cubin=") else None  # a module built by nvcc
 extra = tuple(a for a in args if a.startswith("-"))  # more NVRTC options (e.g. -G)
-defines = dict(a.split("=") for a in args if not a.startswith("-")) or None
+defines = kg.parse_defines(":".join(a for a in args if not a.startswith("-")))
 _orig = loader.get_module
 if cubin:
     import cupy

@@ -4,7 +4,8 @@ into one three-input VIMNMX3 and, in the case found, dropped the negation (docs/
 is right, so this only points at candidates: check their SASS on the GPU box (`nvdisasm -g` of a `-lineinfo`
 cubin) or run the kernel under compute-sanitizer (scripts/ksw2_memcheck.py). Needs nvcc, no GPU.
 
-  python scripts/ptx_negminmax.py [NAME[:DEFINE=VALUE,...] ...]   (default: every kernels/*.cu)
+  python scripts/ptx_negminmax.py [NAME[:DEFINE=VALUE:...] ...]   (default: every kernels/*.cu; defines written as
+  in scripts/ksw2_jobs.py --variants, e.g. ksw2:KSW2_IX32=1:KSW2_FUSED_S=1)
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 
+from g3align.aligner.ksw2_gpu import parse_defines
 from g3align.kernels.loader import define_lines, kernel_source
 
 _NEG = re.compile(r"\s*neg\.s32\s+(%r\d+),")
@@ -59,12 +61,9 @@ def candidates(name: str, defines: dict | None = None) -> list[tuple[int, str]]:
 def main(argv: list[str]) -> int:
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels")
     specs = argv or [os.path.basename(f)[:-3] for f in sorted(glob.glob(os.path.join(here, "*.cu")))]
-    found = 0
     for spec in specs:
         name, _, defs = spec.partition(":")
-        defines = dict(kv.split("=") for kv in defs.split(",")) if defs else None
-        c = candidates(name, defines)
-        found += len(c)
+        c = candidates(name, parse_defines(defs))
         print(f"{spec}: {len(c)} candidate line(s)")
         for n, t in c:
             print(f"  line {n} (of the source with its defines and headers inlined): {t[:110]}")

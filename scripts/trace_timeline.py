@@ -35,7 +35,7 @@ def main(argv=None):
     print()
     print(f"{'stage':<48} {'events':>6} {'sum s':>8} {'union s':>8}")
     by: dict = {}
-    for s, th, a, b in ev:
+    for s, _th, a, b in ev:
         by.setdefault(s, []).append((a, b))
     for s, iv in sorted(by.items(), key=lambda kv: min(a for a, _ in kv[1])):
         print(f"{s:<48} {len(iv):>6} {sum(b - a for a, b in iv):8.3f} {union(iv):8.3f}")

@@ -15,6 +15,7 @@ import sys
 import numpy as np
 import pytest
 from g3align.aligner.compare import compare_sam
+from g3align.aligner.mmsketch_gpu import gpu_available
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data")
@@ -405,15 +406,7 @@ def test_trace_and_broken_pipe(lambda_index, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ GPU start-up
-def _gpu() -> bool:
-    try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # no CuPy, no driver, no device
-        return False
-
-
-@pytest.mark.skipif(not _gpu(), reason="no CUDA device / cupy")
+@pytest.mark.skipif(not gpu_available(), reason="no CUDA device / cupy")
 @pytest.mark.parametrize("mode", ["se", "pe"])
 def test_gpu_mem_does_not_import_cupyx(lambda_index, tmp_path, mode):
     """mem's twin of test_map.py's test_gpu_map_does_not_import_cupyx: CuPy imports cupyx.scipy.special at the
