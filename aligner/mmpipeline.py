@@ -82,6 +82,10 @@ _NO_LJOIN_FLAGS = MO.F_SPLICE | MO.F_SR | MO.F_NO_LJOIN
 # call, and four was also at or ahead of three in two earlier calls (5.12 vs 5.15-5.96 s; 7.40 vs 7.58-7.67 s).
 MAP_PART_BASES = 20_000_000
 MAP_DEPTH = 4
+# parts handed to the workers beyond the MAP_DEPTH being mapped, so that a worker that finishes its part takes the
+# next at once instead of waiting for the oldest part in flight to be written (records still go out in input
+# order); 0: a part is handed over only when the oldest one is done (before session 16)
+MAP_QUEUED = 4
 # the CLI starts parsing the first query file before it loads the index and starts CUDA (False: after)
 MAP_EARLY_READER = True
 # compile-time variants of kernels/ksw2.cu for A/B runs, 'NAME=VALUE:NAME=VALUE' (e.g. G3ALIGN_TUNE=
@@ -664,7 +668,7 @@ def run_map(aligner: MapAligner, batches, sink, verbose: int = 3) -> tuple[int, 
                 aligner._lap("reading (waiting for the reader)", t)
                 pend.append((workers.submit(aligner.map_batch, part, n_threads, pool), part.n, end))
                 n_reads += part.n
-                while len(pend) >= max(1, MAP_DEPTH) or (pend and pend[0][0].done()):
+                while len(pend) >= max(1, MAP_DEPTH) + max(0, MAP_QUEUED) or (pend and pend[0][0].done()):
                     write_oldest()
                 t = time.perf_counter()
             while pend:

@@ -25,9 +25,10 @@
 // the substitution scores are made four at a time too, from copies of the job's bases in its scratch
 // (Ksw2Arr::tg / qr). Benchmark variants (compile-time, scripts/ksw2_jobs.py bench --variants): KSW2_SCALAR
 // (one cell per lane, the kernel before SIMD4 became the default: 1.6x slower on chr20 map-pb jobs),
-// KSW2_MIN_BLOCKS (launch bounds), KSW2_PROFILE (cycles per phase) and KSW2_FUSED_S (the substitution scores
-// made in the cell loop, d2_cells4, instead of a pass of their own). All give the same results (the host builds
-// of the tests run the default, KSW2_SCALAR, KSW2_FUSED_S and KSW2_IX32 with KSW2_FUSED_S).
+// KSW2_MIN_BLOCKS (launch bounds), KSW2_PROFILE (cycles per phase), KSW2_FUSED_S (the substitution scores
+// made in the cell loop, d2_cells4, instead of a pass of their own) and KSW2_IX64 (64-bit positions, see ix).
+// All give the same results (the host builds of the tests run the default, KSW2_SCALAR, KSW2_FUSED_S and
+// KSW2_IX64).
 //
 // Scratch per job (global memory at geo[j*3], 16-aligned; sizes from aligner/ksw2_gpu.py job_geometry):
 // u v x y x2 y2 s (T bytes each, T = tlen rounded up to 16), the target's bases (T) and the query's backwards
@@ -42,24 +43,25 @@
 #endif
 
 typedef long long i64;
-// ix: positions, lengths and scores of one job. 64-bit by default. KSW2_IX32 (a benchmark variant) makes them
-// 32-bit as minimap2's int32_t (124 registers instead of 144: four 128-thread blocks per SM instead of three).
-// Without KSW2_OPAQUE below, CUDA 13.0's ptxas for sm_90 miscompiled that build's loop trip counts: a bound such
-// as b.en0 = min(tlen - 1, r, (r + w) >> 1) reached it in PTX as max(~r, -tlen, ~((r + w) >> 1)), which ptxas
+// ix: positions, lengths and scores of one job, 32-bit as minimap2's int32_t (124 registers; 64-bit, the
+// KSW2_IX64 variant and the default until session 16, takes 144: three 128-thread blocks per SM instead of four,
+// and the 32-bit build ran 14 % faster on chr20 map-pb jobs, docs/BENCHMARKS.md map step 9).
+// Without KSW2_OPAQUE below, CUDA 13.0's ptxas for sm_90 miscompiled the 32-bit build's loop trip counts: a bound
+// such as b.en0 = min(tlen - 1, r, (r + w) >> 1) reached it in PTX as max(~r, -tlen, ~((r + w) >> 1)), which ptxas
 // fused into one three-input VIMNMX3 that dropped the negation of tlen, and the 4x-unrolled exact-maximum loop
 // read H far past the job's scratch (compute-sanitizer, scripts/ksw2_memcheck.py; the PTX was right, the SASS
 // was not; -G builds were clean). 64-bit min/max have no three-input form. With KSW2_OPAQUE the PTX has no such
-// chain (scripts/ptx_negminmax.py); the 32-bit build has not been run on the GPU since.
-#ifdef KSW2_IX32
-typedef int ix;
-#else
+// chain (scripts/ptx_negminmax.py, a test keeps it so), and memcheck and the GPU tests pass (map step 9).
+#ifdef KSW2_IX64
 typedef long long ix;
+#else
+typedef int ix;
 #endif
-// KSW2_OPAQUE(v): in the 32-bit build on the GPU, v's value hidden from the optimiser (an empty asm that
+// KSW2_OPAQUE(v): in the 32-bit (default) build on the GPU, v's value hidden from the optimiser (an empty asm that
 // "changes" it), so that loop bounds made of min/max (band_of, the cone's columns) reach PTX as plain registers
 // and not as max(~a, -b, ~c) chains, the shape ptxas 13.0 miscompiles (scripts/ptx_negminmax.py finds none with
 // it). Elsewhere: nothing.
-#if defined(KSW2_IX32) && defined(G3_REAL_WARP) && !defined(KSW2_NO_OPAQUE)  // (NO_OPAQUE: the tests' negative case)
+#if !defined(KSW2_IX64) && defined(G3_REAL_WARP) && !defined(KSW2_NO_OPAQUE)  // (NO_OPAQUE: the tests' negative case)
 #define KSW2_OPAQUE(v) asm("" : "+r"(v))
 #else
 #define KSW2_OPAQUE(v) ((void)0)
@@ -472,11 +474,12 @@ __device__ ix d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, ix r, 
     const ix sbeg = b.st0 > clo ? b.st0 : clo;
 #ifdef KSW2_SIMD4
     const ix qoff = KSW2_QPAD + J.qlen - 1 - r;
+    ix sfrom = sbeg & ~(ix)3;
 #ifdef KSW2_FUSED_S
     // d2_cells4 makes the scores of the words it updates (those of [c0, c1]; c0 <= sbeg); here only the words
     // of the row past them
-    ix sfrom = sbeg & ~(ix)3;
     if (c1 >= c0 && sfrom <= c1) sfrom = (c1 & ~(ix)3) + 4;
+#endif
     G3_LANES {  // four columns per lane, as whole words; bytes outside [sbeg, tend) keep their (stale) values
         u32* const Sw = (u32*)A.s;
         for (ix t0 = sfrom + 4 * lane; t0 < tend; t0 += 128) {
@@ -484,25 +487,6 @@ __device__ ix d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, ix r, 
             Sw[t0 >> 2] = keep ? (sc & ~keep) | (Sw[t0 >> 2] & keep) : sc;
         }
     }
-#else  // the default build's score row, as run and checked on the GPU (score4 and outside4 inlined by hand)
-    G3_LANES {  // four columns per lane, as whole words; bytes outside [sbeg, tend) keep their (stale) values
-        u32* const Sw = (u32*)A.s;
-        const u32* const Tw = (const u32*)A.tg;
-        const u32* const Qw = (const u32*)A.qr;
-        const u32 four = 0x04040404u, mch = rep4(S.sc_mch), mis = rep4(S.sc_mis), scn = rep4(S.sc_N);
-        for (ix t0 = (sbeg & ~(ix)3) + 4 * lane; t0 < tend; t0 += 128) {
-            const u32 a = Tw[t0 >> 2];
-            const ix qi = KSW2_QPAD + J.qlen - 1 - r + t0;  // >= 1 (see Ksw2Arr)
-            const u32 c = __byte_perm(Qw[qi >> 2], Qw[(qi >> 2) + 1], 0x3210u + 0x1111u * (u32)(qi & 3));
-            const u32 eq = __vcmpeq4(a, c), nn = __vcmpeq4(a, four) | __vcmpeq4(c, four);
-            const u32 sc = (nn & scn) | (~nn & ((eq & mch) | (~eq & mis)));
-            u32 keep = 0;  // bytes of columns outside [sbeg, tend)
-            for (int k = 0; k < 4; ++k)
-                if (t0 + k < sbeg || t0 + k >= tend) keep |= 0xFFu << (8 * k);
-            Sw[t0 >> 2] = keep ? (sc & ~keep) | (Sw[t0 >> 2] & keep) : sc;
-        }
-    }
-#endif
 #else
     G3_LANES {
         for (ix t = sbeg + lane; t < tend; t += 32) A.s[t] = (i8)sub_score(A, S, J.qlen, r, t);

@@ -1,7 +1,7 @@
 """kernels/ksw2.cu under compute-sanitizer (GPU box): the GPU test's job set (stored minimap2 vectors plus
 random pairs up to 3 kbp), compiled with -lineinfo so that memcheck names the source line of a bad access.
 Usage: compute-sanitizer --tool memcheck python3 scripts/ksw2_memcheck.py [vectors|random|all] [cubin=PATH]
-       [-NVRTC-OPTION ...] [KEY=VAL ...] (KEY=VAL: compile-time defines of the kernel, e.g. KSW2_IX32=1)"""
+       [-NVRTC-OPTION ...] [KEY=VAL ...] (KEY=VAL: compile-time defines of the kernel, e.g. KSW2_IX64=1)"""
 import sys
 from pathlib import Path
 

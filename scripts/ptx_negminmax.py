@@ -5,7 +5,7 @@ is right, so this only points at candidates: check their SASS on the GPU box (`n
 cubin) or run the kernel under compute-sanitizer (scripts/ksw2_memcheck.py). Needs nvcc, no GPU.
 
   python scripts/ptx_negminmax.py [NAME[:DEFINE=VALUE:...] ...]   (default: every kernels/*.cu; defines written as
-  in scripts/ksw2_jobs.py --variants, e.g. ksw2:KSW2_IX32=1:KSW2_FUSED_S=1)
+  in scripts/ksw2_jobs.py --variants, e.g. ksw2:KSW2_IX64=1:KSW2_FUSED_S=1)
 """
 from __future__ import annotations
 

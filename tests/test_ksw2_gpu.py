@@ -52,12 +52,12 @@ extern "C" void host_run(long long n_warps, const u8* Q, const u8* T, const i64*
 """
 
 
-@pytest.fixture(scope="module", params=[["-DKSW2_SCALAR"], [], ["-DKSW2_FUSED_S"], ["-DKSW2_IX32", "-DKSW2_FUSED_S"]],
-                ids=["scalar", "simd4", "fused_s", "ix32_fused_s"])
+@pytest.fixture(scope="module", params=[["-DKSW2_SCALAR"], [], ["-DKSW2_FUSED_S"], ["-DKSW2_IX64"]],
+                ids=["scalar", "simd4", "fused_s", "ix64"])
 def host(tmp_path_factory, request):
-    """The host build of the kernel; simd4: the default (four cells per lane, byte-wise SIMD), scalar: the
-    KSW2_SCALAR variant (one cell per lane), fused_s: KSW2_FUSED_S (scores made in the cell loop), ix32_fused_s:
-    that with 32-bit positions (KSW2_IX32; the host build checks its arithmetic, not ptxas's code)."""
+    """The host build of the kernel; simd4: the default (four cells per lane, byte-wise SIMD, 32-bit positions;
+    the host build checks its arithmetic, not ptxas's code), scalar: the KSW2_SCALAR variant (one cell per lane),
+    fused_s: KSW2_FUSED_S (scores made in the cell loop), ix64: KSW2_IX64 (64-bit positions)."""
     import shutil
     import subprocess
     if shutil.which("g++") is None:
@@ -294,8 +294,8 @@ def test_thread_warp_build_is_uniform_and_exact(tmp_path, flags):
     assert "jobs equal" in r.stdout
 
 
-@pytest.mark.parametrize("flags", [(), ("-DKSW2_SCALAR",), ("-DKSW2_FUSED_S",), ("-DKSW2_IX32", "-DKSW2_FUSED_S")],
-                         ids=["default", "scalar", "fused_s", "ix32_fused_s"])
+@pytest.mark.parametrize("flags", [(), ("-DKSW2_SCALAR",), ("-DKSW2_FUSED_S",), ("-DKSW2_IX64",)],
+                         ids=["default", "scalar", "fused_s", "ix64"])
 def test_nvcc_compiles(nvcc_spill_free, flags):
     nvcc_spill_free(CU, ("ksw_extd2_warp",), flags)
 
@@ -303,8 +303,7 @@ def test_nvcc_compiles(nvcc_spill_free, flags):
 @pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
 @pytest.mark.parametrize("budget,defines", [(2 << 30, None), (1 << 16, None), (2 << 30, {"KSW2_SCALAR": 1}),
                                             (2 << 30, {"KSW2_MIN_BLOCKS": 6}), (2 << 30, {"KSW2_FUSED_S": 1}),
-                                            (2 << 30, {"KSW2_IX32": 1}),
-                                            (2 << 30, {"KSW2_IX32": 1, "KSW2_FUSED_S": 1})])
+                                            (2 << 30, {"KSW2_IX64": 1})])
 def test_gpu_kernel_equals_twin(vector_cases, budget, defines):
     """The kernel (and its benchmark variants) == the twin, in one launch and in many."""
     rng = np.random.default_rng(21)
@@ -320,8 +319,8 @@ def test_gpu_kernel_equals_twin(vector_cases, budget, defines):
 
 def test_default_builds_avoid_the_miscompiled_shape():
     """scripts/ptx_negminmax.py finds the PTX shape CUDA 13.0's ptxas miscompiled (a neg.s32 feeding two chained
-    min/max, fused into one VIMNMX3 that dropped the negation) in the 32-bit build without its KSW2_OPAQUE
-    barriers, and none in the builds g3align runs or benchmarks."""
+    min/max, fused into one VIMNMX3 that dropped the negation) in the default (32-bit) build without its
+    KSW2_OPAQUE barriers, and none in the builds g3align runs or benchmarks."""
     import importlib.util
     import shutil
     if shutil.which("nvcc") is None:
@@ -330,10 +329,9 @@ def test_default_builds_avoid_the_miscompiled_shape():
     spec = importlib.util.spec_from_file_location("ptx_negminmax", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    for defines in (None, {"KSW2_SCALAR": 1}, {"KSW2_FUSED_S": 1}, {"KSW2_IX32": 1},
-                    {"KSW2_IX32": 1, "KSW2_FUSED_S": 1}):
+    for defines in (None, {"KSW2_SCALAR": 1}, {"KSW2_FUSED_S": 1}, {"KSW2_IX64": 1}):
         assert mod.candidates("ksw2", defines) == [], defines
-    # the detector does find the shape: the 32-bit build without KSW2_OPAQUE's barriers (as it was in 932038d)
+    # the detector does find the shape: the 32-bit build without KSW2_OPAQUE's barriers (as in 932038d)
     src = CU.read_text()
     assert "#define KSW2_OPAQUE(v) asm" in src
-    assert len(mod.candidates("ksw2", {"KSW2_IX32": 1, "KSW2_NO_OPAQUE": 1})) >= 3
+    assert len(mod.candidates("ksw2", {"KSW2_NO_OPAQUE": 1})) >= 3

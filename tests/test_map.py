@@ -273,7 +273,8 @@ class _Sink:
                                                                                      reason="no CUDA device"))])
 def test_part_pipeline_does_not_change_the_output(device, monkeypatch):
     """run_map over reads.read_batch_parts: parts of any size, mapped up to MAP_DEPTH at once (worker threads,
-    their own CUDA streams on the GPU), give the records of one batch mapped per read, in input order."""
+    their own CUDA streams on the GPU; MAP_QUEUED more handed over ahead), give the records of one batch mapped per
+    read, in input order."""
     from g3align.aligner import mmopt as MO
     from g3align.aligner import mmpipeline as MP
     from g3align.aligner.reads import read_batch_parts, read_batches
@@ -284,13 +285,15 @@ def test_part_pipeline_does_not_change_the_output(device, monkeypatch):
     ref_out = b"".join(MP.MapAligner(idx, opt, device="cpu").map_batch(bt, 1)
                        for bt in read_batches(str(READS), chunk_size=1 << 30, trim_readno=False))
     assert ref_out.count(b"\n") >= 52
-    for depth, part_bases, chunk in ((1, 1 << 30, 1 << 30), (3, 3_000, 1 << 30), (2, 5_000, 12_000), (4, 1, 1 << 30)):
+    for depth, queued, part_bases, chunk in ((1, 4, 1 << 30, 1 << 30), (3, 4, 3_000, 1 << 30), (2, 0, 5_000, 12_000),
+                                             (4, 4, 1, 1 << 30), (2, 1, 2_000, 1 << 30)):
         monkeypatch.setattr(MP, "MAP_DEPTH", depth)
+        monkeypatch.setattr(MP, "MAP_QUEUED", queued)
         al = MP.MapAligner(idx, opt, device=device, batch_seed=True, batch_align=True)
         sink = _Sink()
         n, _ = MP.run_map(al, read_batch_parts(str(READS), chunk_size=chunk, part_bases=part_bases, block_size=4096,
                                                trim_readno=False), sink, verbose=0)
-        assert n == 52 and b"".join(sink.chunks) == ref_out, (depth, part_bases, chunk)
+        assert n == 52 and b"".join(sink.chunks) == ref_out, (depth, queued, part_bases, chunk)
         if part_bases < 10_000:
             assert len(sink.chunks) > 3  # really cut into parts
 
@@ -299,7 +302,8 @@ def test_map_tune_cli():
     """G3ALIGN_TUNE applies to the map pipeline's constants: tiny parts, one or four at once, same SAM; an
     unknown name is a one-line error."""
     outs = set()
-    for tune in ("MAP_DEPTH=1", "MAP_PART_BASES=2000,MAP_DEPTH=4", "MAP_EARLY_READER=0",
+    for tune in ("MAP_DEPTH=1", "MAP_PART_BASES=2000,MAP_DEPTH=4", "MAP_PART_BASES=2000,MAP_QUEUED=0",
+                 "MAP_EARLY_READER=0",
                  "MAP_KSW2_DEFINES=KSW2_SCALAR=1:KSW2_MIN_BLOCKS=6"):
         r = g3map(["-ax", "map-pb", "-t", "2", REF, READS], env={**os.environ, "G3ALIGN_TUNE": tune})
         assert r.returncode == 0, r.stderr.decode()
