@@ -8,7 +8,7 @@ Builds the index in-process and saves it as the CLI's PREFIX.g3i, simulates the 
 reference_and_reads), warms the numba and CuPy kernel caches with one small CLI run, then times fresh
 `g3align mem --device gpu` processes (SAM to a file, as `> out.sam`) beside `bwa mem -t N` on the same
 FASTQ, in this order: bwa PE, g3align PE, g3align PE per variant (G3ALIGN_TUNE), g3align PE again, g3align
-SE, bwa SE. Every g3align run records G3ALIGN_TRACE: the start-up steps (imports, CUDA, index load, index
+SE (with 'se:' variants: SE per such variant, SE again), bwa SE. Every g3align run records G3ALIGN_TRACE: the start-up steps (imports, CUDA, index load, index
 to the GPU), the kernel-module loads and every stage lap, drawn as a timeline per run (OUT/cli_trace_*.txt).
 Checks each g3align SAM body against the first PE / SE run's (variants must not change the output) and
 against bwa's. Writes OUT/cli_profile.md.
@@ -66,7 +66,7 @@ def main():
     ap.add_argument("--bwa", default=None)
     ap.add_argument("--py-spy", default=None)
     ap.add_argument("--device", default="gpu")
-    ap.add_argument("--variants", default="ASYNC_WRITE=0", help="';'-separated G3ALIGN_TUNE values, one PE run each")
+    ap.add_argument("--variants", default="ASYNC_WRITE=0", help="';'-separated G3ALIGN_TUNE values, one PE run each ('se:VALUE': one SE run)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     work = "/tmp/g3work"
@@ -110,9 +110,12 @@ def main():
     if a.bwa:
         gold["pe"] = run_bwa("pe", [f1, f2])
     first = {}
-    runs = [("pe", "default", {})] + [("pe", v, {"G3ALIGN_TUNE": v.replace(";", ",")})
-                                       for v in filter(None, a.variants.split(";"))]
+    # a variant 'se:NAME=VALUE' is a single-end run, the others paired-end
+    vs = [(v[3:], "se") if v.startswith("se:") else (v, "pe") for v in filter(None, a.variants.split(";"))]
+    runs = [("pe", "default", {})] + [("pe", v, {"G3ALIGN_TUNE": v}) for v, m in vs if m == "pe"]
     runs += [("pe", "default (again)", {}), ("se", "default", {})]
+    if any(m == "se" for _, m in vs):
+        runs += [("se", v, {"G3ALIGN_TUNE": v}) for v, m in vs if m == "se"] + [("se", "default (again)", {})]
     if a.py_spy:
         runs.append(("pe", "default under py-spy", {}))
     for k, (mode, name, env) in enumerate(runs):

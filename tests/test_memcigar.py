@@ -311,16 +311,19 @@ def test_fields_are_the_key():
     assert mc.CG_FIELDS[:5] == (QB, QE, RB, RE, TRUESC)
 
 
-def test_run_mem_se_staged(data):
-    """run_mem_se on the staged path (regions + traceback of batch k+1 beside the SAM of batch k) over three
-    batches == the per-read SAM of the whole batch."""
+@pytest.mark.parametrize("prep_workers", [1, 3])
+def test_run_mem_se_staged(data, prep_workers):
+    """run_mem_se on the staged path (regions + traceback of batch k+1 beside the SAM of batch k) over five
+    batches, prepared one or three at once (SE_PREP_WORKERS, as on the GPU path) == the per-read SAM of the
+    whole batch."""
     from g3align.aligner import pipeline
 
     want = _per_read_sam(data, "default", "se")
     b = data["se"]
-    cuts = [0, b.n // 3, 2 * b.n // 3, b.n]
+    cuts = [b.n * k // 5 for k in range(6)]
     sink = _Sink()
     al = MemAligner(data["ref"], data["fm"], _opt("default", 2), staged=True)
+    al.prep_workers = prep_workers  # the CPU twin prepares one batch at a time unless told otherwise
     pipeline.run_mem_se(al, iter([b.slice(x, y) for x, y in zip(cuts[:-1], cuts[1:])]), sink, verbose=0)
     assert b"".join(bytes(x) for x in sink.parts) == want
     assert al.stage_times["traceback_jobs"] > 0
