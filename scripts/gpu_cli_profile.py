@@ -8,7 +8,8 @@ Builds the index in-process and saves it as the CLI's PREFIX.g3i, simulates the 
 reference_and_reads), warms the numba and CuPy kernel caches with one small CLI run, then times fresh
 `g3align mem --device gpu` processes (SAM to a file, as `> out.sam`) beside `bwa mem -t N` on the same
 FASTQ, in this order: bwa PE, g3align PE, g3align PE per variant (G3ALIGN_TUNE), g3align PE again, g3align
-SE (with 'se:' variants: SE per such variant, SE again), bwa SE. Every g3align run records G3ALIGN_TRACE: the start-up steps (imports, CUDA, index load, index
+SE (with 'se:' variants: SE per such variant, SE again), bwa SE. Every g3align run records G3ALIGN_TRACE:
+the start-up steps (imports, CUDA, index load, index
 to the GPU), the kernel-module loads and every stage lap, drawn as a timeline per run (OUT/cli_trace_*.txt).
 Checks each g3align SAM body against the first PE / SE run's (variants must not change the output) and
 against bwa's. Writes OUT/cli_profile.md.
@@ -66,7 +67,8 @@ def main():
     ap.add_argument("--bwa", default=None)
     ap.add_argument("--py-spy", default=None)
     ap.add_argument("--device", default="gpu")
-    ap.add_argument("--variants", default="ASYNC_WRITE=0", help="';'-separated G3ALIGN_TUNE values, one PE run each ('se:VALUE': one SE run)")
+    ap.add_argument("--variants", default="ASYNC_WRITE=0",
+                    help="';'-separated G3ALIGN_TUNE values, one PE run each ('se:VALUE': one SE run)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     work = "/tmp/g3work"
