@@ -9,8 +9,8 @@ reference_and_reads), warms the numba and CuPy kernel caches with one small CLI 
 `g3align mem --device gpu` processes (SAM to a file, as `> out.sam`) beside `bwa mem -t N` on the same
 FASTQ, in this order: bwa PE, g3align PE, g3align PE per variant (G3ALIGN_TUNE), g3align PE again, g3align
 SE (with 'se:' variants: SE per such variant, SE again), bwa SE. Every g3align run records G3ALIGN_TRACE:
-the start-up steps (imports, CUDA, index load, index
-to the GPU), the kernel-module loads and every stage lap, drawn as a timeline per run (OUT/cli_trace_*.txt).
+the start-up steps (imports, CUDA, index load, index to the GPU), the kernel-module loads and every stage lap,
+drawn as a timeline per run (OUT/cli_trace_*.txt).
 Checks each g3align SAM body against the first PE / SE run's (variants must not change the output) and
 against bwa's. Writes OUT/cli_profile.md.
 """
