@@ -311,12 +311,13 @@ def test_fields_are_the_key():
     assert mc.CG_FIELDS[:5] == (QB, QE, RB, RE, TRUESC)
 
 
-@pytest.mark.parametrize("prep_workers", [1, 3])
-def test_run_mem_se_staged(data, prep_workers):
-    """run_mem_se on the staged path (regions + traceback of batch k+1 beside the SAM of batch k) over five
-    batches, prepared one or three at once (SE_PREP_WORKERS, as on the GPU path) == the per-read SAM of the
-    whole batch."""
+@pytest.mark.parametrize("prep_workers,tb_thread", [(1, True), (3, True), (3, False)])
+def test_run_mem_se_staged(data, prep_workers, tb_thread, monkeypatch):
+    """run_mem_se on the staged path (regions, traceback and SAM of consecutive batches at once; the traceback
+    in its own thread or, SE_TRACEBACK_THREAD=False, in the regions thread) over five batches, prepared one or
+    three at once (SE_PREP_WORKERS, as on the GPU path) == the per-read SAM of the whole batch."""
     from g3align.aligner import pipeline
+    monkeypatch.setattr(pipeline, "SE_TRACEBACK_THREAD", tb_thread)
 
     want = _per_read_sam(data, "default", "se")
     b = data["se"]
