@@ -523,12 +523,6 @@ def _ahead_pool(fn, items, depth, name, workers):
 
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
 PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
-# single-end batches prepared at once on the GPU path (1 until session 16: in step 5 two were no faster, but the
-# step 10 trace shows the one prepare thread busy from the first batch to the last, the bound of SE)
-SE_PREP_WORKERS = 3
-# single-end on the staged path: the traceback of each batch in a thread of its own, after the regions thread (False:
-# both in the regions thread, as until session 16, when that thread was SE's bound with three prepare workers)
-SE_TRACEBACK_THREAD = True
 RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
 TRACEBACK_STAGE = True  # staged: the regions' alignments as one batch (memcigar.py); False: in the SAM stage (A/B)
 ASYNC_WRITE = True  # SAM text written by a writer thread (AsyncWriter); False: by the main thread (A/B runs)
@@ -665,24 +659,15 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
 
 
 def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
-    """Single-end: a reader thread parses ahead, SE_PREP_WORKERS threads prepare the next batches (the GPU
-    stages), a regions thread and a traceback thread (staged path) work on the batches before them, while this
-    one makes the SAM records of the oldest batch; a writer thread writes them."""
+    """Single-end: a reader thread parses ahead, a second thread prepares the next batch (the GPU stages)
+    while this one computes the current batch's regions and SAM records; a writer thread writes them."""
     n_reads = 0
     t0 = time.time()
     t1 = time.time()
     with AsyncWriter(sink, aligner.stage_times) as out:
-        # SE_PREP_WORKERS batches prepared at once on the GPU path, as paired-end's parts (PREP_WORKERS)
-        preps = ahead(aligner.prepare, prefetch(batches), name="g3align-prepare",
-                      workers=max(1, min(SE_PREP_WORKERS, aligner.prep_workers)))
-        if aligner.staged and SE_TRACEBACK_THREAD:
-            # regions of batch k+2 and traceback of batch k+1 beside the SAM records of batch k
-            regs = ahead(lambda p: (p[0], aligner.pe_regions_of(p, False) if p[0].n else None), preps,
-                         name="g3align-regions")
-            items = ahead(lambda it: (it[0], aligner.with_traceback(it[1]) if it[1] is not None else None), regs,
-                          name="g3align-traceback")
-            finish = aligner.se_sam_chunks
-        elif aligner.staged:  # regions + traceback of batch k+1 beside the SAM records of batch k
+        # one prepare thread: with two, single-end was no faster on the box (docs/BENCHMARKS.md, step 5)
+        preps = ahead(aligner.prepare, prefetch(batches), name="g3align-prepare")
+        if aligner.staged:  # regions + traceback of batch k+1 beside the SAM records of batch k
             items = ahead(lambda p: (p[0], aligner.se_regions(p)), preps, name="g3align-regions")
             finish = aligner.se_sam_chunks
         else:

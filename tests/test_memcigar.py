@@ -311,20 +311,16 @@ def test_fields_are_the_key():
     assert mc.CG_FIELDS[:5] == (QB, QE, RB, RE, TRUESC)
 
 
-@pytest.mark.parametrize("prep_workers,tb_thread", [(1, True), (3, True), (3, False)])
-def test_run_mem_se_staged(data, prep_workers, tb_thread, monkeypatch):
-    """run_mem_se on the staged path (regions, traceback and SAM of consecutive batches at once; the traceback
-    in its own thread or, SE_TRACEBACK_THREAD=False, in the regions thread) over five batches, prepared one or
-    three at once (SE_PREP_WORKERS, as on the GPU path) == the per-read SAM of the whole batch."""
+def test_run_mem_se_staged(data):
+    """run_mem_se on the staged path (regions + traceback of batch k+1 beside the SAM of batch k) over three
+    batches == the per-read SAM of the whole batch."""
     from g3align.aligner import pipeline
-    monkeypatch.setattr(pipeline, "SE_TRACEBACK_THREAD", tb_thread)
 
     want = _per_read_sam(data, "default", "se")
     b = data["se"]
-    cuts = [b.n * k // 5 for k in range(6)]
+    cuts = [0, b.n // 3, 2 * b.n // 3, b.n]
     sink = _Sink()
     al = MemAligner(data["ref"], data["fm"], _opt("default", 2), staged=True)
-    al.prep_workers = prep_workers  # the CPU twin prepares one batch at a time unless told otherwise
     pipeline.run_mem_se(al, iter([b.slice(x, y) for x, y in zip(cuts[:-1], cuts[1:])]), sink, verbose=0)
     assert b"".join(bytes(x) for x in sink.parts) == want
     assert al.stage_times["traceback_jobs"] > 0
