@@ -191,8 +191,7 @@ def _run_map(args):
 
     def reader(q):  # the parser of query file q in a thread, up to two parts ahead
         return prefetch_now(read_batch_parts(q, chunk_size=opt.mini_batch_size, part_bases=mmpipeline.MAP_PART_BASES,
-                                             trim_readno=False, ramp=mmpipeline.MAP_RAMP), depth=2,
-                            name="g3align-reader")
+                                             trim_readno=False), depth=2, name="g3align-reader")
 
     # the first file's parsing starts now, beside the index load and the device set-up (MAP_EARLY_READER)
     first_parts = reader(queries[0]) if queries and mmpipeline.MAP_EARLY_READER else None

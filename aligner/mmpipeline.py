@@ -86,9 +86,6 @@ MAP_DEPTH = 4
 # next at once instead of waiting for the oldest part in flight to be written (records still go out in input
 # order); 0: a part is handed over only when the oldest one is done (before session 16)
 MAP_QUEUED = 4
-# the first MAP_RAMP parts of each query file are smaller (part k: MAP_PART_BASES * (k + 1) / (MAP_RAMP + 1)
-# bases), so the first parts reach the GPU and CPU stages one after another instead of all at once; 0: off
-MAP_RAMP = 0
 # the CLI starts parsing the first query file before it loads the index and starts CUDA (False: after)
 MAP_EARLY_READER = True
 # compile-time variants of kernels/ksw2.cu for A/B runs, 'NAME=VALUE:NAME=VALUE' (e.g. G3ALIGN_TUNE=

@@ -736,18 +736,16 @@ def read_pair_batches(path1: str, path2: str, chunk_size: int = DEFAULT_CHUNK_SI
                              lambda b: b.lengths)
 
 
-def _batch_parts_from(pieces: Iterator[ReadBatch], chunk_size: int, step: int, lens_of, part_bases: int,
-                      ramp: int = 0) -> Iterator[tuple[ReadBatch, bool]]:
+def _batch_parts_from(pieces: Iterator[ReadBatch], chunk_size: int, step: int, lens_of, part_bases: int
+                      ) -> Iterator[tuple[ReadBatch, bool]]:
     """As _batches_from, but each -K batch arrives as consecutive parts of about `part_bases` bases
     (multiples of `step` reads): yields (part, end_of_batch). The parts of one batch concatenate to
     exactly the batch _batches_from yields (same cut rule), so a consumer can start on a batch before
-    it is completely read. ramp > 0: the first `ramp` parts of the input are smaller, part k (k < ramp) of
-    about part_bases * (k + 1) / (ramp + 1) bases (a pipeline's first parts then finish one after another)."""
+    it is completely read."""
     pending: list[ReadBatch] = []
     n_pend = 0
     done_bases = 0   # bases / reads of the current batch already yielded
     done_reads = 0
-    n_parts = 0      # parts yielded so far (for the ramp)
     for piece in pieces:
         pending.append(piece)
         n_pend += piece.bases
@@ -766,12 +764,11 @@ def _batch_parts_from(pieces: Iterator[ReadBatch], chunk_size: int, step: int, l
                     done_bases = done_reads = 0
                     continue
                 pending = [cat]
-            if n_pend >= (part_bases * (n_parts + 1) // (ramp + 1) if n_parts < ramp else part_bases):
+            if n_pend >= part_bases:
                 cat = ReadBatch.concat(pending)
                 m = cat.n - cat.n % step
                 if m:
                     part = cat.slice(0, m)
-                    n_parts += 1
                     yield part, False
                     done_bases += part.bases
                     done_reads += m
@@ -784,12 +781,11 @@ def _batch_parts_from(pieces: Iterator[ReadBatch], chunk_size: int, step: int, l
 
 
 def read_batch_parts(path: str, chunk_size: int = DEFAULT_CHUNK_SIZE, part_bases: int = PART_BASES,
-                     block_size: int = DEFAULT_BLOCK_SIZE, trim_readno: bool = True, keep_raw: bool = True,
-                     ramp: int = 0) -> Iterator[tuple[ReadBatch, bool]]:
-    """read_batches' -K batches of one file as (part, end_of_batch) pairs of parts of about part_bases bases
-    (the first `ramp` parts smaller: _batch_parts_from)."""
+                     block_size: int = DEFAULT_BLOCK_SIZE, trim_readno: bool = True, keep_raw: bool = True
+                     ) -> Iterator[tuple[ReadBatch, bool]]:
+    """read_batches' -K batches of one file as (part, end_of_batch) pairs of parts of about part_bases bases."""
     yield from _batch_parts_from(iter_pieces(path, block_size, trim_readno, keep_raw), chunk_size, 2,
-                                 lambda b: b.lengths, part_bases, ramp)
+                                 lambda b: b.lengths, part_bases)
 
 
 def read_pair_batch_parts(path1: str, path2: str, chunk_size: int = DEFAULT_CHUNK_SIZE, part_bases: int = PART_BASES,

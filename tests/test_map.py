@@ -303,7 +303,6 @@ def test_map_tune_cli():
     unknown name is a one-line error."""
     outs = set()
     for tune in ("MAP_DEPTH=1", "MAP_PART_BASES=2000,MAP_DEPTH=4", "MAP_PART_BASES=2000,MAP_QUEUED=0",
-                 "MAP_PART_BASES=3000,MAP_RAMP=3",
                  "MAP_EARLY_READER=0",
                  "MAP_KSW2_DEFINES=KSW2_SCALAR=1:KSW2_MIN_BLOCKS=6"):
         r = g3map(["-ax", "map-pb", "-t", "2", REF, READS], env={**os.environ, "G3ALIGN_TUNE": tune})

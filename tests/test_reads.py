@@ -18,7 +18,6 @@ from g3align.aligner.reads import (
     interleave,
     iter_pieces,
     read_all,
-    read_batch_parts,
     read_batches,
     read_pair_batch_parts,
     read_pair_batches,
@@ -441,28 +440,6 @@ def test_pair_batch_parts_concatenate_to_the_batches(tmp_path):
                     assert g.first_id == w.first_id and as_records(g) == as_records(w)
                 n_checked += len(want)
     assert n_checked > 100
-
-
-def test_batch_parts_ramp(tmp_path):
-    # read_batch_parts(ramp=r): the first r parts of the file grow towards part_bases (g3align map's pipeline
-    # start), the parts still concatenate to exactly read_batches' batches
-    n = 400
-    p = write(tmp_path, "r.fq", "".join(f"@r{i}\n{'A' * 100}\n+\n{'1' * 100}\n" for i in range(n)))
-    for k in (3000, 10 ** 6):
-        want = list(read_batches(p, chunk_size=k, block_size=512))
-        for ramp in (0, 1, 3):
-            got, cur, sizes = [], [], []
-            for b, end in read_batch_parts(p, chunk_size=k, part_bases=4000, block_size=512, ramp=ramp):
-                cur.append(b)
-                sizes.append(b.bases)
-                if end:
-                    got.append(ReadBatch.concat(cur))
-                    cur = []
-            assert [b.n for b in got] == [b.n for b in want], (k, ramp)
-            assert all(as_records(g) == as_records(w) for g, w in zip(got, want))
-            if k == 10 ** 6:  # one batch: the ramp's parts, then full ones (blocks of ~2 reads of 100 bases)
-                assert sizes[:ramp] == sorted(sizes[:ramp]) and all(s < 4000 for s in sizes[:ramp]), sizes
-                assert all(4000 <= s <= 4300 for s in sizes[ramp:-1]), sizes
 
 
 def test_pairs_lockstep_and_interleave(tmp_path):
