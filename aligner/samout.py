@@ -51,7 +51,7 @@ _LIT_MC = np.frombuffer(b"\tMC:Z:", np.uint8).copy()
 
 
 # ---------------------------------------------------------------- byte buffer helpers
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _reserve(buf, n, extra):
     if n + extra <= buf.shape[0]:
         return buf
@@ -63,21 +63,21 @@ def _reserve(buf, n, extra):
     return b2
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def put_bytes(buf, n, src):
     buf = _reserve(buf, n, src.shape[0])
     buf[n:n + src.shape[0]] = src
     return buf, n + src.shape[0]
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def put_char(buf, n, c):
     buf = _reserve(buf, n, 1)
     buf[n] = c
     return buf, n + 1
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def put_int(buf, n, v):
     buf = _reserve(buf, n, 24)
     v = np.int64(v)

@@ -2,15 +2,17 @@
 # with NBCACHE=1; a fresh box otherwise spends minutes compiling). $NBCACHE_DIR (git-ignored, carried) holds
 # nbcache.tgz.* (parts of one tar of the __pycache__ numba files of an earlier call) and stamps.txt (sha1, size
 # and mtime of each source file then). A source file whose content is unchanged gets its old mtime back, so
-# numba's index (keyed by the source's mtime and size) matches; a changed file is compiled again as usual.
+# numba's index (keyed by the source's mtime and size) matches; a changed file is compiled again as usual, and
+# so is every file that imports it, directly or not (scripts/nbcache_keep.py: a cached function holds the code
+# of the jitted functions it calls from other files, which numba's index does not see).
 # nbcache_out writes the cache and stamps to $OUT for the next call: copy them into $NBCACHE_DIR there.
 nbcache_in() {
     [ "${NBCACHE:-0}" = 1 ] && ls "$NBCACHE_DIR"/nbcache.tgz* >/dev/null 2>&1 || return 0
-    local tgz=/tmp/nbcache_in.tgz n=0 sha size mt f
+    local tgz=/tmp/nbcache_in.tgz n=0 mt f
     cat "$NBCACHE_DIR"/nbcache.tgz* > $tgz   # one tar, or its parts in order
-    while read -r sha size mt f; do
-        [ -e "$f" ] && [ "$(sha1sum < "$f" | cut -c1-40)" = "$sha" ] && touch -d "@$mt" "$f" && n=$((n + 1))
-    done < "$NBCACHE_DIR"/stamps.txt
+    while read -r mt f; do
+        touch -d "@$mt" "$f" && n=$((n + 1))
+    done < <(python3 scripts/nbcache_keep.py "$NBCACHE_DIR"/stamps.txt)
     tar xzf $tgz; echo "numba cache: $(tar tzf $tgz | wc -l) files, $n source stamps restored"
 }
 nbcache_out() {
