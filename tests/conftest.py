@@ -1,5 +1,6 @@
 """Shared test fixtures."""
 import ctypes
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -66,3 +67,12 @@ def run_spying_cupyx(call: str) -> subprocess.CompletedProcess:
             "print('cupyx modules:', sorted(m for m in sys.modules if m.split('.')[0] == 'cupyx'))\n"
             "print('cupyx.scipy imported:', 'cupyx.scipy.special' in sys.modules)\n")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def load_script(name: str):
+    """scripts/<name>.py (not a package module) loaded as a module, for tests of the scripts' functions."""
+    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

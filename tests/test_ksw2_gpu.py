@@ -321,14 +321,11 @@ def test_default_builds_avoid_the_miscompiled_shape():
     """scripts/ptx_negminmax.py finds the PTX shape CUDA 13.0's ptxas miscompiled (a neg.s32 feeding two chained
     min/max, fused into one VIMNMX3 that dropped the negation) in the default (32-bit) build without its
     KSW2_OPAQUE barriers, and none in the builds g3align runs or benchmarks."""
-    import importlib.util
     import shutil
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc not on PATH")
-    path = Path(__file__).resolve().parent.parent / "scripts" / "ptx_negminmax.py"
-    spec = importlib.util.spec_from_file_location("ptx_negminmax", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    from conftest import load_script
+    mod = load_script("ptx_negminmax")
     for defines in (None, {"KSW2_SCALAR": 1}, {"KSW2_FUSED_S": 1}, {"KSW2_IX64": 1}):
         assert mod.candidates("ksw2", defines) == [], defines
     # the detector does find the shape: the 32-bit build without KSW2_OPAQUE's barriers (as in 932038d)

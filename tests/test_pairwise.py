@@ -309,10 +309,8 @@ def test_gpu16_equals_cpu_and_switches_width(mode):
 
 def test_parasail_sweep_small(tmp_path):
     pytest.importorskip("parasail")
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("sweep", ROOT / "scripts" / "pairwise_parasail_sweep.py")
-    sweep = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sweep)
+    from conftest import load_script
+    sweep = load_script("pairwise_parasail_sweep")
     rc = sweep.main(["--pairs", "250", "--max-len", "160", "--tiny", "12", "--procs", "1", "--device", "cpu",
                      "--out", str(tmp_path)])
     assert rc == 0, (tmp_path / "parasail_sweep.md").read_text()
