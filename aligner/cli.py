@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+import threading
 import time
 
 import click
@@ -451,7 +452,52 @@ def _trace_on():
         return None
     import g3align.aligner as ag
     ag.TRACE = []
+    _CpuSampler.start()
     return ag.TRACE
+
+
+class _CpuSampler:
+    """With G3ALIGN_TRACE: every 50 ms, each thread's CPU seconds from /proc/self/task (a thread spinning on a
+    GPU wait counts there, not in a stage lap), written beside the trace as FILE.cpu: JSON [t, {thread: cpu
+    s}] with t in seconds from the process start (scripts/trace_timeline.py --cpu draws cores per thread group)."""
+    samples: list = []
+    _stop = threading.Event()
+    _th = None
+
+    @classmethod
+    def start(cls):
+        cls._th = threading.Thread(target=cls._run, name="g3align-cpu-sampler", daemon=True)
+        cls._th.start()
+
+    @classmethod
+    def _run(cls):
+        tck = os.sysconf("SC_CLK_TCK")
+        while True:
+            names = {t.native_id: t.name for t in threading.enumerate()}
+            row = {}
+            try:
+                for tid in os.listdir("/proc/self/task"):
+                    try:
+                        with open(f"/proc/self/task/{tid}/stat") as fh:
+                            f = fh.read().rsplit(")", 1)[1].split()
+                    except OSError:
+                        continue
+                    name = names.get(int(tid), f"tid-{tid}")
+                    row[name] = row.get(name, 0.0) + (int(f[11]) + int(f[12])) / tck
+            except OSError:
+                return
+            cls.samples.append((time.perf_counter(), row))
+            if cls._stop.wait(0.05):
+                return
+
+    @classmethod
+    def write(cls, path, t0):
+        cls._stop.set()
+        if cls._th is not None:
+            cls._th.join()
+        import json
+        with open(path, "w") as fh:
+            json.dump([(t - t0, row) for t, row in cls.samples], fh)
 
 
 def _trace_write(trace, t_enter):
@@ -464,6 +510,7 @@ def _trace_write(trace, t_enter):
     import json
     with open(os.environ["G3ALIGN_TRACE"], "w") as fh:
         json.dump([(s, th, a - t0, b - t0) for s, th, a, b in ev], fh)
+    _CpuSampler.write(os.environ["G3ALIGN_TRACE"] + ".cpu", t0)
 
 
 def _process_t0():

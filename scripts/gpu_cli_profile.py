@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -37,14 +38,24 @@ def run_cli(args, out_path, env_extra, trace_path, py_spy=None, spy_out=None):
     cmd = [sys.executable, "-m", "g3align.aligner.cli", "mem", *args]
     if py_spy:
         cmd = [py_spy, "record", "-r", "200", "--threads", "--nonblocking", "-f", "raw", "-o", spy_out, "--"] + cmd
-    t = time.time()
+    t, ru = time.time(), cpu_children()
     with open(out_path, "wb") as fh:
         p = subprocess.run(cmd, stdout=fh, stderr=subprocess.PIPE, env=env)
     wall = time.time() - t
+    CPU[out_path] = cpu_children() - ru
     if p.returncode:
         log(p.stderr.decode()[-3000:])
         raise SystemExit(f"g3align failed: {cmd}")
     return wall, p.stderr.decode()
+
+
+CPU: dict = {}  # output path -> the run's user + sys CPU seconds
+
+
+def cpu_children() -> float:
+    """User + system CPU seconds of the waited-for children so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def summary(trace):
@@ -99,13 +110,13 @@ def main():
 
     def run_bwa(mode, files):
         out = os.path.join(work, f"bwa_{mode}.sam")
-        t = time.time()
+        t, ru = time.time(), cpu_children()
         with open(out, "wb") as fh:
             subprocess.run([a.bwa, "mem", "-t", str(a.threads), fa, *files], stdout=fh, stderr=subprocess.DEVNULL,
                            check=True)
         bwa[mode] = time.time() - t
         rows.append((f"bwa mem -t {a.threads} {mode.upper()} (SAM to a file)", f"{bwa[mode]:.2f} s",
-                     f"{a.pairs * len(files) / bwa[mode]:,.0f} reads/s"))
+                     f"{a.pairs * len(files) / bwa[mode]:,.0f} reads/s; CPU {cpu_children() - ru:.1f} s"))
         return out
 
     gold = {}
@@ -129,6 +140,12 @@ def main():
         proc = [ln for ln in err.splitlines() if "[M::main] Processed" in ln]
         ev, steps, mods, t_first, t_last = summary(tr)
         g = gantt([tuple(e) for e in ev], 0.0, max(e[3] for e in ev))
+        if os.path.exists(tr + ".cpu"):  # cores per thread group (the CLI's CPU sampler)
+            from trace_timeline import cpu_rows
+            samples = json.load(open(tr + ".cpu"))
+            if len(samples) > 1:
+                rows_cpu = cpu_rows(samples, 0.1, samples[-1][0])
+                g += "\ncores per thread group (CPU s in all), x0.1 s\n" + "\n".join(rows_cpu)
         open(os.path.join(a.out, f"cli_trace_{k}.txt"), "w").write(f"{mode} {name}\n{g}\n")
         log(f"== {mode} {name}: wall {wall:.2f} s; {proc}\n{g}")
         with open(out, "rb") as fh:  # py-spy writes its own "py-spy> ..." lines to the same stdout
@@ -141,7 +158,7 @@ def main():
         n = a.pairs * len(files)
         ratio = f"; {bwa[mode] / wall:.2f}x bwa" if mode in bwa else ""
         rows.append((f"g3align mem CLI {mode.upper()} {name}: wall",
-                     f"{wall:.2f} s", f"{n / wall:,.0f} reads/s{ratio}; {same}"))
+                     f"{wall:.2f} s", f"{n / wall:,.0f} reads/s{ratio}; CPU {CPU[out]:.1f} s; {same}"))
         rows.append((f"  start-up steps ({', '.join(f'{s[10:]} {d:.2f}' for s, d in steps)}); module loads "
                      f"{mods:.2f} s; first stage lap at {t_first:.2f} s, last ends at {t_last:.2f} s", "", ""))
         if spy:

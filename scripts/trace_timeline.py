@@ -5,11 +5,16 @@ the wall time the stage covered).
 
   python scripts/trace_timeline.py trace.json [--step 0.1]
 
+With the trace's CPU samples beside it (trace.json.cpu, written by the CLI's G3ALIGN_TRACE), also the cores each
+thread group used per column (0-9, then a-g for 10-16; a thread spinning on a GPU wait shows here, not in a lap).
+
 The union per stage is what the summed stage times of G3ALIGN_STAGES cannot show: with several parts in flight,
 e.g. "extension (ksw2 batch)" summed over parts may exceed the wall time in which any part was in it.
 """
 import argparse
 import json
+import os
+import re
 
 from gpu_check import gantt  # scripts/gpu_check.py (this script's folder is on sys.path when run)
 
@@ -23,6 +28,38 @@ def union(iv):
         tot += b - max(a, end)
         end = b
     return tot
+
+
+def group(name: str) -> str:
+    """Thread group of a thread name: pool workers and numbered stage threads together."""
+    if name.startswith("tid-"):
+        return "other (numba / CUDA / unnamed)"
+    return re.sub(r"(_\d+)+$", "", re.sub(r"-\d+_\d+$", "", name))
+
+
+def cpu_rows(samples, step: float, t_end: float):
+    """Per thread group: cores used per `step` column and CPU seconds in all, from [t, {thread: cpu s}]."""
+    ncol = int(t_end / step) + 1
+    rows: dict = {}
+    for (t0, r0), (t1, r1) in zip(samples, samples[1:]):
+        for name, c in r1.items():
+            d = c - r0.get(name, 0.0)
+            if d <= 0:
+                continue
+            g = rows.setdefault(group(name), [0.0] * ncol)
+            # spread the sample's CPU over the columns it covers
+            a, b = t0, t1
+            while a < b - 1e-9:
+                col = min(ncol - 1, int(a / step))
+                e = min(b, (col + 1) * step)
+                g[col] += d * (e - a) / (b - a)
+                a = e
+    digits = "0123456789abcdefg"
+    out = []
+    for name, g in sorted(rows.items(), key=lambda kv: -sum(kv[1])):
+        line = "".join(digits[min(16, int(round(x / step)))] if x > 0.005 else "." for x in g)
+        out.append(f"{name[:40]:<40} {sum(g):6.2f} s |{line}|")
+    return out
 
 
 def main(argv=None):
@@ -39,6 +76,13 @@ def main(argv=None):
         by.setdefault(s, []).append((a, b))
     for s, iv in sorted(by.items(), key=lambda kv: min(a for a, _ in kv[1])):
         print(f"{s:<48} {len(iv):>6} {sum(b - a for a, b in iv):8.3f} {union(iv):8.3f}")
+    if os.path.exists(args.trace + ".cpu"):
+        samples = json.load(open(args.trace + ".cpu"))
+        if len(samples) > 1:
+            print()
+            print(f"{'cores per thread group (CPU s in all)':<49} |{'x' + str(args.step) + ' s'}")
+            for line in cpu_rows(samples, args.step, samples[-1][0]):
+                print(line)
 
 
 if __name__ == "__main__":
