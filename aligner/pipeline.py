@@ -48,6 +48,9 @@ from g3align.aligner.reads import bytes_csr, gather_bytes, prefetch
 from g3align.aligner.samout import cg_empty
 
 RANGES_PER_THREAD = 8  # read (or pair) ranges per pool thread in one map call: balance against task overhead
+REGIONS_PER_THREAD = 8  # the same for the regions stage of a part (A/B runs)
+CHAINS_PER_THREAD = 8  # the same for the host chaining of a part on the staged path (A/B runs)
+SWITCH_INTERVAL_US = 0  # sys.setswitchinterval for mem's pipeline in microseconds (0: Python's 5 ms; A/B runs)
 WORKER_NICE = 5  # nice increment of the CPU pool's worker threads on the GPU path (0: none)
 
 
@@ -181,7 +184,7 @@ class MemAligner:
             def chains(r):
                 return chain_range(self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1], p, self.mat,
                                    s_off, s_rbeg, s_qbeg, s_len, s_rid)
-            parts = self._map(chains, self._ranges(seq_off, n))
+            parts = self._map(chains, self._ranges(seq_off, n, CHAINS_PER_THREAD))
             pre, jobs = assemble(n, s_off, s_rbeg, s_qbeg, s_len, parts, fr)
             t = lap(st, "chaining", t)
             pre[9] = ext_jobs_cpu(p, self.mat, self.l_pac, self.pac, batch.seq, seq_off, jobs, self._map,
@@ -320,7 +323,7 @@ class MemAligner:
         def stage1(r):
             return regions_range(self.fm, self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1],
                                  self.params, self.mat, pre)
-        parts = self._map(stage1, self._ranges(seq_off, n)) if n else []
+        parts = self._map(stage1, self._ranges(seq_off, n, REGIONS_PER_THREAD)) if n else []
         R_cat = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, NF), np.int64)
         counts = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
         reg_off = np.zeros(n + 1, np.int64)

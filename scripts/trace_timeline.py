@@ -48,12 +48,11 @@ def cpu_rows(samples, step: float, t_end: float):
                 continue
             g = rows.setdefault(group(name), [0.0] * ncol)
             # spread the sample's CPU over the columns it covers
-            a, b = t0, t1
-            while a < b - 1e-9:
-                col = min(ncol - 1, int(a / step))
-                e = min(b, (col + 1) * step)
-                g[col] += d * (e - a) / (b - a)
-                a = e
+            c0, c1 = int(t0 / step), int(t1 / step)
+            for col in range(c0, min(c1, ncol - 1) + 1):
+                a, e = max(t0, col * step), min(t1, (col + 1) * step)
+                if e > a:
+                    g[col] += d * (e - a) / (t1 - t0)
     digits = "0123456789abcdefg"
     out = []
     for name, g in sorted(rows.items(), key=lambda kv: -sum(kv[1])):
