@@ -33,11 +33,12 @@ def log(*a):
     print(*a, flush=True)
 
 
-def run_cli(args, out_path, env_extra, trace_path, py_spy=None, spy_out=None):
+def run_cli(args, out_path, env_extra, trace_path, py_spy=None, spy_out=None, gil=False):
     env = dict(os.environ, G3ALIGN_TRACE=trace_path, **env_extra)
     cmd = [sys.executable, "-m", "g3align.aligner.cli", "mem", *args]
     if py_spy:
-        cmd = [py_spy, "record", "-r", "200", "--threads", "--nonblocking", "-f", "raw", "-o", spy_out, "--"] + cmd
+        cmd = [py_spy, "record", "-r", "200", "--threads", "--nonblocking", "-f", "raw", "-o", spy_out,
+               *(["--gil"] if gil else []), "--"] + cmd
     t, ru = time.time(), cpu_children()
     with open(out_path, "wb") as fh:
         p = subprocess.run(cmd, stdout=fh, stderr=subprocess.PIPE, env=env)
@@ -130,13 +131,15 @@ def main():
     if any(m == "se" for _, m in vs):
         runs += [("se", v, {"G3ALIGN_TUNE": v}) for v, m in vs if m == "se"] + [("se", "default (again)", {})]
     if a.py_spy:
-        runs.append(("pe", "default under py-spy", {}))
+        # all threads' stacks, then only the thread holding the GIL (its samples' share of the run: how busy the
+        # GIL is)
+        runs += [("pe", "default under py-spy", {}), ("pe", "default under py-spy --gil", {})]
     for k, (mode, name, env) in enumerate(runs):
         files = [f1, f2] if mode == "pe" else [f1]
         out = os.path.join(work, f"g3_{k}.sam")
         tr = os.path.join(a.out, f"cli_trace_{k}.json")
         spy = os.path.join(a.out, f"cli_pyspy_{k}.txt") if "py-spy" in name else None
-        wall, err = run_cli([*th, prefix, *files], out, env, tr, a.py_spy if spy else None, spy)
+        wall, err = run_cli([*th, prefix, *files], out, env, tr, a.py_spy if spy else None, spy, "--gil" in name)
         proc = [ln for ln in err.splitlines() if "[M::main] Processed" in ln]
         ev, steps, mods, t_first, t_last = summary(tr)
         g = gantt([tuple(e) for e in ev], 0.0, max(e[3] for e in ev))
@@ -163,7 +166,8 @@ def main():
                      f"{mods:.2f} s; first stage lap at {t_first:.2f} s, last ends at {t_last:.2f} s", "", ""))
         if spy:
             from gpu_pe_profile import summarise
-            open(os.path.join(a.out, "cli_pyspy.md"), "w").write(summarise(spy, wall, 200))
+            md = "cli_pyspy_gil.md" if "--gil" in name else "cli_pyspy.md"
+            open(os.path.join(a.out, md), "w").write(summarise(spy, wall, 200))
     if a.bwa:
         gold["se"] = run_bwa("se", [f1])
         for mode in ("pe", "se"):
