@@ -19,8 +19,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import g3align.aligner as ag
 import numpy as np
-from g3align.aligner import add_time, lap, log
+from g3align.aligner import add_time, lap, log, trace_event
 from g3align.aligner.core import align_range_se, sam_se_range
 from g3align.aligner.extend import NF
 from g3align.aligner.memcigar import cigar_jobs_cpu, cigar_jobs_gpu, cigar_keys
@@ -61,6 +62,18 @@ def _lower_priority(nice: int):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + nice)
         except OSError:
             pass
+
+
+def _traced_task(fn):
+    name = "task " + fn.__name__
+
+    def run(r):
+        t = time.perf_counter()
+        try:
+            return fn(r)
+        finally:
+            trace_event(name, t, time.perf_counter())
+    return run
 
 
 @functools.cache
@@ -272,6 +285,8 @@ class MemAligner:
         return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
 
     def _map(self, fn, ranges):
+        if ag.TRACE is not None:  # G3ALIGN_TRACE: every pool task as an event "task <function name>"
+            fn = _traced_task(fn)
         if self._pool is None or len(ranges) == 1:
             return [fn(r) for r in ranges]
         return list(self._pool.map(fn, ranges))
