@@ -541,6 +541,7 @@ def _ahead_pool(fn, items, depth, name, workers):
 
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
 PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
+REGIONS_WORKERS = 1  # paired-end parts whose regions are computed at once (each part's tasks on the CPU pool)
 RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
 TRACEBACK_STAGE = True  # staged: the regions' alignments as one batch (memcigar.py); False: in the SAM stage (A/B)
 ASYNC_WRITE = True  # SAM text written by a writer thread (AsyncWriter); False: by the main thread (A/B runs)
@@ -638,7 +639,8 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
             preps = ahead(lambda it: (aligner.prepare(it[0]) if it[0].n else None, it[1]), prefetch(parts),
                           name="g3align-prepare", workers=aligner.prep_workers)
             for (state, end) in ahead(lambda it: (aligner.pe_regions_of(it[0], False) if it[0] is not None else None,
-                                                  it[1]), preps, depth=PE_AHEAD, name="g3align-regions"):
+                                                  it[1]), preps, depth=PE_AHEAD, name="g3align-regions",
+                                      workers=REGIONS_WORKERS):
                 if state is not None:
                     states.append(state)
                     # the part's traceback (GPU) in its own thread, beside the regions of the next parts; the
