@@ -32,6 +32,38 @@ def _split_pair(value: str, name: str, conv=int):
     return parts[0], parts[-1]
 
 
+def _cuda_driver_warm(choice: str) -> None:
+    """--device gpu or auto on a machine with an NVIDIA driver: the driver's start (cuInit) and the device's
+    primary context made now, on a thread that calls libcuda through ctypes (a foreign call lets go of the
+    GIL), beside the Python imports that follow; CuPy later finds both made. CuPy's own start holds the GIL
+    through cuInit, and the context comes with the index's first upload. CUDA_WARM=0 in G3ALIGN_TUNE: off
+    (A/B runs)."""
+    if (choice == "cpu" or not os.path.exists("/dev/nvidiactl")
+            or "CUDA_WARM=0" in os.environ.get("G3ALIGN_TUNE", "").split(",")):
+        return
+
+    def run():
+        try:
+            import ctypes
+            cu = ctypes.CDLL("libcuda.so.1")
+            dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+            if cu.cuInit(0) == 0 and cu.cuDeviceGet(ctypes.byref(dev), 0) == 0:
+                cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)  # kept until the process ends
+        except Exception:  # no driver library: CuPy's own start says so later
+            pass
+    threading.Thread(target=run, name="g3align-cuda-warm", daemon=True).start()
+
+
+def _device_arg(args) -> str:
+    """The value of map's --device in its raw arguments (auto when absent), before the options are parsed."""
+    for k, a in enumerate(args):
+        if a == "--device" and k + 1 < len(args):
+            return args[k + 1]
+        if a.startswith("--device="):
+            return a.split("=", 1)[1]
+    return "auto"
+
+
 def _numba_start():
     """Set up numba's CPU target now, without its BLAS probe. The probe (numba.np.arraymath's _check_blas)
     imports scipy.linalg only to learn whether np.dot and the like may call BLAS: ~0.2 s of every run's
@@ -155,6 +187,7 @@ def _is_g3m(path: str, magic: bytes) -> bool:
 
 def _run_map(args):
     t_enter = time.perf_counter()
+    _cuda_driver_warm(_device_arg(args))
     from g3align.aligner import mmopt as MO
     from g3align.aligner import mmpipeline
     from g3align.aligner.reads import prefetch_now, read_batch_parts
@@ -529,6 +562,7 @@ def _process_t0():
 
 def _run_mem(kw):
     t_enter = time.perf_counter()
+    _cuda_driver_warm(kw["device"])
     _numba_start()
     trace = _trace_start()
     try:

@@ -88,6 +88,7 @@ MAP_DEPTH = 4
 MAP_QUEUED = 4
 # the CLI starts parsing the first query file before it loads the index and starts CUDA (False: after)
 MAP_EARLY_READER = True
+CUDA_WARM = True  # the CLI starts the CUDA driver and context on a thread first (cli._cuda_driver_warm)
 # compile-time variants of kernels/ksw2.cu for A/B runs, 'NAME=VALUE:NAME=VALUE' (e.g. G3ALIGN_TUNE=
 # MAP_KSW2_DEFINES=KSW2_SCALAR=1); every variant gives the same results
 MAP_KSW2_DEFINES = ""
