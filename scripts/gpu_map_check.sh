@@ -151,5 +151,5 @@ if [ "${LCHAIN:-1}" = 1 ]; then
         | tail -6 | tee -a "$OUT/times.txt"; log "lchain bench done"
 fi
 nbcache_out
-tar czf "$OUT/logs.tgz" -C $W $(cd $W && ls *.log *.json 2>/dev/null) 2>/dev/null
+tar czf "$OUT/logs.tgz" -C $W $(cd $W && ls *.log *.json *.json.cpu 2>/dev/null) 2>/dev/null
 log "end"
