@@ -473,8 +473,6 @@ def _trace_start():
     """mem: G3ALIGN_TUNE='NAME=VALUE,...' sets pipeline constants for A/B runs; then _trace_on."""
     from g3align.aligner import pipeline
     _tune(pipeline)
-    if pipeline.SWITCH_INTERVAL_US > 0:
-        sys.setswitchinterval(pipeline.SWITCH_INTERVAL_US * 1e-6)
     return _trace_on()
 
 

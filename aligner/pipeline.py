@@ -49,9 +49,6 @@ from g3align.aligner.reads import bytes_csr, gather_bytes, prefetch
 from g3align.aligner.samout import cg_empty
 
 RANGES_PER_THREAD = 8  # read (or pair) ranges per pool thread in one map call: balance against task overhead
-REGIONS_PER_THREAD = 8  # the same for the regions stage of a part (A/B runs)
-CHAINS_PER_THREAD = 8  # the same for the host chaining of a part on the staged path (A/B runs)
-SWITCH_INTERVAL_US = 0  # sys.setswitchinterval for mem's pipeline in microseconds (0: Python's 5 ms; A/B runs)
 WORKER_NICE = 5  # nice increment of the CPU pool's worker threads on the GPU path (0: none)
 
 
@@ -197,7 +194,7 @@ class MemAligner:
             def chains(r):
                 return chain_range(self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1], p, self.mat,
                                    s_off, s_rbeg, s_qbeg, s_len, s_rid)
-            parts = self._map(chains, self._ranges(seq_off, n, CHAINS_PER_THREAD))
+            parts = self._map(chains, self._ranges(seq_off, n))
             pre, jobs = assemble(n, s_off, s_rbeg, s_qbeg, s_len, parts, fr)
             t = lap(st, "chaining", t)
             pre[9] = ext_jobs_cpu(p, self.mat, self.l_pac, self.pac, batch.seq, seq_off, jobs, self._map,
@@ -338,7 +335,7 @@ class MemAligner:
         def stage1(r):
             return regions_range(self.fm, self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1],
                                  self.params, self.mat, pre)
-        parts = self._map(stage1, self._ranges(seq_off, n, REGIONS_PER_THREAD)) if n else []
+        parts = self._map(stage1, self._ranges(seq_off, n)) if n else []
         R_cat = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, NF), np.int64)
         counts = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
         reg_off = np.zeros(n + 1, np.int64)
@@ -541,7 +538,6 @@ def _ahead_pool(fn, items, depth, name, workers):
 
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
 PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
-REGIONS_WORKERS = 1  # paired-end parts whose regions are computed at once (each part's tasks on the CPU pool)
 CUDA_WARM = True  # the CLI starts the CUDA driver and context on a thread first (cli._cuda_driver_warm)
 RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
 TRACEBACK_STAGE = True  # staged: the regions' alignments as one batch (memcigar.py); False: in the SAM stage (A/B)
@@ -640,8 +636,7 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
             preps = ahead(lambda it: (aligner.prepare(it[0]) if it[0].n else None, it[1]), prefetch(parts),
                           name="g3align-prepare", workers=aligner.prep_workers)
             for (state, end) in ahead(lambda it: (aligner.pe_regions_of(it[0], False) if it[0] is not None else None,
-                                                  it[1]), preps, depth=PE_AHEAD, name="g3align-regions",
-                                      workers=REGIONS_WORKERS):
+                                                  it[1]), preps, depth=PE_AHEAD, name="g3align-regions"):
                 if state is not None:
                     states.append(state)
                     # the part's traceback (GPU) in its own thread, beside the regions of the next parts; the
