@@ -16,8 +16,6 @@ import json
 import os
 import re
 
-from gpu_check import gantt  # scripts/gpu_check.py (this script's folder is on sys.path when run)
-
 
 def union(iv):
     """Total length of the union of [a, b) intervals."""
@@ -66,6 +64,7 @@ def main(argv=None):
     ap.add_argument("trace")
     ap.add_argument("--step", type=float, default=0.1, help="seconds per timeline column")
     args = ap.parse_args(argv)
+    from gpu_check import gantt  # scripts/gpu_check.py (this script's folder is on sys.path when run)
     ev = json.load(open(args.trace))  # [stage, thread, t0, t1], seconds from the process start
     print(gantt(ev, 0.0, max((e[3] for e in ev), default=0.0), args.step))
     print()

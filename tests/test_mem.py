@@ -396,7 +396,17 @@ def test_trace_and_broken_pipe(lambda_index, tmp_path):
     ev = json.loads(tr.read_text())
     stages = {e[0] for e in ev}
     assert {"start-up: interpreter, cli import", "start-up: index load", "regions", "pairing+sam"} <= stages
+    assert {"task stage1", "task stage2"} <= stages  # every pool task of the regions and pairing stages
     assert all(0 <= e[2] <= e[3] for e in ev)
+    # the per-thread CPU samples beside it: [t, {thread: cpu s}], times rising, the main thread's CPU not falling
+    cpu = json.loads((tmp_path / "trace.json.cpu").read_text())
+    assert len(cpu) >= 2 and all(a[0] < b[0] for a, b in zip(cpu, cpu[1:]))
+    main_cpu = [row["MainThread"] for _, row in cpu]
+    assert main_cpu == sorted(main_cpu) and main_cpu[-1] > 0
+    from conftest import load_script
+    tl = load_script("trace_timeline")
+    rows = tl.cpu_rows(cpu, 0.1, cpu[-1][0])
+    assert any(r.startswith("MainThread") for r in rows)
     plain = g3("mem", "-t", "2", "--device", "cpu", lambda_index, r1, r2).stdout
     assert records(p.stdout) == records(plain)  # tracing does not change the output
     cmd = f"{sys.executable} -m g3align.aligner.cli mem {lambda_index} {r1} {r2} | head -3"
@@ -422,3 +432,27 @@ def test_gpu_mem_does_not_import_cupyx(lambda_index, tmp_path, mode):
     assert r.returncode == 0, r.stderr
     assert "cupyx.scipy imported: False" in r.stdout, r.stdout
     assert records(out.read_bytes()), r.stderr
+
+
+def test_cpu_rows_columns():
+    """trace_timeline.cpu_rows: cores per thread group per column from cumulative per-thread CPU samples; sample
+    times on column boundaries (0.3 / 0.1 is 2.9999999999999996 in floats) end (this once looped forever)."""
+    from conftest import load_script
+    tl = load_script("trace_timeline")
+    step = 0.1
+    samples = [(k * step, {"MainThread": 0.1 * k, "ThreadPoolExecutor-0_0": 0.05 * k,
+                           "ThreadPoolExecutor-0_1": 0.05 * k, "tid-7": 0.0}) for k in range(8)]
+    rows = tl.cpu_rows(samples, step, samples[-1][0])
+    by = {r.split("  ")[0].strip(): r for r in rows}
+    assert set(by) == {"MainThread", "ThreadPoolExecutor"}  # the pool's threads as one group; idle threads left out
+    assert "0.70 s" in by["MainThread"] and "0.70 s" in by["ThreadPoolExecutor"]
+    assert by["ThreadPoolExecutor"].split("|")[1].startswith("1111111")  # one core's worth per column
+    assert tl.group("g3align-prepare_2") == "g3align-prepare" and tl.group("tid-9").startswith("other")
+
+
+def test_device_arg():
+    """map's --device read from its raw arguments before they are parsed (the CUDA driver's early start)."""
+    from g3align.aligner.cli import _device_arg
+    assert _device_arg(["-ax", "map-pb", "r.fa", "q.fq"]) == "auto"
+    assert _device_arg(["--device", "cpu", "r.fa"]) == "cpu"
+    assert _device_arg(["--device=gpu", "r.fa"]) == "gpu"
