@@ -221,7 +221,7 @@ def _run_map(args):
             raise G3Error(str(e))
     _tune(mmpipeline)
     _numba_start()  # before the reader thread (not for --help / --version)
-    trace = _trace_on()  # the stage laps of every part thread, as for mem (_trace_start)
+    trace = _trace_on()  # the stage laps of every part thread, as for mem
 
     def reader(q):  # the parser of query file q in a thread, up to two parts ahead
         return prefetch_now(read_batch_parts(q, chunk_size=opt.mini_batch_size, part_bases=mmpipeline.MAP_PART_BASES,
@@ -459,21 +459,18 @@ def _build_mem_options(kw):
     return o
 
 
-def _tune(module) -> None:
-    """G3ALIGN_TUNE='NAME=VALUE,...': set the module's pipeline constants (A/B runs of benchmarks)."""
+def _tune(*modules, only_present: bool = False) -> None:
+    """G3ALIGN_TUNE='NAME=VALUE,...': set pipeline constants for A/B runs of benchmarks, each in the first of
+    `modules` that has it (an error when none has it; only_present: such names are left for a later call)."""
     for kv in filter(None, os.environ.get("G3ALIGN_TUNE", "").split(",")):
         k, _, v = kv.partition("=")
-        old = getattr(module, k, None)
-        if old is None or not k.isupper():
-            raise G3Error(f"G3ALIGN_TUNE: {module.__name__} has no constant {k!r}")
-        setattr(module, k, type(old)(int(v)) if isinstance(old, bool) else type(old)(v))
-
-
-def _trace_start():
-    """mem: G3ALIGN_TUNE='NAME=VALUE,...' sets pipeline constants for A/B runs; then _trace_on."""
-    from g3align.aligner import pipeline
-    _tune(pipeline)
-    return _trace_on()
+        mod = next((m for m in modules if k.isupper() and getattr(m, k, None) is not None), None)
+        if mod is None:
+            if only_present:
+                continue
+            raise G3Error(f"G3ALIGN_TUNE: {' / '.join(m.__name__ for m in modules)} has no constant {k!r}")
+        old = getattr(mod, k)
+        setattr(mod, k, type(old)(int(v)) if isinstance(old, bool) else type(old)(v))
 
 
 def _trace_on():
@@ -562,7 +559,8 @@ def _run_mem(kw):
     t_enter = time.perf_counter()
     _cuda_driver_warm(kw["device"])
     _numba_start()
-    trace = _trace_start()
+    # the trace now; G3ALIGN_TUNE's pipeline constants once pipeline.py is imported, after the reader's start
+    trace = _trace_on()
     try:
         _run_mem_traced(kw, trace, t_enter)
     finally:
@@ -591,11 +589,15 @@ def _run_mem_traced(kw, trace, t):
     # parser's own start-up, numba's included, is most of the first batch's wait). Single-end batches are
     # smaller on the GPU path (se_chunk_for); the device is guessed here (a wrong guess changes only the
     # batch size, and single-end output does not depend on it)
+    from g3align.aligner import reads
+    _tune(reads, only_present=True)  # the reader's constants (PART_BASES, SE_STAGED_CHUNK) before it starts
+    if "LATE_READER=1" in os.environ.get("G3ALIGN_TUNE", "").split(","):  # A/B: as before, after pipeline.py
+        from g3align.aligner import pipeline  # noqa: F401
     chunk = kw["chunk"] if kw["chunk"] is not None else _default_chunk() * max(1, kw["threads"])
     if paired:
         reader = _start_reader(kw, chunk)
     else:
-        from g3align.aligner.pipeline import se_chunk_for
+        from g3align.aligner.reads import se_chunk_for
         gpu_guess = kw["device"] == "gpu" or (kw["device"] == "auto" and os.path.exists("/dev/nvidiactl"))
         se = se_chunk_for(gpu_guess, chunk)
         reader = _start_reader(kw, se, depth=max(2, chunk // se + 1))
@@ -612,8 +614,10 @@ def _default_chunk() -> int:
 
 
 def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader):
+    from g3align.aligner import pipeline, reads
     from g3align.aligner.pipeline import MemAligner, log, run_mem_pe, run_mem_se, user_pestat
     from g3align.aligner.reads import ReadFormatError
+    _tune(pipeline, reads)  # G3ALIGN_TUNE (A/B runs): the pipeline's constants now, unknown names an error
     from g3align.aligner.samhdr import OutputSink, parse_header_arg, parse_rg, sam_header
     from g3align.index.store import IndexFormatError, load_index
     t = _mark(trace, "start-up: imports", t)

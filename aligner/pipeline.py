@@ -45,7 +45,7 @@ from g3align.aligner.memstage import (
 )
 from g3align.aligner.options import score_matrix
 from g3align.aligner.pair import pestat_of_sizes, pestat_sizes, regions_range, rescue_jobs_range, sam_pe_range
-from g3align.aligner.reads import bytes_csr, gather_bytes, prefetch
+from g3align.aligner.reads import bytes_csr, gather_bytes, prefetch, se_chunk_for
 from g3align.aligner.samout import cg_empty
 
 RANGES_PER_THREAD = 8  # read (or pair) ranges per pool thread in one map call: balance against task overhead
@@ -496,17 +496,9 @@ def user_pestat(spec: str):
 # Single-end output does not depend on the batch size (only paired-end insert statistics are per -K
 # batch), so the staged (GPU) path cuts single-end input into batches of at most this many bases:
 # parsing the next one overlaps aligning this one, and GPU memory per batch stays bounded.
-SE_STAGED_CHUNK = 10_000_000
-
-
 def se_chunk(aligner: MemAligner, chunk: int) -> int:
-    """Batch size (bases) for single-end input: -K, or SE_STAGED_CHUNK on the staged path."""
+    """Batch size (bases) for single-end input: -K, or reads.SE_STAGED_CHUNK on the staged path."""
     return se_chunk_for(aligner.staged, chunk)
-
-
-def se_chunk_for(staged: bool, chunk: int) -> int:
-    """se_chunk before the aligner exists (the GPU path is staged)."""
-    return min(chunk, SE_STAGED_CHUNK) if staged else chunk
 
 
 def ahead(fn, items, depth: int = 1, name: str = "g3align-ahead", workers: int = 1):
@@ -539,6 +531,7 @@ def _ahead_pool(fn, items, depth, name, workers):
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
 PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
 CUDA_WARM = True  # the CLI starts the CUDA driver and context on a thread first (cli._cuda_driver_warm)
+LATE_READER = False  # A/B: the CLI imports this module before it starts the reader (as before session 17)
 RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
 TRACEBACK_STAGE = True  # staged: the regions' alignments as one batch (memcigar.py); False: in the SAM stage (A/B)
 ASYNC_WRITE = True  # SAM text written by a writer thread (AsyncWriter); False: by the main thread (A/B runs)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Sweep of the staged GPU mem path's batch geometry on the GPU box (no peers, no CPU run):
-SE batch size (pipeline.SE_STAGED_CHUNK), PE part size (read_pair_batch_parts part_bases) and the number
+SE batch size (reads.SE_STAGED_CHUNK), PE part size (read_pair_batch_parts part_bases) and the number
 of CPU threads, on gpu_check.py's simulated chr20 pairs. Prints wall time and stage times per setting.
 
   python scripts/gpu_mem_tune.py --fasta .devdata/human_GRCh37_chr20.fa.gz --pairs 500000 --out $OUT

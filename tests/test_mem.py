@@ -456,3 +456,19 @@ def test_device_arg():
     assert _device_arg(["-ax", "map-pb", "r.fa", "q.fq"]) == "auto"
     assert _device_arg(["--device", "cpu", "r.fa"]) == "cpu"
     assert _device_arg(["--device=gpu", "r.fa"]) == "gpu"
+
+
+def test_tune_reads_and_pipeline_constants(lambda_index):
+    """G3ALIGN_TUNE for mem: the reader's constants (reads.PART_BASES, set before the reader starts) and the
+    pipeline's (after its import) give the same SAM; an unknown name is a one-line error."""
+    r1, r2 = os.path.join(DATA, "lambda_R1.fq.gz"), os.path.join(DATA, "lambda_R2.fq.gz")
+    plain = g3("mem", "-t", "2", "--device", "cpu", lambda_index, r1, r2).stdout
+    env = dict(os.environ, G3ALIGN_TUNE="PART_BASES=30000,ASYNC_WRITE=0")
+    p = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "mem", "-t", "2", "--device", "cpu",
+                        lambda_index, r1, r2], capture_output=True, env=env)
+    assert p.returncode == 0, p.stderr.decode()
+    assert records(p.stdout) == records(plain)
+    env["G3ALIGN_TUNE"] = "NO_SUCH=1"
+    q = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "mem", lambda_index, r1], capture_output=True,
+                       env=env)
+    assert q.returncode != 0 and b"no constant 'NO_SUCH'" in q.stderr and b"Traceback" not in q.stderr
