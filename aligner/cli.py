@@ -591,8 +591,6 @@ def _run_mem_traced(kw, trace, t):
     # batch size, and single-end output does not depend on it)
     from g3align.aligner import reads
     _tune(reads, only_present=True)  # the reader's constants (PART_BASES, SE_STAGED_CHUNK) before it starts
-    if "LATE_READER=1" in os.environ.get("G3ALIGN_TUNE", "").split(","):  # A/B: as before, after pipeline.py
-        from g3align.aligner import pipeline  # noqa: F401
     chunk = kw["chunk"] if kw["chunk"] is not None else _default_chunk() * max(1, kw["threads"])
     if paired:
         reader = _start_reader(kw, chunk)

@@ -531,7 +531,6 @@ def _ahead_pool(fn, items, depth, name, workers):
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
 PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
 CUDA_WARM = True  # the CLI starts the CUDA driver and context on a thread first (cli._cuda_driver_warm)
-LATE_READER = False  # A/B: the CLI imports this module before it starts the reader (as before session 17)
 RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
 TRACEBACK_STAGE = True  # staged: the regions' alignments as one batch (memcigar.py); False: in the SAM stage (A/B)
 ASYNC_WRITE = True  # SAM text written by a writer thread (AsyncWriter); False: by the main thread (A/B runs)
