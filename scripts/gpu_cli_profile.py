@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -39,11 +40,18 @@ def run_cli(args, out_path, env_extra, trace_path, py_spy=None, spy_out=None, gi
     if py_spy:
         cmd = [py_spy, "record", "-r", "200", "--threads", "--nonblocking", "-f", "raw", "-o", spy_out,
                *(["--gil"] if gil else []), "--"] + cmd
+    smi = None
+    if shutil.which("nvidia-smi"):  # the GPU's busy share every 50 ms beside the run (gpu_busy_row)
+        smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,utilization.gpu", "--format=csv,noheader,nounits",
+                                "-lms", "50"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     t, ru = time.time(), cpu_children()
     with open(out_path, "wb") as fh:
         p = subprocess.run(cmd, stdout=fh, stderr=subprocess.PIPE, env=env)
     wall = time.time() - t
     CPU[out_path] = cpu_children() - ru
+    if smi is not None:
+        smi.terminate()
+        GPU_UTIL[out_path] = (t, smi.communicate()[0])
     if p.returncode:
         log(p.stderr.decode()[-3000:])
         raise SystemExit(f"g3align failed: {cmd}")
@@ -51,6 +59,29 @@ def run_cli(args, out_path, env_extra, trace_path, py_spy=None, spy_out=None, gi
 
 
 CPU: dict = {}  # output path -> the run's user + sys CPU seconds
+GPU_UTIL: dict = {}  # output path -> (run start, nvidia-smi's "timestamp, utilization %" lines)
+
+
+def gpu_busy_row(start: float, text: str, step: float = 0.1, t_end: float = 0.0) -> str:
+    """nvidia-smi's utilization samples (percent of the last period with a kernel running) as a timeline row of
+    tenths (0-9, '*' for 100 %) per `step` column from the run's start (sub-second wall clock of the samples)."""
+    import datetime
+    pts = []
+    for ln in text.splitlines():
+        ts, _, u = ln.partition(",")
+        try:
+            pts.append((datetime.datetime.strptime(ts.strip(), "%Y/%m/%d %H:%M:%S.%f").timestamp() - start,
+                        float(u)))
+        except ValueError:
+            continue
+    ncol = int(max([t_end] + [x for x, _ in pts]) / step) + 1
+    cols: list = [[] for _ in range(ncol)]
+    for x, u in pts:
+        if x >= 0:
+            cols[int(x / step)].append(u)
+    cells = "".join("." if not c else ("*" if sum(c) / len(c) >= 99.5 else str(int(sum(c) / len(c) // 10)))
+                    for c in cols)
+    return f"{'GPU busy (nvidia-smi, tenths)':<48} |{cells}|"
 
 
 def cpu_children() -> float:
@@ -149,6 +180,8 @@ def main():
             if len(samples) > 1:
                 rows_cpu = cpu_rows(samples, 0.1, samples[-1][0])
                 g += "\ncores per thread group (CPU s in all), x0.1 s\n" + "\n".join(rows_cpu)
+        if out in GPU_UTIL:
+            g += "\n" + gpu_busy_row(*GPU_UTIL[out], 0.1, t_last)
         open(os.path.join(a.out, f"cli_trace_{k}.txt"), "w").write(f"{mode} {name}\n{g}\n")
         log(f"== {mode} {name}: wall {wall:.2f} s; {proc}\n{g}")
         with open(out, "rb") as fh:  # py-spy writes its own "py-spy> ..." lines to the same stdout
