@@ -612,10 +612,10 @@ def _default_chunk() -> int:
 
 
 def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader):
-    from g3align.aligner import memstage, pipeline, reads
+    from g3align.aligner import pipeline, reads
     from g3align.aligner.pipeline import MemAligner, log, run_mem_pe, run_mem_se, user_pestat
     from g3align.aligner.reads import ReadFormatError
-    _tune(pipeline, reads, memstage)  # G3ALIGN_TUNE (A/B runs): the pipeline's constants now, unknown names an error
+    _tune(pipeline, reads)  # G3ALIGN_TUNE (A/B runs): the pipeline's constants now, unknown names an error
     from g3align.aligner.samhdr import OutputSink, parse_header_arg, parse_rg, sam_header
     from g3align.index.store import IndexFormatError, load_index
     t = _mark(trace, "start-up: imports", t)
