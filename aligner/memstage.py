@@ -192,7 +192,6 @@ def _in_ranges(n, parts, map_fn, fn):
 
 
 PINNED_MIN = 1 << 16  # bytes: smaller host <-> device copies go the plain way
-EXT_WARP_MAX = 256  # seed extensions of reads up to this long: one warp per job (mem_ext_warp<C>, C <= 8); 0: none
 
 
 def empty_pinned(shape, dtype) -> np.ndarray:
@@ -309,8 +308,7 @@ def _ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_byte
     X = cp.zeros((n, XF), cp.int64)
     if n == 0:
         return _to_host(X) if to_host else X
-    mod = get_module("memext")
-    k = mod.get_function("mem_ext_kernel")
+    k = get_module("memext").get_function("mem_ext_kernel")
     jd = [cp.asarray(a, dtype=cp.int64) for a in jobs]
     j_read, j_sl = jd[0], jd[3]
     # CuPy functions, not operators with a Python number (`j_read + 1`): those go through NumPy's ufunc
@@ -318,28 +316,14 @@ def _ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_byte
     rl = (seq_off_d[cp.add(j_read, 1)] - seq_off_d[j_read]).astype(cp.int64)
     # warps of jobs with similar work: most query bases to extend first (left + right of the seed)
     order = cp.argsort(j_sl - rl, kind="stable").astype(cp.int64)
-    P = cp.asarray(ext_params(opt))
-    M = cp.asarray(mat.astype(np.int8))
-    if EXT_WARP_MAX > 0:  # jobs of reads up to EXT_WARP_MAX bases: one warp each (mem_ext_warp<C>)
-        in_warp = cp.less_equal(rl[order], EXT_WARP_MAX)
-        ow = order[in_warp]
-        order = order[cp.logical_not(in_warp)]
-        if ow.shape[0]:
-            c = max(1, (int(rl[ow].max()) + 31) // 32)
-            wb = max(32, block // 32 * 32)
-            n_blk = min((int(ow.shape[0]) * 32 + wb - 1) // wb, 1 << 20)
-            mod.get_function(f"mem_ext_warp{c}")(
-                (n_blk,), (wb,), (seq_d, seq_off_d, pac_d, np.int64(l_pac), P, M, ow, np.int64(ow.shape[0]), *jd, X))
-        n = int(order.shape[0])
-        if n == 0:
-            return _to_host(X) if to_host else X
-        rl = rl[order]
     lmax = int(rl.max())
     # scratch: one int2 column of lmax + 2 cells per thread
     t_max = max(block, ws_bytes // (8 * (lmax + 2)) // block * block)
     n_thr = min(t_max, (n + block - 1) // block * block)
     ws = cp.empty((lmax + 2) * n_thr * 2, cp.int32)
-    k((n_thr // block,), (block,), (seq_d, seq_off_d, pac_d, np.int64(l_pac), P, M, order, np.int64(n), *jd, ws, X))
+    k((n_thr // block,), (block,),
+      (seq_d, seq_off_d, pac_d, np.int64(l_pac), cp.asarray(ext_params(opt)), cp.asarray(mat.astype(np.int8)),
+       order, np.int64(n), *jd, ws, X))
     return _to_host(X) if to_host else X
 
 

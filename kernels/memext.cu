@@ -14,8 +14,6 @@ typedef signed char i8;
 
 typedef long long i64;
 
-#include "warp.cuh"
-
 // P (int32): o_del, e_del, o_ins, e_ins, w, pen_clip5, pen_clip3, zdrop, a
 #define P_ODEL 0
 #define P_EDEL 1
@@ -150,87 +148,6 @@ __device__ ExtOut ksw_ext(const u8* __restrict__ q, i64 qb, int qs, int qlen,
     return o;
 }
 
-// Job j of the extension kernels: the left extension (reversed prefix against the reference before the
-// seed) and the right one (the rest of the read from the left score), each with mem_chain2aln's band doubling;
-// X[8j..] as documented at the top. `ext(q, qb, qs, qlen, t0, ts, tlen, w, end_bonus, h0)` is ksw_ext (one
-// thread) or ksw_ext_warp (one warp: uniform code, every lane computes the same).
-template <class Ext>
-__device__ void ext_job(i64 j, const u8* __restrict__ seq, const i64* __restrict__ seq_off, const int* P,
-                        const i64* __restrict__ j_read, const i64* __restrict__ j_sq, const i64* __restrict__ j_sr,
-                        const i64* __restrict__ j_sl, const i64* __restrict__ j_r0, const i64* __restrict__ j_r1,
-                        i64* __restrict__ X, Ext ext) {
-    const int w0 = P[P_W], clip5 = P[P_CLIP5], clip3 = P[P_CLIP3], a = P[P_A];
-    const i64 r = j_read[j];
-    const u8* q = seq + seq_off[r];
-    const int L = (int)(seq_off[r + 1] - seq_off[r]);
-    const int sq = (int)j_sq[j], sl = (int)j_sl[j];
-    const i64 sr = j_sr[j], r0 = j_r0[j], r1 = j_r1[j];
-    int aw0 = w0, aw1 = w0, score = -1, truesc = -1;
-    i64 qb_o, rb_o, qe_o, re_o;
-    if (sq > 0) {  // left: reversed prefix of the read against the reference before the seed
-        const int tlen = (int)(sr - r0);
-        ExtOut o;
-        o.qle = o.tle = o.gtle = o.gscore = 0;
-        for (int t = 0; t < 2; ++t) {
-            const int prev = score;
-            aw0 = w0 << t;
-            o = ext(q, (i64)(sq - 1), -1, sq, sr - 1, -1, tlen, aw0, clip5, sl * a);
-            score = o.best;
-            if (score == prev || o.max_off < (aw0 >> 1) + (aw0 >> 2)) break;
-        }
-        if (o.gscore <= 0 || o.gscore <= score - clip5) {
-            qb_o = sq - o.qle;
-            rb_o = sr - o.tle;
-            truesc = score;
-        } else {
-            qb_o = 0;
-            rb_o = sr - o.gtle;
-            truesc = o.gscore;
-        }
-    } else {
-        score = sl * a;
-        truesc = score;
-        qb_o = 0;
-        rb_o = sr;
-    }
-    if (sq + sl != L) {  // right: the rest of the read from the left score
-        const int qe = sq + sl;
-        const i64 re = sr + sl;
-        const int tlen = (int)(r1 - re);
-        const int sc0 = score;
-        ExtOut o;
-        o.qle = o.tle = o.gtle = o.gscore = 0;
-        for (int t = 0; t < 2; ++t) {
-            const int prev = score;
-            aw1 = w0 << t;
-            o = ext(q, (i64)qe, 1, L - qe, re, 1, tlen, aw1, clip3, sc0);
-            score = o.best;
-            if (score == prev || o.max_off < (aw1 >> 1) + (aw1 >> 2)) break;
-        }
-        if (o.gscore <= 0 || o.gscore <= score - clip3) {
-            qe_o = qe + o.qle;
-            re_o = re + o.tle;
-            truesc += score - sc0;
-        } else {
-            qe_o = L;
-            re_o = re + o.gtle;
-            truesc += o.gscore - sc0;
-        }
-    } else {
-        qe_o = L;
-        re_o = sr + sl;
-    }
-    i64* x = X + 8 * j;
-    x[0] = qb_o;
-    x[1] = rb_o;
-    x[2] = qe_o;
-    x[3] = re_o;
-    x[4] = score;
-    x[5] = truesc;
-    x[6] = aw0 > aw1 ? aw0 : aw1;
-    x[7] = 0;
-}
-
 extern "C" __global__ void mem_ext_kernel(const u8* __restrict__ seq, const i64* __restrict__ seq_off,
                                           const u8* __restrict__ pac, i64 l_pac,
                                           const int* __restrict__ P, const i8* __restrict__ mat_g,
@@ -243,263 +160,86 @@ extern "C" __global__ void mem_ext_kernel(const u8* __restrict__ seq, const i64*
     load_mat(mat, mat_g);
     int mx = 0;
     for (int k = 0; k < 25; ++k) mx = mat[k] > mx ? mat[k] : mx;
-    const int o_del = P[P_ODEL], e_del = P[P_EDEL], o_ins = P[P_OINS], e_ins = P[P_EINS], zdrop = P[P_ZDROP];
+    const int o_del = P[P_ODEL], e_del = P[P_EDEL], o_ins = P[P_OINS], e_ins = P[P_EINS], w0 = P[P_W];
+    const int clip5 = P[P_CLIP5], clip3 = P[P_CLIP3], zdrop = P[P_ZDROP], a = P[P_A];
     const i64 T = (i64)gridDim.x * blockDim.x;
     const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     int2* my = ws + tid;
-    for (i64 k = tid; k < n_job; k += T)
-        ext_job(order[k], seq, seq_off, P, j_read, j_sq, j_sr, j_sl, j_r0, j_r1, X,
-                [&](const u8* q, i64 qb, int qs, int qlen, i64 t0, int ts, int tlen, int w, int end_bonus, int h0) {
-                    return ksw_ext(q, qb, qs, qlen, pac, l_pac, t0, ts, tlen, mat, mx, o_del, e_del, o_ins, e_ins,
-                                   w, end_bonus, zdrop, h0, my, T);
-                });
-}
-
-// ksw_ext, one warp per extension: the same result, row by row over the target with the row's cells spread
-// over the lanes. Lane l keeps query columns [l*C, l*C + C) (C * 32 >= qlen + 1) in registers: H (the value
-// the scalar code keeps in ws[j].x, i.e. the previous row's H of column j - 1), E and the query code. In a row,
-// every in-band cell's M (diagonal + score) and E are independent; F, the horizontal gap, is a running maximum
-// of the cells to the left, F(j) = max_{beg <= k < j} (max(M(k) - oe_ins, 0) - (j - 1 - k) * e_ins): a prefix
-// maximum of g(k) = max(M(k) - oe_ins, 0) + k * e_ins, within the lane and then over the lanes (5 shuffles).
-// The row maximum and its last column (ties: the larger j, as the scalar code's `h >= rmax`) are one warp max
-// of h * 65536 + j; the band's new ends (first and last column whose stored H or E is not zero) are warp
-// maxima too. The bookkeeping between rows (best, z-drop, gscore) is uniform code, as in ksw_ext.
-template <int C>
-struct ExtCols {
-    int H[C], E[C], h[C];
-    int q[C];
-};
-
-template <int C>
-__device__ ExtOut ksw_ext_warp(const u8* __restrict__ q, i64 qb, int qs, int qlen,
-                               const u8* __restrict__ pac, i64 l_pac, i64 t0, int ts, int tlen,
-                               const int* mat, int mx, int o_del, int e_del, int o_ins, int e_ins, int w,
-                               int end_bonus, int zdrop, int h0) {
-    const int oe_del = o_del + e_del, oe_ins = o_ins + e_ins;
-    const int NEG = -(1 << 30);
-    G3_LANE(ExtCols<C>, S);
-    const int hp1 = h0 > oe_ins ? h0 - oe_ins : 0;
-    G3_LANES {
-        for (int c = 0; c < C; ++c) {
-            const int j = lane * C + c;
-            G3_L(S).q[c] = j < qlen ? (int)q[qb + (i64)qs * j] : 0;
-            G3_L(S).E[c] = 0;
-            int h = 0;  // row -1: h0, then h0 decaying along an insertion
-            if (j == 0) {
-                h = h0;
-            } else if (j <= qlen) {
-                h = hp1 - (j - 1) * e_ins;
-                if (h < 0 || (j >= 2 && h <= 0)) h = 0;
+    for (i64 k = tid; k < n_job; k += T) {
+        const i64 j = order[k];
+        const i64 r = j_read[j];
+        const u8* q = seq + seq_off[r];
+        const int L = (int)(seq_off[r + 1] - seq_off[r]);
+        const int sq = (int)j_sq[j], sl = (int)j_sl[j];
+        const i64 sr = j_sr[j], r0 = j_r0[j], r1 = j_r1[j];
+        int aw0 = w0, aw1 = w0, score = -1, truesc = -1;
+        i64 qb_o, rb_o, qe_o, re_o;
+        if (sq > 0) {  // left: reversed prefix of the read against the reference before the seed
+            const int tlen = (int)(sr - r0);
+            ExtOut o;
+            o.qle = o.tle = o.gtle = o.gscore = 0;
+            for (int t = 0; t < 2; ++t) {
+                const int prev = score;
+                aw0 = w0 << t;
+                o = ksw_ext(q, sq - 1, -1, sq, pac, l_pac, sr - 1, -1, tlen, mat, mx, o_del, e_del, o_ins, e_ins,
+                            aw0, clip5, zdrop, sl * a, my, T);
+                score = o.best;
+                if (score == prev || o.max_off < (aw0 >> 1) + (aw0 >> 2)) break;
             }
-            G3_L(S).H[c] = h;
-            G3_L(S).h[c] = 0;
-        }
-    }
-    int max_ins = (int)((double)(qlen * mx + end_bonus - o_ins) / e_ins + 1.0);
-    if (max_ins < 1) max_ins = 1;
-    if (w > max_ins) w = max_ins;
-    int max_del = (int)((double)(qlen * mx + end_bonus - o_del) / e_del + 1.0);
-    if (max_del < 1) max_del = 1;
-    if (w > max_del) w = max_del;
-    int best = h0, max_i = -1, max_j = -1, max_ie = -1, gscore = -1, max_off = 0;
-    int beg = 0, end = qlen;
-    G3_LANE(int, agg);
-    G3_LANE(int, pre);
-    G3_LANE(int, tmp);
-    G3_LANE(long long, key);
-    for (int i = 0; i < tlen; ++i) {
-        const int* mrow = mat + 5 * ref_base(pac, l_pac, t0 + (i64)ts * i);
-        if (beg < i - w) beg = i - w;
-        if (end > i + w + 1) end = i + w + 1;
-        if (end > qlen) end = qlen;
-        int h1 = 0;
-        if (beg == 0) {
-            h1 = h0 - (o_del + e_del * (i + 1));
-            if (h1 < 0) h1 = 0;
-        }
-        // M of every in-band cell (kept in h for now), the lane's largest g for the F scan
-        G3_LANES {
-            int a = NEG;
-            for (int c = 0; c < C; ++c) {
-                const int j = lane * C + c;
-                if (j >= beg && j < end) {
-                    const int M = G3_L(S).H[c];
-                    const int mm = M != 0 ? M + mrow[G3_L(S).q[c]] : 0;
-                    G3_L(S).h[c] = mm;
-                    int t = mm - oe_ins;
-                    t = t > 0 ? t : 0;
-                    const int g = t + j * e_ins;
-                    a = g > a ? g : a;
-                }
-            }
-            G3_L(agg) = a;
-        }
-        // inclusive prefix maximum of agg over the lanes, then shifted one lane up (exclusive)
-        for (int d = 1; d < 32; d <<= 1) {
-            G3_SHFL_UP(tmp, agg, d, NEG);
-            G3_LANES { G3_L(agg) = G3_L(tmp) > G3_L(agg) ? G3_L(tmp) : G3_L(agg); }
-        }
-        G3_SHFL_UP(pre, agg, 1, NEG);
-        // h, E and the row's maximum key per lane
-        G3_LANES {
-            int run = G3_L(pre);
-            long long kmax = -1;
-            for (int c = 0; c < C; ++c) {
-                const int j = lane * C + c;
-                if (j >= beg && j < end) {
-                    const int mm = G3_L(S).h[c];
-                    const int f = j == beg ? 0 : run - (j - 1) * e_ins;
-                    int e = G3_L(S).E[c];
-                    int h = mm > e ? mm : e;
-                    h = f > h ? f : h;
-                    G3_L(S).h[c] = h;
-                    int t = mm - oe_del;
-                    t = t > 0 ? t : 0;
-                    e -= e_del;
-                    G3_L(S).E[c] = t > e ? t : e;
-                    t = mm - oe_ins;
-                    t = t > 0 ? t : 0;
-                    const int g = t + j * e_ins;
-                    run = g > run ? g : run;
-                    const long long kk = (long long)h * 65536 + j;
-                    kmax = kk > kmax ? kk : kmax;
-                }
-            }
-            G3_L(key) = kmax;
-            G3_L(tmp) = G3_L(S).h[C - 1];
-        }
-        long long kbest;
-        G3_MAX64(kbest, key);
-        // the row's last h (column end - 1), before H is overwritten
-        int hlast = h1;
-        if (end > beg) {
-            G3_LANES {
-                int v = 0;
-                for (int c = 0; c < C; ++c)  // no dynamic index: the columns stay in registers
-                    if (lane * C + c == end - 1) v = G3_L(S).h[c];
-                G3_L(agg) = v;
-            }
-            G3_BCAST(hlast, agg, (end - 1) / C);
-        }
-        // stored H of column j := h of column j - 1 (beg: the row's h1), column `end`: (row's last h, 0)
-        G3_SHFL_UP(pre, tmp, 1, 0);
-        G3_LANES {
-            int left = G3_L(pre);  // h of the column before this lane's first
-            for (int c = 0; c < C; ++c) {
-                const int j = lane * C + c;
-                const int hj = G3_L(S).h[c];
-                if (j >= beg && j < end) G3_L(S).H[c] = j == beg ? h1 : left;
-                if (j == end) {
-                    G3_L(S).H[c] = hlast;
-                    G3_L(S).E[c] = 0;
-                }
-                left = hj;
-            }
-        }
-        const int rmax = kbest < 0 ? 0 : (int)(kbest >> 16);
-        const int mj = kbest < 0 ? -1 : (int)(kbest & 0xffff);
-        const int jlast = end > beg ? end : beg;
-        if (jlast == qlen && hlast >= gscore) {
-            max_ie = i;
-            gscore = hlast;
-        }
-        if (rmax == 0) break;
-        if (rmax > best) {
-            best = rmax;
-            max_i = i;
-            max_j = mj;
-            int d = mj > i ? mj - i : i - mj;
-            if (d > max_off) max_off = d;
-        } else if (zdrop > 0) {
-            if (i - max_i > mj - max_j) {
-                if (best - rmax - ((i - max_i) - (mj - max_j)) * e_del > zdrop) break;
+            if (o.gscore <= 0 || o.gscore <= score - clip5) {
+                qb_o = sq - o.qle;
+                rb_o = sr - o.tle;
+                truesc = score;
             } else {
-                if (best - rmax - ((mj - max_j) - (i - max_i)) * e_ins > zdrop) break;
+                qb_o = 0;
+                rb_o = sr - o.gtle;
+                truesc = o.gscore;
             }
-        }
-        // the band's new ends: the first column in [beg, end) whose stored H or E is not zero (else end), then
-        // the last one in [beg, end] (else beg - 1); end = that + 2, at most qlen
-        G3_LANES {
-            long long first = -(1LL << 40), last = -1;
-            for (int c = 0; c < C; ++c) {
-                const int j = lane * C + c;
-                const bool nz = G3_L(S).H[c] != 0 || G3_L(S).E[c] != 0;
-                if (nz && j >= beg && j < end && -(long long)j > first) first = -(long long)j;
-                if (nz && j >= beg && j <= end && j > last) last = j;
-            }
-            G3_L(key) = first;
-            G3_L(tmp) = (int)last;
-        }
-        long long nb;
-        G3_MAX64(nb, key);
-        const int beg_new = nb < -(1LL << 39) ? (end > beg ? end : beg) : (int)(-nb);
-        long long nl;
-        G3_LANES { G3_L(key) = G3_L(tmp) >= beg_new ? (long long)G3_L(tmp) : -1; }
-        G3_MAX64(nl, key);
-        int jj;
-        if (end < beg_new) {
-            jj = end;
         } else {
-            jj = nl >= 0 ? (int)nl : beg_new - 1;
+            score = sl * a;
+            truesc = score;
+            qb_o = 0;
+            rb_o = sr;
         }
-        beg = beg_new;
-        end = jj + 2 < qlen ? jj + 2 : qlen;
+        if (sq + sl != L) {  // right: the rest of the read from the left score
+            const int qe = sq + sl;
+            const i64 re = sr + sl;
+            const int tlen = (int)(r1 - re);
+            const int sc0 = score;
+            ExtOut o;
+            o.qle = o.tle = o.gtle = o.gscore = 0;
+            for (int t = 0; t < 2; ++t) {
+                const int prev = score;
+                aw1 = w0 << t;
+                o = ksw_ext(q, qe, 1, L - qe, pac, l_pac, re, 1, tlen, mat, mx, o_del, e_del, o_ins, e_ins, aw1,
+                            clip3, zdrop, sc0, my, T);
+                score = o.best;
+                if (score == prev || o.max_off < (aw1 >> 1) + (aw1 >> 2)) break;
+            }
+            if (o.gscore <= 0 || o.gscore <= score - clip3) {
+                qe_o = qe + o.qle;
+                re_o = re + o.tle;
+                truesc += score - sc0;
+            } else {
+                qe_o = L;
+                re_o = re + o.gtle;
+                truesc += o.gscore - sc0;
+            }
+        } else {
+            qe_o = L;
+            re_o = sr + sl;
+        }
+        i64* x = X + 8 * j;
+        x[0] = qb_o;
+        x[1] = rb_o;
+        x[2] = qe_o;
+        x[3] = re_o;
+        x[4] = score;
+        x[5] = truesc;
+        x[6] = aw0 > aw1 ? aw0 : aw1;
+        x[7] = 0;
     }
-    ExtOut o;
-    o.best = best;
-    o.qle = max_j + 1;
-    o.tle = max_i + 1;
-    o.gtle = max_ie + 1;
-    o.gscore = gscore;
-    o.max_off = max_off;
-    return o;
 }
-
-// mem_ext_kernel's jobs, one warp each (reads of at most 32 * C - 1 bases: both extensions' query columns
-// and the band's end column fit the lanes' registers).
-template <int C>
-__device__ void mem_ext_warp_body(const u8* __restrict__ seq, const i64* __restrict__ seq_off,
-                                  const u8* __restrict__ pac, i64 l_pac, const int* __restrict__ P,
-                                  const i8* __restrict__ mat_g, const i64* __restrict__ order, i64 n_job,
-                                  const i64* __restrict__ j_read, const i64* __restrict__ j_sq,
-                                  const i64* __restrict__ j_sr, const i64* __restrict__ j_sl,
-                                  const i64* __restrict__ j_r0, const i64* __restrict__ j_r1, i64* __restrict__ X) {
-    __shared__ int mat[25];
-    load_mat(mat, mat_g);
-#ifndef G3_REAL_WARP
-    if ((threadIdx.x & 31u) != 0) return;  // host build: lane 0's call runs the whole warp in lock step
-#endif
-    int mx = 0;
-    for (int k = 0; k < 25; ++k) mx = mat[k] > mx ? mat[k] : mx;
-    const int o_del = P[P_ODEL], e_del = P[P_EDEL], o_ins = P[P_OINS], e_ins = P[P_EINS], zdrop = P[P_ZDROP];
-    const i64 n_warp = ((i64)gridDim.x * blockDim.x) >> 5;
-    const i64 wid = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    for (i64 k = wid; k < n_job; k += n_warp)
-        ext_job(order[k], seq, seq_off, P, j_read, j_sq, j_sr, j_sl, j_r0, j_r1, X,
-                [&](const u8* q, i64 qb, int qs, int qlen, i64 t0, int ts, int tlen, int w, int end_bonus, int h0) {
-                    return ksw_ext_warp<C>(q, qb, qs, qlen, pac, l_pac, t0, ts, tlen, mat, mx, o_del, e_del, o_ins,
-                                           e_ins, w, end_bonus, zdrop, h0);
-                });
-}
-
-#define G3_EXT_WARP(C)                                                                                          \
-    extern "C" __global__ void mem_ext_warp##C(                                                                 \
-        const u8* __restrict__ seq, const i64* __restrict__ seq_off, const u8* __restrict__ pac, i64 l_pac,     \
-        const int* __restrict__ P, const i8* __restrict__ mat_g, const i64* __restrict__ order, i64 n_job,      \
-        const i64* __restrict__ j_read, const i64* __restrict__ j_sq, const i64* __restrict__ j_sr,             \
-        const i64* __restrict__ j_sl, const i64* __restrict__ j_r0, const i64* __restrict__ j_r1,               \
-        i64* __restrict__ X) {                                                                                  \
-        mem_ext_warp_body<C>(seq, seq_off, pac, l_pac, P, mat_g, order, n_job, j_read, j_sq, j_sr, j_sl, j_r0,  \
-                             j_r1, X);                                                                          \
-    }
-G3_EXT_WARP(1)
-G3_EXT_WARP(2)
-G3_EXT_WARP(3)
-G3_EXT_WARP(4)
-G3_EXT_WARP(5)
-G3_EXT_WARP(6)
-G3_EXT_WARP(7)
-G3_EXT_WARP(8)
 
 // rep_len per read over the batch's CSR intervals (aligner.chain.rep_len): bases covered by intervals
 // with more than max_occ occurrences.
@@ -675,6 +415,9 @@ __device__ SwOut sw_pass(const u8* __restrict__ ms, int l_ms, int is_rev, int qr
 // qe, the row-maximum list for the sub-optimal score, the stop of KSW_XSTOP / 8-bit saturation) in
 // row order, so the result equals sw_pass's cell for cell. Padded query length <= 32 * C <= 256.
 // The host build (tests) runs the 32 lanes of a warp in lock step (sw_pass_warp's #else branch).
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define G3_REAL_WARP 1
+#endif
 
 template <int C>
 struct SwLane {

@@ -30,12 +30,6 @@
         const auto g3_t_ = __shfl_up_sync(0xffffffffu, (src), 1);            \
         (dst) = (threadIdx.x & 31u) ? g3_t_ : (first);                       \
     } while (0)
-// dst (per lane) = src of the lane `d` below (d uniform); lanes below d get `first` (uniform)
-#define G3_SHFL_UP(dst, src, d, first)                                      \
-    do {                                                                     \
-        const auto g3_t_ = __shfl_up_sync(0xffffffffu, (src), (d));          \
-        (dst) = (int)(threadIdx.x & 31u) >= (d) ? g3_t_ : (first);           \
-    } while (0)
 // uniform u = src of lane k
 #define G3_BCAST(u, src, k) ((u) = __shfl_sync(0xffffffffu, (src), (k)))
 // uniform u = the largest src over the lanes (long long)
@@ -59,14 +53,6 @@
         g3_x[g3_lane] = (long long)(src);                                    \
         g3_meet(__LINE__);                                                   \
         const long long g3_t_ = g3_lane ? g3_x[g3_lane - 1] : (long long)(first); \
-        g3_meet(__LINE__);                                                   \
-        (dst) = (decltype(dst))g3_t_;                                        \
-    } while (0)
-#define G3_SHFL_UP(dst, src, d, first)                                       \
-    do {                                                                     \
-        g3_x[g3_lane] = (long long)(src);                                    \
-        g3_meet(__LINE__);                                                   \
-        const long long g3_t_ = g3_lane >= (d) ? g3_x[g3_lane - (d)] : (long long)(first); \
         g3_meet(__LINE__);                                                   \
         (dst) = (decltype(dst))g3_t_;                                        \
     } while (0)
@@ -95,10 +81,6 @@
 #define G3_SHFL_UP1(dst, src, first)                                         \
     do {                                                                     \
         for (int g3_l_ = 31; g3_l_ >= 0; --g3_l_) (dst)[g3_l_] = g3_l_ ? (src)[g3_l_ - 1] : (first); \
-    } while (0)
-#define G3_SHFL_UP(dst, src, d, first)                                       \
-    do {                                                                     \
-        for (int g3_l_ = 31; g3_l_ >= 0; --g3_l_) (dst)[g3_l_] = g3_l_ >= (d) ? (src)[g3_l_ - (d)] : (first); \
     } while (0)
 #define G3_BCAST(u, src, k) ((u) = (src)[k])
 #define G3_MAX64(u, src)                                                     \

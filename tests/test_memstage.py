@@ -545,27 +545,6 @@ extern "C" void host_sw_warp(int C, long long n_thr, unsigned block, const uint8
     fns[C](seq, seq_off, pac, l_pac, P, mat, order, n_job, mate, wrb, wre, wrev, wx, bl_off, bl, R);
   }
 }
-typedef void (*ExtWarpFn)(const uint8_t*, const i64*, const uint8_t*, i64, const int*, const int8_t*, const i64*,
-    i64, const i64*, const i64*, const i64*, const i64*, const i64*, const i64*, i64*);
-// mem_ext_warp<C>: as host_sw_warp, lane 0 of each warp runs the warp's 32 lanes in lock step
-extern "C" void host_ext_warp(int C, long long n_thr, unsigned block, const uint8_t* seq, const i64* seq_off,
-    const uint8_t* pac, i64 l_pac, const int* P, const int8_t* mat, const i64* order, i64 n_job,
-    const i64* j_read, const i64* j_sq, const i64* j_sr, const i64* j_sl, const i64* j_r0, const i64* j_r1, i64* X) {
-  ExtWarpFn fns[9] = {0, mem_ext_warp1, mem_ext_warp2, mem_ext_warp3, mem_ext_warp4, mem_ext_warp5, mem_ext_warp6,
-                      mem_ext_warp7, mem_ext_warp8};
-  blockDim.x = block; gridDim.x = (unsigned)(n_thr / block);
-#ifdef __CUDA_ARCH__
-  blockIdx.x = 0;
-  for (unsigned x = 0; x < block; ++x) {
-    threadIdx.x = x;
-    fns[C](seq, seq_off, pac, l_pac, P, mat, order, 0, j_read, j_sq, j_sr, j_sl, j_r0, j_r1, X);
-  }
-#endif
-  for (long long t = 0; t < n_thr; ++t) {
-    blockIdx.x = (unsigned)(t / block); threadIdx.x = (unsigned)(t % block);
-    fns[C](seq, seq_off, pac, l_pac, P, mat, order, n_job, j_read, j_sq, j_sr, j_sl, j_r0, j_r1, X);
-  }
-}
 extern "C" void host_rep_len(unsigned n_blocks, unsigned block, const i64* mb, const i64* me, const i64* ms,
     const i64* off, i64 n, i64 max_occ, i64* fr) {
   blockDim.x = block; gridDim.x = n_blocks;
@@ -655,39 +634,6 @@ def test_host_emulated_ext_kernel(data, host_lib, variant, key):
     js = tuple(a[sub] for a in jobs)
     got, _ = _host_ext(host_lib, p, mat, ref, seq, seq_off, js, np.arange(len(sub))[::-1].copy(), 32, 256 << 20, rng)
     np.testing.assert_array_equal(got, want[sub])
-
-
-def _host_ext_warp(lib, C, p, mat, ref, seq, seq_off, jobs, order, n_thr, block):
-    n = len(jobs[0])
-    X = np.full((n, XF), -7, np.int64)
-    jb = [np.ascontiguousarray(a, np.int64) for a in jobs]
-    i64 = ctypes.c_int64
-    lib.host_ext_warp(ctypes.c_int(C), ctypes.c_longlong(n_thr), ctypes.c_uint(block), _p(seq), _p(seq_off),
-                      _p(np.ascontiguousarray(ref.pac, np.uint8)), i64(int(ref.l_pac)), _p(ms.ext_params(p)),
-                      _p(np.ascontiguousarray(mat.astype(np.int8))), _p(np.ascontiguousarray(order, np.int64)), i64(n),
-                      *map(_p, jb), _p(X))
-    return X
-
-
-@pytest.mark.parametrize("variant,key", JOB_SETS, ids=JOB_IDS)
-def test_host_emulated_ext_warp_kernel(data, host_libs, variant, key):
-    """mem_ext_warp<C> (one warp per job, the lanes in lock step on the host) == the twin, job for job: the
-    smallest C that holds the reads, and C = 8; warps with many jobs each (grid-stride) and with one."""
-    ref = data["ref"]
-    p, mat, seq, seq_off, iv, pre, jobs, want = _jobs(data, variant, key)
-    rl = np.diff(seq_off)[jobs[0]]
-    sub = np.nonzero(rl <= ms.EXT_WARP_MAX)[0]
-    js = tuple(a[sub] for a in jobs)
-    n = len(sub)
-    lmax = int(rl[sub].max())
-    rng = np.random.default_rng(7)
-    for lib in ("host", "device_branch"):
-        for C, n_thr, block in ((-(-lmax // 32), 64, 32), (8, 32 * n, 128)):  # ext_jobs_gpu's C, the largest
-            order = rng.permutation(n).astype(np.int64)
-            got = _host_ext_warp(host_libs[lib], C, p, mat, ref, seq, seq_off, js, order, n_thr, block)
-            bad = np.nonzero((got != want[sub]).any(axis=1))[0]
-            assert len(bad) == 0, (f"C={C}: {len(bad)} of {n} jobs differ; first job {bad[0]}: kernel {got[bad[0]]}, "
-                                   f"twin {want[sub][bad[0]]}, job {[int(a[bad[0]]) for a in js]}")
 
 
 def test_host_emulated_ext_kernel_device_branch(data, host_libs):
@@ -930,21 +876,11 @@ needs_gpu = pytest.mark.skipif(_gpu() is None, reason="no CuPy/GPU")
 
 
 @needs_gpu
-@pytest.mark.parametrize("warp_max", [ms.EXT_WARP_MAX, -1, 0], ids=["warp", "both", "thread"])
 @pytest.mark.parametrize("variant,key", JOB_SETS, ids=JOB_IDS)
-def test_gpu_ext_jobs(data, variant, key, warp_max, monkeypatch):
-    """ext_jobs_gpu == the twin: jobs one warp each (reads up to EXT_WARP_MAX bases), one thread each, or
-    both kernels in one call."""
+def test_gpu_ext_jobs(data, variant, key):
     cp = _gpu()
     ref = data["ref"]
     p, mat, seq, seq_off, iv, pre, jobs, want = _jobs(data, variant, key)
-    if warp_max < 0:  # "both": the jobs of the shorter reads on warps, the others on threads
-        rl = np.diff(seq_off)[jobs[0]]
-        warp_max = int(np.sort(rl)[len(rl) // 3])
-        if not (rl > warp_max).any():
-            warp_max = int(rl.max()) - 1
-        assert (rl <= warp_max).any() and (rl > warp_max).any()
-    monkeypatch.setattr(ms, "EXT_WARP_MAX", warp_max)
     pac_d, seq_d, off_d = cp.asarray(ref.pac), cp.asarray(seq), cp.asarray(seq_off)
     lmax = int(np.diff(seq_off).max())
     for block, ws_bytes in ((128, 256 << 20), (32, 64 * 8 * (lmax + 2))):
