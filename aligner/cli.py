@@ -489,7 +489,7 @@ def _trace_on():
 class _CpuSampler:
     """With G3ALIGN_TRACE: every 50 ms, each thread's CPU seconds from /proc/self/task (a thread spinning on a
     GPU wait counts there, not in a stage lap), written beside the trace as FILE.cpu: JSON [t, {thread: cpu
-    s}] with t in seconds from the process start (scripts/trace_timeline.py --cpu draws cores per thread group)."""
+    s}] with t in seconds from the process start (scripts/trace_timeline.py draws cores per thread group)."""
     samples: list = []
     _stop = threading.Event()
     _th = None

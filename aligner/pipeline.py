@@ -493,9 +493,6 @@ def user_pestat(spec: str):
     return low_a, high_a, failed, avg_a, std_a
 
 
-# Single-end output does not depend on the batch size (only paired-end insert statistics are per -K
-# batch), so the staged (GPU) path cuts single-end input into batches of at most this many bases:
-# parsing the next one overlaps aligning this one, and GPU memory per batch stays bounded.
 def se_chunk(aligner: MemAligner, chunk: int) -> int:
     """Batch size (bases) for single-end input: -K, or reads.SE_STAGED_CHUNK on the staged path."""
     return se_chunk_for(aligner.staged, chunk)

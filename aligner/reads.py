@@ -64,12 +64,15 @@ PART_BASES = 10_000_000              # read_pair_batch_parts: bases per part of 
 DEFAULT_BLOCK_SIZE = 1 << 22         # bytes read (and parsed) at a time
 PARSE_THREADS = min(8, max(2, (os.cpu_count() or 1) // 2))  # FASTQ blocks parsed at once (all open files)
 PARSE_AHEAD = 2 * PARSE_THREADS      # blocks in flight per file
-SE_STAGED_CHUNK = 10_000_000         # mem: single-end batch size (bases) on the staged (GPU) path, below -K
+# mem, single-end: output does not depend on the batch size (only paired-end insert statistics are per -K
+# batch), so the staged (GPU) path cuts single-end input into batches of at most this many bases: parsing the
+# next one overlaps aligning this one, and GPU memory per batch stays bounded
+SE_STAGED_CHUNK = 10_000_000
 
 
 def se_chunk_for(staged: bool, chunk: int) -> int:
-    """mem's single-end batch size for -K `chunk`: SE_STAGED_CHUNK at most on the staged path (the GPU's), so
-    the reader can start before the aligner exists (pipeline.se_chunk)."""
+    """mem's single-end batch size for -K `chunk`: SE_STAGED_CHUNK at most on the staged path (the GPU's); here,
+    not in pipeline.py, so the CLI's reader can start before that module is imported (pipeline.se_chunk)."""
     return min(chunk, SE_STAGED_CHUNK) if staged else chunk
 
 _POOL: list = []

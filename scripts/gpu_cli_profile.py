@@ -174,12 +174,10 @@ def main():
         proc = [ln for ln in err.splitlines() if "[M::main] Processed" in ln]
         ev, steps, mods, t_first, t_last = summary(tr)
         g = gantt([tuple(e) for e in ev], 0.0, max(e[3] for e in ev))
-        if os.path.exists(tr + ".cpu"):  # cores per thread group (the CLI's CPU sampler)
-            from trace_timeline import cpu_rows
-            samples = json.load(open(tr + ".cpu"))
-            if len(samples) > 1:
-                rows_cpu = cpu_rows(samples, 0.1, samples[-1][0])
-                g += "\ncores per thread group (CPU s in all), x0.1 s\n" + "\n".join(rows_cpu)
+        from trace_timeline import cpu_lines
+        rows_cpu = cpu_lines(tr, 0.1)  # cores per thread group (the CLI's CPU sampler)
+        if rows_cpu:
+            g += "\ncores per thread group (CPU s in all), x0.1 s\n" + "\n".join(rows_cpu)
         if out in GPU_UTIL:
             g += "\n" + gpu_busy_row(*GPU_UTIL[out], 0.1, t_last)
         open(os.path.join(a.out, f"cli_trace_{k}.txt"), "w").write(f"{mode} {name}\n{g}\n")

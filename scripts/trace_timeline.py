@@ -59,6 +59,14 @@ def cpu_rows(samples, step: float, t_end: float):
     return out
 
 
+def cpu_lines(trace_path: str, step: float) -> list:
+    """cpu_rows of the CPU samples beside a trace (TRACE.cpu), or [] when there are none."""
+    if not os.path.exists(trace_path + ".cpu"):
+        return []
+    samples = json.load(open(trace_path + ".cpu"))
+    return cpu_rows(samples, step, samples[-1][0]) if len(samples) > 1 else []
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("trace")
@@ -74,13 +82,11 @@ def main(argv=None):
         by.setdefault(s, []).append((a, b))
     for s, iv in sorted(by.items(), key=lambda kv: min(a for a, _ in kv[1])):
         print(f"{s:<48} {len(iv):>6} {sum(b - a for a, b in iv):8.3f} {union(iv):8.3f}")
-    if os.path.exists(args.trace + ".cpu"):
-        samples = json.load(open(args.trace + ".cpu"))
-        if len(samples) > 1:
-            print()
-            print(f"{'cores per thread group (CPU s in all)':<49} |{'x' + str(args.step) + ' s'}")
-            for line in cpu_rows(samples, args.step, samples[-1][0]):
-                print(line)
+    lines = cpu_lines(args.trace, args.step)
+    if lines:
+        print()
+        print(f"{'cores per thread group (CPU s in all)':<49} |{'x' + str(args.step) + ' s'}")
+        print("\n".join(lines))
 
 
 if __name__ == "__main__":
