@@ -300,6 +300,24 @@ def _in_halves(inner, opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_
     return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
+EXT_SHARED = True  # seed extension with its scratch in shared memory where it fits (ext_shared_geometry)
+EXT_SH_BLOCK = 64  # threads per block of the shared-memory extension kernel
+EXT_SH_MAX = 96 << 10  # bytes of dynamic shared memory per block at most (the kernel's opt-in limit)
+
+
+def ext_shared_geometry(lmax: int, mx: int, block: int | None = None, cap: int | None = None):
+    """(threads per block, dynamic shared bytes) of mem_ext_kernel_sh for reads of at most lmax bases and
+    match score mx, or None where it does not apply: the scratch column of lmax + 2 words per thread does
+    not fit `cap` bytes per block, or a score may not fit 16 bits (H and E are >= 0 and at most the seed's
+    score plus the rest of the read's, i.e. below 2 * lmax * mx)."""
+    block = EXT_SH_BLOCK if block is None else block
+    cap = EXT_SH_MAX if cap is None else cap
+    if not EXT_SHARED or 2 * lmax * max(mx, 1) >= 0xffff:
+        return None
+    smem = block * (lmax + 2) * 4
+    return (block, smem) if smem <= cap else None
+
+
 def _ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_bytes, to_host):
     import cupy as cp
     from g3align.kernels.loader import get_module
@@ -308,7 +326,6 @@ def _ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_byte
     X = cp.zeros((n, XF), cp.int64)
     if n == 0:
         return _to_host(X) if to_host else X
-    k = get_module("memext").get_function("mem_ext_kernel")
     jd = [cp.asarray(a, dtype=cp.int64) for a in jobs]
     j_read, j_sl = jd[0], jd[3]
     # CuPy functions, not operators with a Python number (`j_read + 1`): those go through NumPy's ufunc
@@ -317,13 +334,23 @@ def _ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_byte
     # warps of jobs with similar work: most query bases to extend first (left + right of the seed)
     order = cp.argsort(j_sl - rl, kind="stable").astype(cp.int64)
     lmax = int(rl.max())
+    args = (seq_d, seq_off_d, pac_d, np.int64(l_pac), cp.asarray(ext_params(opt)), cp.asarray(mat.astype(np.int8)),
+            order, np.int64(n), *jd)
+    geo = ext_shared_geometry(lmax, int(mat.max()))
+    if geo is not None:
+        # the scratch column of each thread in shared memory (global memory: DRAM traffic of ~16 bytes a cell)
+        sb, smem = geo
+        k = get_module("memext").get_function("mem_ext_kernel_sh")
+        if k.max_dynamic_shared_size_bytes < EXT_SH_MAX:  # the same value from every thread: no race
+            k.max_dynamic_shared_size_bytes = EXT_SH_MAX
+        k(((n + sb - 1) // sb,), (sb,), args + (X,), shared_mem=smem)
+        return _to_host(X) if to_host else X
+    k = get_module("memext").get_function("mem_ext_kernel")
     # scratch: one int2 column of lmax + 2 cells per thread
     t_max = max(block, ws_bytes // (8 * (lmax + 2)) // block * block)
     n_thr = min(t_max, (n + block - 1) // block * block)
     ws = cp.empty((lmax + 2) * n_thr * 2, cp.int32)
-    k((n_thr // block,), (block,),
-      (seq_d, seq_off_d, pac_d, np.int64(l_pac), cp.asarray(ext_params(opt)), cp.asarray(mat.astype(np.int8)),
-       order, np.int64(n), *jd, ws, X))
+    k((n_thr // block,), (block,), args + (ws, X))
     return _to_host(X) if to_host else X
 
 

@@ -6,8 +6,11 @@
 // reversed prefixes, then right from the left score; X[8j..8j+6] = qb, rb, qe, re, score, truesc, w,
 // exactly aligner/extend.py's ext_seed (the numba twin, aligner/memstage.ext_jobs_range).
 //
-// Scratch: each thread owns one column of `ws` (int2 = H of the previous row, E), interleaved across
-// threads (ws[k * T + tid]) so a warp's accesses to the same query column coalesce.
+// Scratch: each thread owns one column of (H of the previous row, E) per query position. mem_ext_kernel keeps
+// it in global memory `ws` (int2, interleaved across threads, ws[k * T + tid], so a warp's accesses to the
+// same query column coalesce); mem_ext_kernel_sh in dynamic shared memory, H and E as the two 16-bit halves
+// of one word (the launcher picks it where every score fits: all values are >= 0 and at most twice the
+// longest read times the match score), word k of thread t at [k * blockDim.x + t] (no bank conflicts).
 // The reference is one byte per base (pac, forward strand); p >= l_pac reads the reverse complement.
 typedef unsigned char u8;  // NVRTC has no <stdint.h>
 typedef signed char i8;
@@ -43,21 +46,41 @@ struct ExtOut {
     int best, qle, tle, gtle, gscore, max_off;
 };
 
+// The two homes of a thread's scratch column (ksw_ext's WS): global int2 cells at stride T, or shared 16-bit
+// pairs at stride S.
+struct WsGlobal {
+    int2* p;
+    i64 T;
+    __device__ __forceinline__ int2 get(int j) const { return p[j * T]; }
+    __device__ __forceinline__ void set(int j, int h, int e) const { p[j * T] = make_int2(h, e); }
+};
+struct WsShared16 {
+    unsigned* p;
+    int S;
+    __device__ __forceinline__ int2 get(int j) const {
+        const unsigned v = p[j * S];
+        return make_int2((int)(v & 0xffffu), (int)(v >> 16));
+    }
+    __device__ __forceinline__ void set(int j, int h, int e) const { p[j * S] = (unsigned)h | ((unsigned)e << 16); }
+};
+
 // ksw_extend2 of query q[qb + qs*j] (j < qlen) against reference (t0 + ts*i) (i < tlen).
+template <class WS>
 __device__ ExtOut ksw_ext(const u8* __restrict__ q, i64 qb, int qs, int qlen,
                           const u8* __restrict__ pac, i64 l_pac, i64 t0, int ts, int tlen,
                           const int* mat, int mx, int o_del, int e_del, int o_ins, int e_ins, int w,
-                          int end_bonus, int zdrop, int h0, int2* ws, i64 T) {
+                          int end_bonus, int zdrop, int h0, const WS ws) {
     const int oe_del = o_del + e_del, oe_ins = o_ins + e_ins;
-    for (int j = 0; j < qlen + 2; ++j) ws[j * T] = make_int2(0, 0);
     {
         int hp = h0 > oe_ins ? h0 - oe_ins : 0;  // row -1: h0 decaying along an insertion
-        ws[0].x = h0;
-        ws[T].x = hp;
-        for (int j = 2; j <= qlen && hp > e_ins; ++j) {
+        ws.set(0, h0, 0);
+        ws.set(1, hp, 0);
+        int j = 2;
+        for (; j <= qlen && hp > e_ins; ++j) {
             hp -= e_ins;
-            ws[j * T].x = hp;
+            ws.set(j, hp, 0);
         }
+        for (; j < qlen + 2; ++j) ws.set(j, 0, 0);
     }
     int max_ins = (int)((double)(qlen * mx + end_bonus - o_ins) / e_ins + 1.0);
     if (max_ins < 1) max_ins = 1;
@@ -80,7 +103,7 @@ __device__ ExtOut ksw_ext(const u8* __restrict__ q, i64 qb, int qs, int qlen,
             h1 = 0;
         }
         for (int j = beg; j < end; ++j) {
-            int2 he = ws[j * T];
+            const int2 he = ws.get(j);
             int mm = he.x, e = he.y;
             int h;
             int qc = q[qb + (i64)qs * j];
@@ -97,13 +120,13 @@ __device__ ExtOut ksw_ext(const u8* __restrict__ q, i64 qb, int qs, int qlen,
             t = t > 0 ? t : 0;
             e -= e_del;
             e = t > e ? t : e;
-            ws[j * T] = make_int2(hout, e);
+            ws.set(j, hout, e);
             t = mm - oe_ins;
             t = t > 0 ? t : 0;
             f -= e_ins;
             f = t > f ? t : f;
         }
-        ws[end * T] = make_int2(h1, 0);
+        ws.set(end, h1, 0);
         int jlast = end > beg ? end : beg;
         if (jlast == qlen && h1 >= gscore) {
             max_ie = i;
@@ -125,14 +148,14 @@ __device__ ExtOut ksw_ext(const u8* __restrict__ q, i64 qb, int qs, int qlen,
         }
         int j = beg;
         while (j < end) {
-            int2 he = ws[j * T];
+            const int2 he = ws.get(j);
             if (he.x != 0 || he.y != 0) break;
             ++j;
         }
         beg = j;
         j = end;
         while (j >= beg) {
-            int2 he = ws[j * T];
+            const int2 he = ws.get(j);
             if (he.x != 0 || he.y != 0) break;
             --j;
         }
@@ -148,6 +171,96 @@ __device__ ExtOut ksw_ext(const u8* __restrict__ q, i64 qb, int qs, int qlen,
     return o;
 }
 
+// One job: left then right extension of seed j into X[8j..8j+7] (WS: the thread's scratch column).
+template <class WS>
+__device__ __forceinline__ void ext_job(i64 j, const u8* __restrict__ seq, const i64* __restrict__ seq_off,
+                                        const u8* __restrict__ pac, i64 l_pac, const int* mat, int mx,
+                                        const int* __restrict__ P, const i64* __restrict__ j_read,
+                                        const i64* __restrict__ j_sq, const i64* __restrict__ j_sr,
+                                        const i64* __restrict__ j_sl, const i64* __restrict__ j_r0,
+                                        const i64* __restrict__ j_r1, const WS my, i64* __restrict__ X) {
+    const int o_del = P[P_ODEL], e_del = P[P_EDEL], o_ins = P[P_OINS], e_ins = P[P_EINS], w0 = P[P_W];
+    const int clip5 = P[P_CLIP5], clip3 = P[P_CLIP3], zdrop = P[P_ZDROP], a = P[P_A];
+    const i64 r = j_read[j];
+    const u8* q = seq + seq_off[r];
+    const int L = (int)(seq_off[r + 1] - seq_off[r]);
+    const int sq = (int)j_sq[j], sl = (int)j_sl[j];
+    const i64 sr = j_sr[j], r0 = j_r0[j], r1 = j_r1[j];
+    int aw0 = w0, aw1 = w0, score = -1, truesc = -1;
+    i64 qb_o, rb_o, qe_o, re_o;
+    if (sq > 0) {  // left: reversed prefix of the read against the reference before the seed
+        const int tlen = (int)(sr - r0);
+        ExtOut o;
+        o.qle = o.tle = o.gtle = o.gscore = 0;
+        for (int t = 0; t < 2; ++t) {
+            const int prev = score;
+            aw0 = w0 << t;
+            o = ksw_ext(q, sq - 1, -1, sq, pac, l_pac, sr - 1, -1, tlen, mat, mx, o_del, e_del, o_ins, e_ins,
+                        aw0, clip5, zdrop, sl * a, my);
+            score = o.best;
+            if (score == prev || o.max_off < (aw0 >> 1) + (aw0 >> 2)) break;
+        }
+        if (o.gscore <= 0 || o.gscore <= score - clip5) {
+            qb_o = sq - o.qle;
+            rb_o = sr - o.tle;
+            truesc = score;
+        } else {
+            qb_o = 0;
+            rb_o = sr - o.gtle;
+            truesc = o.gscore;
+        }
+    } else {
+        score = sl * a;
+        truesc = score;
+        qb_o = 0;
+        rb_o = sr;
+    }
+    if (sq + sl != L) {  // right: the rest of the read from the left score
+        const int qe = sq + sl;
+        const i64 re = sr + sl;
+        const int tlen = (int)(r1 - re);
+        const int sc0 = score;
+        ExtOut o;
+        o.qle = o.tle = o.gtle = o.gscore = 0;
+        for (int t = 0; t < 2; ++t) {
+            const int prev = score;
+            aw1 = w0 << t;
+            o = ksw_ext(q, qe, 1, L - qe, pac, l_pac, re, 1, tlen, mat, mx, o_del, e_del, o_ins, e_ins, aw1,
+                        clip3, zdrop, sc0, my);
+            score = o.best;
+            if (score == prev || o.max_off < (aw1 >> 1) + (aw1 >> 2)) break;
+        }
+        if (o.gscore <= 0 || o.gscore <= score - clip3) {
+            qe_o = qe + o.qle;
+            re_o = re + o.tle;
+            truesc += score - sc0;
+        } else {
+            qe_o = L;
+            re_o = re + o.gtle;
+            truesc += o.gscore - sc0;
+        }
+    } else {
+        qe_o = L;
+        re_o = sr + sl;
+    }
+    i64* x = X + 8 * j;
+    x[0] = qb_o;
+    x[1] = rb_o;
+    x[2] = qe_o;
+    x[3] = re_o;
+    x[4] = score;
+    x[5] = truesc;
+    x[6] = aw0 > aw1 ? aw0 : aw1;
+    x[7] = 0;
+}
+
+__device__ __forceinline__ int mat_max(const int* mat) {
+    int mx = 0;
+    for (int k = 0; k < 25; ++k) mx = mat[k] > mx ? mat[k] : mx;
+    return mx;
+}
+
+// Scratch in global memory: one int2 column of (longest read + 2) cells per thread (any scores).
 extern "C" __global__ void mem_ext_kernel(const u8* __restrict__ seq, const i64* __restrict__ seq_off,
                                           const u8* __restrict__ pac, i64 l_pac,
                                           const int* __restrict__ P, const i8* __restrict__ mat_g,
@@ -158,87 +271,41 @@ extern "C" __global__ void mem_ext_kernel(const u8* __restrict__ seq, const i64*
                                           int2* ws, i64* __restrict__ X) {
     __shared__ int mat[25];
     load_mat(mat, mat_g);
-    int mx = 0;
-    for (int k = 0; k < 25; ++k) mx = mat[k] > mx ? mat[k] : mx;
-    const int o_del = P[P_ODEL], e_del = P[P_EDEL], o_ins = P[P_OINS], e_ins = P[P_EINS], w0 = P[P_W];
-    const int clip5 = P[P_CLIP5], clip3 = P[P_CLIP3], zdrop = P[P_ZDROP], a = P[P_A];
+    const int mx = mat_max(mat);
     const i64 T = (i64)gridDim.x * blockDim.x;
     const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    int2* my = ws + tid;
-    for (i64 k = tid; k < n_job; k += T) {
-        const i64 j = order[k];
-        const i64 r = j_read[j];
-        const u8* q = seq + seq_off[r];
-        const int L = (int)(seq_off[r + 1] - seq_off[r]);
-        const int sq = (int)j_sq[j], sl = (int)j_sl[j];
-        const i64 sr = j_sr[j], r0 = j_r0[j], r1 = j_r1[j];
-        int aw0 = w0, aw1 = w0, score = -1, truesc = -1;
-        i64 qb_o, rb_o, qe_o, re_o;
-        if (sq > 0) {  // left: reversed prefix of the read against the reference before the seed
-            const int tlen = (int)(sr - r0);
-            ExtOut o;
-            o.qle = o.tle = o.gtle = o.gscore = 0;
-            for (int t = 0; t < 2; ++t) {
-                const int prev = score;
-                aw0 = w0 << t;
-                o = ksw_ext(q, sq - 1, -1, sq, pac, l_pac, sr - 1, -1, tlen, mat, mx, o_del, e_del, o_ins, e_ins,
-                            aw0, clip5, zdrop, sl * a, my, T);
-                score = o.best;
-                if (score == prev || o.max_off < (aw0 >> 1) + (aw0 >> 2)) break;
-            }
-            if (o.gscore <= 0 || o.gscore <= score - clip5) {
-                qb_o = sq - o.qle;
-                rb_o = sr - o.tle;
-                truesc = score;
-            } else {
-                qb_o = 0;
-                rb_o = sr - o.gtle;
-                truesc = o.gscore;
-            }
-        } else {
-            score = sl * a;
-            truesc = score;
-            qb_o = 0;
-            rb_o = sr;
-        }
-        if (sq + sl != L) {  // right: the rest of the read from the left score
-            const int qe = sq + sl;
-            const i64 re = sr + sl;
-            const int tlen = (int)(r1 - re);
-            const int sc0 = score;
-            ExtOut o;
-            o.qle = o.tle = o.gtle = o.gscore = 0;
-            for (int t = 0; t < 2; ++t) {
-                const int prev = score;
-                aw1 = w0 << t;
-                o = ksw_ext(q, qe, 1, L - qe, pac, l_pac, re, 1, tlen, mat, mx, o_del, e_del, o_ins, e_ins, aw1,
-                            clip3, zdrop, sc0, my, T);
-                score = o.best;
-                if (score == prev || o.max_off < (aw1 >> 1) + (aw1 >> 2)) break;
-            }
-            if (o.gscore <= 0 || o.gscore <= score - clip3) {
-                qe_o = qe + o.qle;
-                re_o = re + o.tle;
-                truesc += score - sc0;
-            } else {
-                qe_o = L;
-                re_o = re + o.gtle;
-                truesc += o.gscore - sc0;
-            }
-        } else {
-            qe_o = L;
-            re_o = sr + sl;
-        }
-        i64* x = X + 8 * j;
-        x[0] = qb_o;
-        x[1] = rb_o;
-        x[2] = qe_o;
-        x[3] = re_o;
-        x[4] = score;
-        x[5] = truesc;
-        x[6] = aw0 > aw1 ? aw0 : aw1;
-        x[7] = 0;
-    }
+    WsGlobal my;
+    my.p = ws + tid;
+    my.T = T;
+    for (i64 k = tid; k < n_job; k += T)
+        ext_job(order[k], seq, seq_off, pac, l_pac, mat, mx, P, j_read, j_sq, j_sr, j_sl, j_r0, j_r1, my, X);
+}
+
+// Scratch in dynamic shared memory: blockDim.x * (longest read + 2) 32-bit words, 16-bit H and E (the launcher
+// checks that every score fits). The host build of this file (tests) passes the block's words in g3_host_smem.
+extern "C" __global__ void mem_ext_kernel_sh(const u8* __restrict__ seq, const i64* __restrict__ seq_off,
+                                             const u8* __restrict__ pac, i64 l_pac,
+                                             const int* __restrict__ P, const i8* __restrict__ mat_g,
+                                             const i64* __restrict__ order, i64 n_job,
+                                             const i64* __restrict__ j_read, const i64* __restrict__ j_sq,
+                                             const i64* __restrict__ j_sr, const i64* __restrict__ j_sl,
+                                             const i64* __restrict__ j_r0, const i64* __restrict__ j_r1,
+                                             i64* __restrict__ X) {
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+    extern __shared__ unsigned ext_sh[];
+#else
+    unsigned* ext_sh = g3_host_smem;
+#endif
+    __shared__ int mat[25];
+    load_mat(mat, mat_g);
+    const int mx = mat_max(mat);
+    const i64 T = (i64)gridDim.x * blockDim.x;
+    const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    WsShared16 my;
+    my.p = ext_sh + threadIdx.x;
+    my.S = (int)blockDim.x;
+    for (i64 k = tid; k < n_job; k += T)
+        ext_job(order[k], seq, seq_off, pac, l_pac, mat, mx, P, j_read, j_sq, j_sr, j_sl, j_r0, j_r1, my, X);
 }
 
 // rep_len per read over the batch's CSR intervals (aligner.chain.rep_len): bases covered by intervals

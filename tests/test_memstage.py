@@ -484,6 +484,7 @@ static inline int2 make_int2(int x, int y) { int2 r; r.x = x; r.y = y; return r;
 #define __restrict__
 #define __shared__ static
 #define __syncthreads() ((void)0)
+static unsigned* g3_host_smem;  // mem_ext_kernel_sh's dynamic shared memory: one block's, threads run in turn
 #include KERNEL_FILE
 // one emulated thread at a time, in order, over a grid of n_thr / block blocks
 extern "C" void host_ext(long long n_thr, unsigned block, const uint8_t* seq, const i64* seq_off,
@@ -504,6 +505,24 @@ extern "C" void host_ext(long long n_thr, unsigned block, const uint8_t* seq, co
     blockIdx.x = (unsigned)(t / block); threadIdx.x = (unsigned)(t % block);
     mem_ext_kernel(seq, seq_off, pac, l_pac, P, mat, order, n_job, j_read, j_sq, j_sr, j_sl, j_r0, j_r1,
                    (int2*)ws, X);
+  }
+}
+extern "C" void host_ext_sh(long long n_thr, unsigned block, const uint8_t* seq, const i64* seq_off,
+    const uint8_t* pac, i64 l_pac, const int* P, const int8_t* mat, const i64* order, i64 n_job,
+    const i64* j_read, const i64* j_sq, const i64* j_sr, const i64* j_sl, const i64* j_r0, const i64* j_r1,
+    unsigned* smem, i64* X) {
+  blockDim.x = block; gridDim.x = (unsigned)(n_thr / block);
+  g3_host_smem = smem;
+#ifdef __CUDA_ARCH__
+  blockIdx.x = 0;  // as host_ext: a first pass with no jobs fills the shared matrix
+  for (unsigned x = 0; x < block; ++x) {
+    threadIdx.x = x;
+    mem_ext_kernel_sh(seq, seq_off, pac, l_pac, P, mat, order, 0, j_read, j_sq, j_sr, j_sl, j_r0, j_r1, X);
+  }
+#endif
+  for (long long t = 0; t < n_thr; ++t) {
+    blockIdx.x = (unsigned)(t / block); threadIdx.x = (unsigned)(t % block);
+    mem_ext_kernel_sh(seq, seq_off, pac, l_pac, P, mat, order, n_job, j_read, j_sq, j_sr, j_sl, j_r0, j_r1, X);
   }
 }
 extern "C" void host_sw(long long n_thr, unsigned block, const uint8_t* seq, const i64* seq_off,
@@ -608,6 +627,53 @@ def _host_ext(lib, p, mat, ref, seq, seq_off, jobs, order, block, ws_bytes, rng)
     lib.host_ext(ctypes.c_longlong(n_thr), ctypes.c_uint(block), _p(seq), _p(seq_off), _p(pac), i64(int(ref.l_pac)),
                  _p(P), _p(m8), _p(np.ascontiguousarray(order, np.int64)), i64(n), *map(_p, jb), _p(ws), _p(X))
     return X, n_thr
+
+
+def _host_ext_sh(lib, p, mat, ref, seq, seq_off, jobs, order, block, n_thr, rng):
+    """mem_ext_kernel_sh over n_thr emulated threads, its shared words (one block's) full of garbage."""
+    n = len(jobs[0])
+    lmax = int(np.diff(seq_off)[jobs[0]].max())
+    smem = rng.integers(0, 1 << 32, block * (lmax + 2), dtype=np.uint64).astype(np.uint32)
+    X = np.full((n, XF), -7, np.int64)
+    jb = [np.ascontiguousarray(a, np.int64) for a in jobs]
+    i64 = ctypes.c_int64
+    lib.host_ext_sh(ctypes.c_longlong(n_thr), ctypes.c_uint(block), _p(seq), _p(seq_off),
+                    _p(np.ascontiguousarray(ref.pac, np.uint8)), i64(int(ref.l_pac)), _p(ms.ext_params(p)),
+                    _p(np.ascontiguousarray(mat.astype(np.int8))), _p(np.ascontiguousarray(order, np.int64)), i64(n),
+                    *map(_p, jb), _p(smem), _p(X))
+    return X
+
+
+@pytest.mark.parametrize("variant,key", JOB_SETS, ids=JOB_IDS)
+def test_host_emulated_ext_kernel_shared(data, host_libs, variant, key):
+    """mem_ext_kernel_sh (16-bit H and E in shared memory) == the twin: one job per thread in blocks of 64
+    in the launcher's order, and a small grid (grid-stride loop) over a permuted order; the device branch's
+    cooperative matrix load too."""
+    ref = data["ref"]
+    p, mat, seq, seq_off, iv, pre, jobs, want = _jobs(data, variant, key)
+    rng = np.random.default_rng(8)
+    n = len(jobs[0])
+    rl = np.diff(seq_off)[jobs[0]]
+    assert ms.ext_shared_geometry(int(rl.max()), int(mat.max()), cap=1 << 30) is not None
+    by_len = np.argsort(-rl, kind="stable").astype(np.int64)
+    for lib, order, block, n_thr in ((host_libs["host"], by_len, 64, (n + 63) // 64 * 64),
+                                     (host_libs["host"], rng.permutation(n).astype(np.int64), 32, 96),
+                                     (host_libs["device_branch"], rng.permutation(n).astype(np.int64), 64, 128)):
+        got = _host_ext_sh(lib, p, mat, ref, seq, seq_off, jobs, order, block, n_thr, rng)
+        bad = np.nonzero((got != want).any(axis=1))[0]
+        assert len(bad) == 0, (f"{len(bad)} of {n} jobs differ; first job {bad[0]}: kernel {got[bad[0]]}, "
+                               f"twin {want[bad[0]]}, job {[int(a[bad[0]]) for a in jobs]}")
+
+
+def test_ext_shared_geometry(monkeypatch):
+    """Shared scratch only where the block's columns fit the cap and every score fits 16 bits."""
+    assert ms.ext_shared_geometry(150, 1) == (ms.EXT_SH_BLOCK, ms.EXT_SH_BLOCK * 152 * 4)
+    assert ms.ext_shared_geometry(150, 1, block=32, cap=32 * 152 * 4) == (32, 32 * 152 * 4)
+    assert ms.ext_shared_geometry(150, 1, block=32, cap=32 * 152 * 4 - 1) is None
+    assert ms.ext_shared_geometry(301, 109, cap=1 << 30) is None  # 2 * 301 * 109 >= 65535
+    assert ms.ext_shared_geometry(300, 109, cap=1 << 30) is not None
+    monkeypatch.setattr(ms, "EXT_SHARED", False)
+    assert ms.ext_shared_geometry(150, 1) is None
 
 
 @pytest.mark.parametrize("variant,key", JOB_SETS, ids=JOB_IDS)
@@ -856,7 +922,7 @@ def test_grouped_rescue_in_parts(data, device, monkeypatch):
 # ------------------------------------------------------------------------------------------------
 
 def test_nvcc_compiles(nvcc_spill_free):
-    nvcc_spill_free(CU, ("mem_ext_kernel", "rep_len_kernel", "mem_sw_kernel")
+    nvcc_spill_free(CU, ("mem_ext_kernel", "mem_ext_kernel_sh", "rep_len_kernel", "mem_sw_kernel")
                     + tuple(f"mem_sw_warp{c}" for c in range(1, 9)))
 
 # ------------------------------------------------------------------------------------------------
@@ -877,16 +943,29 @@ needs_gpu = pytest.mark.skipif(_gpu() is None, reason="no CuPy/GPU")
 
 @needs_gpu
 @pytest.mark.parametrize("variant,key", JOB_SETS, ids=JOB_IDS)
-def test_gpu_ext_jobs(data, variant, key):
+def test_gpu_ext_jobs(data, variant, key, monkeypatch):
     cp = _gpu()
     ref = data["ref"]
     p, mat, seq, seq_off, iv, pre, jobs, want = _jobs(data, variant, key)
     pac_d, seq_d, off_d = cp.asarray(ref.pac), cp.asarray(seq), cp.asarray(seq_off)
     lmax = int(np.diff(seq_off).max())
-    for block, ws_bytes in ((128, 256 << 20), (32, 64 * 8 * (lmax + 2))):
-        got = ms.ext_jobs_gpu(p, mat, pac_d, int(ref.l_pac), seq_d, off_d, jobs, block=block, ws_bytes=ws_bytes)
-        assert isinstance(got, np.ndarray) and got.dtype == np.int64
-        np.testing.assert_array_equal(got, want)
+    rl = np.diff(seq_off)[jobs[0]]
+    short, mid = np.nonzero(rl <= 200)[0], np.nonzero(rl <= 1500)[0]
+    assert 0 < len(short) < len(mid) < len(rl)
+    # the global-memory kernel (the 3-kb reads' scratch does not fit the shared cap), then the shared one: on
+    # the short reads' jobs, and with blocks of 32 and a cap above 48 KB on reads up to 1.5 kb
+    for sh_block, sh_max, sel in ((64, 96 << 10, None), (64, 96 << 10, short), (32, 200 << 10, mid)):
+        monkeypatch.setattr(ms, "EXT_SH_BLOCK", sh_block)
+        monkeypatch.setattr(ms, "EXT_SH_MAX", sh_max)
+        js = jobs if sel is None else tuple(a[sel] for a in jobs)
+        lm = int(rl.max() if sel is None else rl[sel].max())
+        assert (ms.ext_shared_geometry(lm, int(mat.max())) is not None) == (sel is not None)
+        for block, ws_bytes in ((128, 256 << 20), (32, 64 * 8 * (lmax + 2))):
+            got = ms.ext_jobs_gpu(p, mat, pac_d, int(ref.l_pac), seq_d, off_d, js, block=block, ws_bytes=ws_bytes)
+            assert isinstance(got, np.ndarray) and got.dtype == np.int64
+            np.testing.assert_array_equal(got, want if sel is None else want[sel])
+    monkeypatch.setattr(ms, "EXT_SH_BLOCK", 64)
+    monkeypatch.setattr(ms, "EXT_SH_MAX", 96 << 10)
     # device-resident jobs, device result
     jd = tuple(cp.asarray(a) for a in jobs)
     got = ms.ext_jobs_gpu(p, mat, pac_d, int(ref.l_pac), seq_d, off_d, jd, to_host=False)
