@@ -381,10 +381,28 @@ def _exit_now():
     if _FAST_EXIT:
         try:
             sys.stdout.flush()
+            if os.environ.get("G3ALIGN_TRACE"):  # the profile times the kernel's teardown after this line
+                print(f"[trace] leaving at {time.time():.6f}; {_nvidia_mapped_mb():.0f} MB mapped from /dev/nvidia*",
+                      file=sys.stderr)
             sys.stderr.flush()
         except BrokenPipeError:
             pass
         os._exit(0)
+
+
+def _nvidia_mapped_mb() -> float:
+    """MB of this process's address space mapped from the NVIDIA device files (pinned host memory among them)."""
+    total, dev = 0, False
+    try:
+        with open("/proc/self/smaps") as fh:
+            for line in fh:
+                if line[0] in "0123456789abcdef" and "-" in line.split(" ", 1)[0]:
+                    dev = "/dev/nvidia" in line
+                elif dev and line.startswith("Size:"):
+                    total += int(line.split()[1])
+    except OSError:
+        return 0.0
+    return total / 1024
 
 
 def entry():
@@ -612,10 +630,10 @@ def _default_chunk() -> int:
 
 
 def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader):
-    from g3align.aligner import pipeline, reads
+    from g3align.aligner import memstage, pipeline, reads
     from g3align.aligner.pipeline import MemAligner, log, run_mem_pe, run_mem_se, user_pestat
     from g3align.aligner.reads import ReadFormatError
-    _tune(pipeline, reads)  # G3ALIGN_TUNE (A/B runs): the pipeline's constants now, unknown names an error
+    _tune(pipeline, reads, memstage)  # G3ALIGN_TUNE (A/B runs): the pipeline's constants now, unknown names an error
     from g3align.aligner.samhdr import OutputSink, parse_header_arg, parse_rg, sam_header
     from g3align.index.store import IndexFormatError, load_index
     t = _mark(trace, "start-up: imports", t)

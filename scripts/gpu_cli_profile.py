@@ -47,8 +47,12 @@ def run_cli(args, out_path, env_extra, trace_path, py_spy=None, spy_out=None, gi
     t, ru = time.time(), cpu_children()
     with open(out_path, "wb") as fh:
         p = subprocess.run(cmd, stdout=fh, stderr=subprocess.PIPE, env=env)
-    wall = time.time() - t
+    t_end = time.time()
+    wall = t_end - t
     CPU[out_path] = cpu_children() - ru
+    leave = [ln.split() for ln in p.stderr.decode().splitlines() if ln.startswith("[trace] leaving at ")]
+    if leave:  # the CLI's last line before os._exit: what the kernel's teardown of the process took after it
+        EXIT[out_path] = (t_end - float(leave[-1][3].rstrip(";")), leave[-1][4])
     if smi is not None:
         smi.terminate()
         GPU_UTIL[out_path] = (t, smi.communicate()[0])
@@ -58,6 +62,7 @@ def run_cli(args, out_path, env_extra, trace_path, py_spy=None, spy_out=None, gi
     return wall, p.stderr.decode()
 
 
+EXIT: dict = {}  # output path -> (seconds from the CLI's last line to its reaping, MB mapped from /dev/nvidia*)
 CPU: dict = {}  # output path -> the run's user + sys CPU seconds
 GPU_UTIL: dict = {}  # output path -> (run start, nvidia-smi's "timestamp, utilization %" lines)
 
@@ -194,7 +199,9 @@ def main():
         rows.append((f"g3align mem CLI {mode.upper()} {name}: wall",
                      f"{wall:.2f} s", f"{n / wall:,.0f} reads/s{ratio}; CPU {CPU[out]:.1f} s; {same}"))
         rows.append((f"  start-up steps ({', '.join(f'{s[10:]} {d:.2f}' for s, d in steps)}); module loads "
-                     f"{mods:.2f} s; first stage lap at {t_first:.2f} s, last ends at {t_last:.2f} s", "", ""))
+                     f"{mods:.2f} s; first stage lap at {t_first:.2f} s, last ends at {t_last:.2f} s"
+                     + (f"; exit {EXIT[out][0]:.2f} s after the last line ({EXIT[out][1]} MB mapped from "
+                        "/dev/nvidia*)" if out in EXIT else ""), "", ""))
         if spy:
             from gpu_pe_profile import summarise
             md = "cli_pyspy_gil.md" if "--gil" in name else "cli_pyspy.md"
