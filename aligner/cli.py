@@ -695,7 +695,9 @@ def _start_reader(kw, chunk, depth=2):
     codes, so the parser skips the letters as read."""
     from g3align.aligner.reads import PART_BASES, prefetch_now, read_batches, read_pair_batch_parts
     if kw["reads2"]:
-        return prefetch_now(read_pair_batch_parts(kw["reads1"], kw["reads2"], chunk_size=chunk, keep_raw=False),
+        # PART_BASES passed, not left to the default argument (bound when reads.py was imported): G3ALIGN_TUNE
+        return prefetch_now(read_pair_batch_parts(kw["reads1"], kw["reads2"], chunk_size=chunk, part_bases=PART_BASES,
+                                                  keep_raw=False),
                             depth=max(2, chunk // PART_BASES + 1), name="g3align-batches")
     batches = read_batches(kw["reads1"], chunk_size=chunk, keep_raw=False)
     if kw["interleaved"]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import itertools
 import os
 import queue
 import sys
@@ -50,6 +51,56 @@ from g3align.aligner.samout import cg_empty
 
 RANGES_PER_THREAD = 8  # read (or pair) ranges per pool thread in one map call: balance against task overhead
 WORKER_NICE = 5  # nice increment of the CPU pool's worker threads on the GPU path (0: none)
+
+
+POOL_PRIORITY = True  # the CPU pool starts a waiting regions task before waiting pairing tasks (_PriorityQueue)
+
+
+class _PriorityQueue:
+    """The CPU pool's work queue (ThreadPoolExecutor's, replaced in _PriorityPool): a free worker takes the
+    waiting task of the lowest priority number, in submission order among equals. The priority is the
+    submitting thread's at submit time (_PriorityPool.prio). Paired-end: the regions of the next -K batch's
+    parts (which feed the GPU stages) no longer queue behind the hundreds of pairing tasks of the batch before;
+    the tasks of one map call keep their order, and the results their places."""
+
+    def __init__(self):
+        self._q = queue.PriorityQueue()
+        self._seq = itertools.count()
+
+    def put(self, item, block=True, timeout=None):
+        prio = (1 << 30) if item is None else getattr(_PriorityPool.local, "prio", 1)  # None: a worker's stop
+        self._q.put((prio, next(self._seq), item), block, timeout)
+
+    def get(self, block=True, timeout=None):
+        return self._q.get(block, timeout)[2]
+
+    def get_nowait(self):
+        return self._q.get_nowait()[2]
+
+    def empty(self):
+        return self._q.empty()
+
+
+class _PriorityPool(ThreadPoolExecutor):
+    """ThreadPoolExecutor with _PriorityQueue as its work queue; `with pool.prio(k):` submits at priority k."""
+    local = threading.local()
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self._work_queue = _PriorityQueue()  # before any worker exists: each takes the queue when started
+
+    @staticmethod
+    @contextlib.contextmanager
+    def prio(k: int):
+        old = getattr(_PriorityPool.local, "prio", 1)
+        _PriorityPool.local.prio = k
+        try:
+            yield
+        finally:
+            _PriorityPool.local.prio = old
+
+
+PRIO_REGIONS, PRIO_DEFAULT, PRIO_PAIRING = 0, 1, 2
 
 
 def _lower_priority(nice: int):
@@ -115,8 +166,8 @@ class MemAligner:
         # on the GPU path the pool's workers run at a lower priority (WORKER_NICE): the threads that feed the
         # GPU and order the stages (prepare, regions, rescue, main) must not wait behind 16 busy workers
         nice = WORKER_NICE if device == "gpu" else 0
-        self._pool = (ThreadPoolExecutor(self.n_threads, initializer=_lower_priority, initargs=(nice,))
-                      if self.n_threads > 1 else None)
+        self._pool = ((_PriorityPool if POOL_PRIORITY else ThreadPoolExecutor)(
+            self.n_threads, initializer=_lower_priority, initargs=(nice,)) if self.n_threads > 1 else None)
         self.device = device
         self.staged = staged or device == "gpu"
         # the CPU twin's prepare already runs on the pool's threads: one part at a time there
@@ -281,12 +332,14 @@ class MemAligner:
         bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, n), [n]]))
         return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
 
-    def _map(self, fn, ranges):
+    def _map(self, fn, ranges, prio: int = PRIO_DEFAULT):
         if ag.TRACE is not None:  # G3ALIGN_TRACE: every pool task as an event "task <function name>"
             fn = _traced_task(fn)
         if self._pool is None or len(ranges) == 1:
             return [fn(r) for r in ranges]
-        return list(self._pool.map(fn, ranges))
+        with _PriorityPool.prio(prio):  # Executor.map submits every task before it returns
+            it = self._pool.map(fn, ranges)
+        return list(it)
 
     def _read_arrays(self, batch):
         n = batch.n
@@ -335,7 +388,7 @@ class MemAligner:
         def stage1(r):
             return regions_range(self.fm, self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1],
                                  self.params, self.mat, pre)
-        parts = self._map(stage1, self._ranges(seq_off, n)) if n else []
+        parts = self._map(stage1, self._ranges(seq_off, n), PRIO_REGIONS) if n else []
         R_cat = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, NF), np.int64)
         counts = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
         reg_off = np.zeros(n + 1, np.int64)
@@ -418,7 +471,7 @@ class MemAligner:
                                 batch.seq, seq_off, qual, batch.has_qual, names, name_off, comments, com_off,
                                 self.rg_id, R_cat, reg_off, low, high, failed, avg, std,
                                 int(batch.first_id) // 2, r[0], r[1], self.params, self.mat, *sws[k], cg)
-        got = self._map(stage2, tasks) if tasks else []
+        got = self._map(stage2, tasks, PRIO_PAIRING) if tasks else []
         out = [[] for _ in states]
         for (k, _), o in zip(tasks, got):
             out[k].append(memoryview(o))
@@ -470,7 +523,7 @@ class MemAligner:
                                 qual, batch.has_qual, names, name_off, comments, com_off, self.rg_id,
                                 int(batch.first_id), R_cat, reg_off, cg, r[0], r[1], self.params, self.mat)
 
-        out = [memoryview(o) for o in self._map(run, self._ranges(seq_off, batch.n))]
+        out = [memoryview(o) for o in self._map(run, self._ranges(seq_off, batch.n), PRIO_PAIRING)]
         lap(self.stage_times, "sam", t)
         return out
 

@@ -21,6 +21,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -62,6 +63,7 @@ def run_cli(args, out_path, env_extra, trace_path, py_spy=None, spy_out=None, gi
     return wall, p.stderr.decode()
 
 
+WALLS: dict = {}  # (mode, setting) -> wall times of its runs
 EXIT: dict = {}  # output path -> (seconds from the CLI's last line to its reaping, MB mapped from /dev/nvidia*)
 CPU: dict = {}  # output path -> the run's user + sys CPU seconds
 GPU_UTIL: dict = {}  # output path -> (run start, nvidia-smi's "timestamp, utilization %" lines)
@@ -117,6 +119,8 @@ def main():
     ap.add_argument("--device", default="gpu")
     ap.add_argument("--variants", default="ASYNC_WRITE=0",
                     help="';'-separated G3ALIGN_TUNE values, one PE run each ('se:VALUE': one SE run)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="the default and variant runs this many times, interleaved (medians reported)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     work = "/tmp/g3work"
@@ -163,9 +167,16 @@ def main():
     # a variant 'se:NAME=VALUE' is a single-end run, the others paired-end
     vs = [(v[3:], "se") if v.startswith("se:") else (v, "pe") for v in filter(None, a.variants.split(";"))]
     runs = [("pe", "default", {})] + [("pe", v, {"G3ALIGN_TUNE": v}) for v, m in vs if m == "pe"]
-    runs += [("pe", "default (again)", {}), ("se", "default", {})]
+    runs += [("pe", "default (again)", {})]
+    for r in range(2, a.repeat + 1):  # A/B on a noisy box: the same runs again, interleaved
+        runs += [("pe", f"default (round {r})", {})] + [("pe", f"{v} (round {r})", {"G3ALIGN_TUNE": v})
+                                                         for v, m in vs if m == "pe"]
+    runs += [("se", "default", {})]
     if any(m == "se" for _, m in vs):
         runs += [("se", v, {"G3ALIGN_TUNE": v}) for v, m in vs if m == "se"] + [("se", "default (again)", {})]
+        for r in range(2, a.repeat + 1):
+            runs += [("se", f"default (round {r})", {})] + [("se", f"{v} (round {r})", {"G3ALIGN_TUNE": v})
+                                                             for v, m in vs if m == "se"]
     if a.py_spy:
         # all threads' stacks, then only the thread holding the GIL (its samples' share of the run: how busy the
         # GIL is)
@@ -198,6 +209,7 @@ def main():
         ratio = f"; {bwa[mode] / wall:.2f}x bwa" if mode in bwa else ""
         rows.append((f"g3align mem CLI {mode.upper()} {name}: wall",
                      f"{wall:.2f} s", f"{n / wall:,.0f} reads/s{ratio}; CPU {CPU[out]:.1f} s; {same}"))
+        WALLS.setdefault((mode, name.split(" (")[0]), []).append(wall)
         rows.append((f"  start-up steps ({', '.join(f'{s[10:]} {d:.2f}' for s, d in steps)}); module loads "
                      f"{mods:.2f} s; first stage lap at {t_first:.2f} s, last ends at {t_last:.2f} s"
                      + (f"; exit {EXIT[out][0]:.2f} s after the last line ({EXIT[out][1]} MB mapped from "
@@ -214,6 +226,12 @@ def main():
             ident = sum(x == y for x, y in zip(first[mode], theirs))
             rows.append((f"records identical to bwa ({mode.upper()})", f"{ident}/{len(theirs)}",
                          f"{100.0 * ident / max(1, len(theirs)):.3f} %"))
+    if a.repeat > 1:  # medians per setting over the interleaved rounds
+        for (mode, name), ws in WALLS.items():
+            med = statistics.median(ws)
+            ratio = f"; {bwa[mode] / med:.2f}x bwa" if mode in bwa else ""
+            rows.append((f"median {mode.upper()} {name} ({len(ws)} runs: {', '.join(f'{w:.2f}' for w in ws)})",
+                         f"{med:.2f} s", ratio.lstrip("; ")))
     md = ["| measurement | value | rate |", "|---|---|---|"] + [f"| {x} | {y} | {z} |" for x, y, z in rows]
     open(os.path.join(a.out, "cli_profile.md"), "w").write("\n".join(md) + "\n")
     log("\n".join(md))

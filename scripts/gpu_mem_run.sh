@@ -8,6 +8,7 @@
 #   PROFILE=1 first profiles the PE pipeline's host time (scripts/gpu_pe_profile.py; carry the py-spy wheel in .whl/),
 #   PE_VARIANTS='WORKER_NICE=0;PE_AHEAD=4' adds GPU PE runs with other pipeline settings (gpu_check --pe-variants)
 #   CLIPROF=1 profiles the CLI end to end (scripts/gpu_cli_profile.py; VARIANTS='ASYNC_WRITE=0;...' A/B runs)
+#   REPEAT=3 runs the default and VARIANTS three times, interleaved, and reports medians
 #   NBCACHE=1 carries numba's cache between calls (.devcache/mem/: copy $OUT's nbcache.tgz.* and stamps.txt there)
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
@@ -42,7 +43,7 @@ if [ "${CLIPROF:-0}" = 1 ]; then  # the CLI end to end: start-up, traces, A/B va
     SPY=(); ls .whl/py_spy*.whl >/dev/null 2>&1 && pip install -q --no-index --no-deps --target /tmp/site .whl/py_spy*.whl \
         && SPY=(--py-spy /tmp/site/bin/py-spy)
     timeout ${CHECK_TIMEOUT:-420} python3 scripts/gpu_cli_profile.py --fasta .devdata/human_GRCh37_chr20.fa.gz \
-        --pairs ${PAIRS:-1000000} --threads $(nproc) --bwa .devdata/bwa --out "$OUT" --variants "${VARIANTS:-ASYNC_WRITE=0}" \
+        --pairs ${PAIRS:-1000000} --threads $(nproc) --bwa .devdata/bwa --out "$OUT" --variants "${VARIANTS:-ASYNC_WRITE=0}" --repeat ${REPEAT:-1} \
         "${SPY[@]}" 2>&1 | tee "$OUT/gpu_cli_profile.log" | tail -40
 fi
 [ "${CHECK:-1}" = 0 ] && exit 0

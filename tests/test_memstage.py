@@ -1063,3 +1063,39 @@ def test_ahead_keeps_order_and_raises_in_place(workers, depth):
     it = ahead(lambda i: i, iter(range(1000)), depth=depth, name="t-ahead", workers=workers)
     assert [next(it) for _ in range(3)] == [0, 1, 2]
     it.close()
+
+
+def test_priority_pool_runs_waiting_tasks_by_priority():
+    """_PriorityPool (the CPU pool of MemAligner): with its one worker busy, waiting tasks start lowest
+    priority number first and in submission order among equals; map keeps its results' order; an error is
+    raised at its result; shutdown with cancel_futures drops waiting tasks and returns."""
+    import threading
+
+    from g3align.aligner.pipeline import PRIO_PAIRING, PRIO_REGIONS, _PriorityPool
+
+    pool = _PriorityPool(1)
+    gate = threading.Event()
+    ran = []
+    pool.submit(gate.wait)  # holds the only worker
+    with _PriorityPool.prio(PRIO_PAIRING):
+        pairing = pool.map(lambda k: ran.append(("pairing", k)) or k, range(5))
+    with _PriorityPool.prio(PRIO_REGIONS):
+        regions = pool.map(lambda k: ran.append(("regions", k)) or -k, range(3))
+    plain = pool.submit(lambda: ran.append(("default", 0)))  # the default priority, between the two
+    gate.set()
+    assert list(pairing) == [0, 1, 2, 3, 4] and list(regions) == [0, -1, -2]
+    plain.result()
+    assert ran == [("regions", k) for k in range(3)] + [("default", 0)] + [("pairing", k) for k in range(5)]
+
+    def boom(k):
+        if k == 2:
+            raise ValueError("task 2")
+        return k
+    with pytest.raises(ValueError, match="task 2"):
+        list(pool.map(boom, range(4)))
+    gate.clear()
+    pool.submit(gate.wait)
+    waiting = [pool.submit(ran.append, k) for k in range(3)]
+    threading.Timer(0.05, gate.set).start()
+    pool.shutdown(wait=True, cancel_futures=True)
+    assert all(f.cancelled() or f.done() for f in waiting)
