@@ -96,7 +96,8 @@ def main():
     keys, j_read = cigar_keys(st[2], st[3])
     bench(f"traceback (cigar_jobs_gpu), {len(keys)} regions",
           lambda: cigar_jobs_gpu(p, al.mat, al._pac_dev, al.l_pac, seq_d, off_d, keys, j_read))
-    md = [f"{n:,} reads (one part), H100 idle otherwise, median of {a.repeat}", "",
+    gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    md = [f"{n:,} reads (one part), {gpu} idle otherwise, median of {a.repeat}", "",
           "| stage | GPU time | host time | GPU s per 1M reads | rate |", "|---|---|---|---|---|"]
     md += [f"| {x[0]} | {x[1]} | {x[2]} | {x[3]} | {x[4]} |" for x in rows]
     open(os.path.join(a.out, "gpu_stages.md"), "w").write("\n".join(md) + "\n")
