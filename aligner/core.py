@@ -12,7 +12,7 @@ import numba as nb
 import numpy as np
 from g3align.aligner.chain import chain_and_filter, rep_len
 from g3align.aligner.extend import IS_ALT, NF, QB, SCORE, SECONDARY, SECONDARY_ALL, XF, chain2aln, flt_chained_seeds
-from g3align.aligner.nbshare import unowned
+from g3align.aligner.nbshare import owned_text, unowned
 from g3align.aligner.samout import (
     F_ALL,
     F_KEEP_SUPP_MAPQ,
@@ -142,6 +142,9 @@ def reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, nam
     """bwa's mem_reg2sam on regions already marked primary/secondary: the read's records (primary,
     supplementary, with -a secondary; or one unmapped record), with `extra_flag` and the mate's
     position (m_*) for paired reads. cg: the read's precomputed alignments (samout.reg2aln)."""
+    # inputs held by the caller for the call, none returned: unowned views (no reference counting per hand-over)
+    mat, offsets, pac, ctg_names, ctg_off, q, name, qual, comment, rg_id, R, m_cig, cg = unowned(
+        (mat, offsets, pac, ctg_names, ctg_off, q, name, qual, comment, rg_id, R, m_cig, cg))
     L = q.shape[0]
     has_xa = False
     xa_off = np.zeros(nreg + 1, np.int64)
@@ -232,7 +235,10 @@ def align_range_se(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qu
     (fm, offsets, pac, ctg_names, ctg_off, seq, seq_off, qual, names, name_off, comments, com_off, rg_id, mat,
      pre) = unowned((fm, offsets, pac, ctg_names, ctg_off, seq, seq_off, qual, names, name_off, comments, com_off,
                      rg_id, mat, pre))
-    buf = np.empty(1024 + 600 * (i1 - i0), np.uint8)
+    # the SAM text goes to an unowned view of buf_own: the record writers rebind it at every field (two atomic
+    # reference-count updates each for an owned array); a buffer regrown on the way is owned (owned_text)
+    buf_own = np.empty(1024 + 600 * (i1 - i0), np.uint8)
+    buf = unowned(buf_own)
     nbuf = 0
     cg = cg_empty()
     for i in range(i0, i1):
@@ -242,7 +248,7 @@ def align_range_se(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qu
         buf, nbuf = reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q,
                                names[name_off[i]:name_off[i + 1]], qu, has_qual,
                                comments[com_off[i]:com_off[i + 1]], rg_id, R, nreg, first_id + i, cg)
-    return buf[:nbuf]
+    return owned_text(buf_own, buf, nbuf)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -254,7 +260,10 @@ def sam_se_range(offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual, ha
     (offsets, pac, ctg_names, ctg_off, seq, seq_off, qual, names, name_off, comments, com_off, rg_id, R_cat,
      reg_off, cg, mat) = unowned((offsets, pac, ctg_names, ctg_off, seq, seq_off, qual, names, name_off, comments,
                                   com_off, rg_id, R_cat, reg_off, cg, mat))
-    buf = np.empty(1024 + 600 * (i1 - i0), np.uint8)
+    # the SAM text goes to an unowned view of buf_own: the record writers rebind it at every field (two atomic
+    # reference-count updates each for an owned array); a buffer regrown on the way is owned (owned_text)
+    buf_own = np.empty(1024 + 600 * (i1 - i0), np.uint8)
+    buf = unowned(buf_own)
     nbuf = 0
     has_cg = cg[0].shape[0] > 0
     none = cg_empty()
@@ -269,4 +278,4 @@ def sam_se_range(offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual, ha
         buf, nbuf = reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q,
                                names[name_off[i]:name_off[i + 1]], qu, has_qual,
                                comments[com_off[i]:com_off[i + 1]], rg_id, R, nreg, first_id + i, c)
-    return buf[:nbuf]
+    return owned_text(buf_own, buf, nbuf)

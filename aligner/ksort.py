@@ -12,6 +12,7 @@ indices moves them like the records. One comparator keeps every caller cacheable
 """
 import numba as nb
 import numpy as np
+from g3align.aligner.nbshare import unowned
 
 
 @nb.njit(cache=True, inline="always")
@@ -65,6 +66,7 @@ def _combsort(idx, s, n, K):
 def introsort(idx, n, K):
     """Sort idx[0:n] in place with ksort's introsort (median-of-3 quicksort, combsort fallback,
     final insertion sort over the whole array)."""
+    idx, K = unowned((idx, K))  # the caller holds both: every comparison would count references otherwise
     if n < 1:
         return
     if n == 2:

@@ -11,6 +11,7 @@ are used, which holds when a kernel converts its arguments on entry and returns 
 """
 from __future__ import annotations
 
+import numba as nb
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
 
@@ -45,3 +46,19 @@ def unowned(x):
 @overload(unowned)
 def _unowned_jit(x):
     return lambda x: _strip_owner(x)
+
+
+@nb.njit(cache=True, inline="never")
+def keep_alive(a):
+    """A use of the owned array `a` that ends its life no earlier than here: numba frees an owned array after
+    its last use, and unowned views of it are safe only while it lives."""
+    return a.shape[0]
+
+
+@nb.njit(cache=True, inline="always")
+def owned_text(own, buf, n):
+    """The n bytes written so far to `buf`, which is an unowned view of `own` unless a writer regrew it (the
+    record writers' buffers only grow, into new owned arrays), as an owned array that may be returned."""
+    if buf.shape[0] == own.shape[0]:
+        return own[:n]
+    return buf[:n]

@@ -42,7 +42,7 @@ from g3align.aligner.extend import (
 )
 from g3align.aligner.ksort import introsort
 from g3align.aligner.ksw import ksw_align2
-from g3align.aligner.nbshare import unowned
+from g3align.aligner.nbshare import keep_alive, owned_text, unowned
 from g3align.aligner.samout import F_ALL, cg_empty, cg_slice, gen_alt_one, reg2aln, write_record
 from g3align.aligner.select import approx_mapq_se, hash_64, mark_primary_se, sort_dedup_patch
 
@@ -397,6 +397,8 @@ def rescue_sw_range(opt, mat, l_pac, pac, seq, seq_off, mate, wrb, wre, wrev, wx
 def pair_score(opt, offsets, l_pac, p_low, p_high, p_failed, p_avg, p_std, Ra, na, Rb, nb_, n_pri0, n_pri1,
                pair_id):
     """mem_pair: (best pair score o, subo, n_sub, z0, z1)."""
+    offsets, p_low, p_high, p_failed, p_avg, p_std, Ra, Rb = unowned((offsets, p_low, p_high, p_failed, p_avg, p_std,
+                                                                      Ra, Rb))  # as sam_pe
     nv = n_pri0 + n_pri1
     K = np.empty((nv, 2), np.int64)  # (x, y) of every primary hit of both reads, sorted below
     m = 0
@@ -517,6 +519,11 @@ def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, 
     """mem_sam_pe for one pair: appends read 1's then read 2's records. sw_key/sw_res: the pair's
     precomputed rescue alignments (empty: computed in matesw); cg0/cg1: each read's precomputed region
     alignments (samout.reg2aln)."""
+    # inputs held by the caller for the call, none returned: unowned views (no reference counting per hand-over)
+    (mat, offsets, pac, ctg_names, ctg_off, p_low, p_high, p_failed, p_avg, p_std, q0, q1, name0, name1, qual0, qual1,
+     com0, com1, rg_id, Ra, Rb, sw_key, sw_res, cg0, cg1) = unowned(
+        (mat, offsets, pac, ctg_names, ctg_off, p_low, p_high, p_failed, p_avg, p_std, q0, q1, name0, name1, qual0,
+         qual1, com0, com1, rg_id, Ra, Rb, sw_key, sw_res, cg0, cg1))
     if not (opt.flag & F_NO_RESCUE):
         # candidate anchors for rescue: regions within pen_unpaired of each read's best (taken before any
         # rescue modifies the other read's list)
@@ -576,6 +583,9 @@ def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, 
 @nb.njit(cache=True)
 def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q0, q1, name0, name1, qual0, qual1,
                   has_qual, com0, com1, rg_id, Ra, na, Rb, nb_, n_pri0, n_pri1, o, subo, n_sub, z0, z1, cg0, cg1):
+    (mat, offsets, pac, ctg_names, ctg_off, q0, q1, name0, name1, qual0, qual1, com0, com1, rg_id, Ra, Rb, cg0,
+     cg1) = unowned((mat, offsets, pac, ctg_names, ctg_off, q0, q1, name0, name1, qual0, qual1, com0, com1, rg_id, Ra,
+                     Rb, cg0, cg1))  # as sam_pe
     score_un = Ra[0, SCORE] + Rb[0, SCORE] - opt.pen_unpaired
     subo = subo if subo > score_un else score_un
     q_pe = raw_mapq(o - subo, opt.a)
@@ -627,7 +637,8 @@ def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, 
         xa_b = gen_alt_one(opt, mat, offsets, l_pac, pac, q1.shape[0], q1, Rb, nb_, z1, ctg_names, ctg_off, cg1)
     r0 = reg2aln(opt, mat, offsets, l_pac, pac, q0.shape[0], q0, Ra, z0, cg0)
     r1 = reg2aln(opt, mat, offsets, l_pac, pac, q1.shape[0], q1, Rb, z1, cg1)
-    aux = np.zeros(4, np.int64)  # one-record lists for write_record: cigar offsets [0, n], flag, a zero
+    aux_own = np.zeros(4, np.int64)  # one-record lists for write_record: cigar offsets [0, n], flag, a zero
+    aux = unowned(aux_own)  # (kept alive at the end)
     co = aux[0:2]
     fl = aux[2:3]
     one = aux[3:4]
@@ -648,6 +659,7 @@ def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, 
         buf, nbuf = write_record(buf, nbuf, opt, name, q, qual, has_qual, com, rg_id, ctg_names, ctg_off,
                                  rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt, xa, 0,
                                  one, one, one, co, cig, one, one, fl, 1, True, mm[0], mm[1], mm[2], mm[6])
+    keep_alive(aux_own)
     return buf, nbuf
 
 
@@ -664,7 +676,10 @@ def sam_pe_range(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual
          reg_off, p_low, p_high, p_failed, p_avg, p_std, mat, sw_off, sw_key, sw_res, cg))
     has_cg = cg[0].shape[0] > 0
     none = cg_empty()
-    buf = np.empty(2048 + 1200 * (j1 - j0), np.uint8)
+    # the SAM text goes to an unowned view of buf_own: the record writers rebind it at every field (two atomic
+    # reference-count updates each for an owned array); a buffer regrown on the way is owned (owned_text)
+    buf_own = np.empty(2048 + 1200 * (j1 - j0), np.uint8)
+    buf = unowned(buf_own)
     nbuf = 0
     for j in range(j0, j1):
         a = 2 * j
@@ -687,4 +702,4 @@ def sam_pe_range(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual
                            names[name_off[b]:name_off[b + 1]], qa, qb, has_qual,
                            comments[com_off[a]:com_off[a + 1]], comments[com_off[b]:com_off[b + 1]], rg_id,
                            Ra, na, Rb, nb_, first_pair + j, sw_key[u:v], sw_res[u:v], cg0, cg1)
-    return buf[:nbuf]
+    return owned_text(buf_own, buf, nbuf)

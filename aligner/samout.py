@@ -23,6 +23,7 @@ from g3align.aligner.extend import (
     W,
 )
 from g3align.aligner.ksw import gen_cigar2
+from g3align.aligner.nbshare import unowned
 from g3align.aligner.select import approx_mapq_se
 
 F_ALL = 0x8
@@ -346,6 +347,12 @@ def write_record(buf, n, opt, name, seq, qual, has_qual, comment, rg_id, ctg_nam
     """mem_aln2sam: one record. `which` is the record's index in the read's output list; the sa_*
     arrays describe the whole list (for the SA tag). m_* describe the mate's primary (m_has False for
     single-end); an empty cigar means "no alignment, coordinate only", as bwa's n_cigar == 0."""
+    # the caller holds every input array for the call: unowned views of them cost no reference counting at each
+    # of the many hand-overs below (buf, returned, stays as it is)
+    (name, seq, qual, comment, rg_id, ctg_names, ctg_off, cig, md, xa, sa_rid, sa_pos, sa_rev, sa_cig_off, sa_cig,
+     sa_mapq, sa_nm, sa_flag, m_cig) = unowned((name, seq, qual, comment, rg_id, ctg_names, ctg_off, cig, md, xa,
+                                                sa_rid, sa_pos, sa_rev, sa_cig_off, sa_cig, sa_mapq, sa_nm, sa_flag,
+                                                m_cig))
     L = seq.shape[0]
     n_cig = cig.shape[0]
     m_ncig = m_cig.shape[0]
