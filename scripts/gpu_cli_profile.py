@@ -51,16 +51,17 @@ def run_cli(args, out_path, env_extra, trace_path, py_spy=None, spy_out=None, gi
     t_end = time.time()
     wall = t_end - t
     CPU[out_path] = cpu_children() - ru
-    leave = [ln.split() for ln in p.stderr.decode().splitlines() if ln.startswith("[trace] leaving at ")]
+    err = p.stderr.decode()
+    leave = [ln.split() for ln in err.splitlines() if ln.startswith("[trace] leaving at ")]
     if leave:  # the CLI's last line before os._exit: what the kernel's teardown of the process took after it
         EXIT[out_path] = (t_end - float(leave[-1][3].rstrip(";")), leave[-1][4])
     if smi is not None:
         smi.terminate()
         GPU_UTIL[out_path] = (t, smi.communicate()[0])
     if p.returncode:
-        log(p.stderr.decode()[-3000:])
+        log(err[-3000:])
         raise SystemExit(f"g3align failed: {cmd}")
-    return wall, p.stderr.decode()
+    return wall, err
 
 
 WALLS: dict = {}  # (mode, setting) -> wall times of its runs
@@ -166,17 +167,17 @@ def main():
     first = {}
     # a variant 'se:NAME=VALUE' is a single-end run, the others paired-end
     vs = [(v[3:], "se") if v.startswith("se:") else (v, "pe") for v in filter(None, a.variants.split(";"))]
-    runs = [("pe", "default", {})] + [("pe", v, {"G3ALIGN_TUNE": v}) for v, m in vs if m == "pe"]
-    runs += [("pe", "default (again)", {})]
-    for r in range(2, a.repeat + 1):  # A/B on a noisy box: the same runs again, interleaved
-        runs += [("pe", f"default (round {r})", {})] + [("pe", f"{v} (round {r})", {"G3ALIGN_TUNE": v})
-                                                         for v, m in vs if m == "pe"]
+
+    def variants(mode, tag=""):
+        return [(mode, v + tag, {"G3ALIGN_TUNE": v}) for v, m in vs if m == mode]
+
+    def later_rounds(mode):  # A/B on a noisy box: the default and the variants again, interleaved
+        return [run for r in range(2, a.repeat + 1)
+                for run in [(mode, f"default (round {r})", {})] + variants(mode, f" (round {r})")]
+    runs = [("pe", "default", {})] + variants("pe") + [("pe", "default (again)", {})] + later_rounds("pe")
     runs += [("se", "default", {})]
-    if any(m == "se" for _, m in vs):
-        runs += [("se", v, {"G3ALIGN_TUNE": v}) for v, m in vs if m == "se"] + [("se", "default (again)", {})]
-        for r in range(2, a.repeat + 1):
-            runs += [("se", f"default (round {r})", {})] + [("se", f"{v} (round {r})", {"G3ALIGN_TUNE": v})
-                                                             for v, m in vs if m == "se"]
+    if variants("se"):
+        runs += variants("se") + [("se", "default (again)", {})] + later_rounds("se")
     if a.py_spy:
         # all threads' stacks, then only the thread holding the GIL (its samples' share of the run: how busy the
         # GIL is)
