@@ -11,7 +11,6 @@ forward-reverse reference space, half-open: query [QB, QE), reference [RB, RE).
 import numba as nb
 import numpy as np
 from g3align.aligner.bns import clip_to_contig, fetch_seq, get_seq
-from g3align.aligner.ksort import introsort
 from g3align.aligner.ksw import ksw_align2, ksw_extend2
 
 # region fields
@@ -189,6 +188,23 @@ def ext_seed(opt, mat, L, q, rseq, rmax0, rmax1, sq, sr, sl, qs, rs, out):
 
 
 @nb.njit(cache=True)
+def sort_distinct_u64(a):
+    """Sort a (distinct uint64 keys) ascending in place: insertion sort when short (no allocation),
+    numba's quicksort otherwise."""
+    n = a.shape[0]
+    if n > 32:
+        a.sort()
+        return
+    for i in range(1, n):
+        v = a[i]
+        j = i
+        while j > 0 and a[j - 1] > v:
+            a[j] = a[j - 1]
+            j -= 1
+        a[j] = v
+
+
+@nb.njit(cache=True)
 def chain2aln(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_score, seeds, rid, l_rep,
               R, nreg, X):
     """Extend one chain; regions are appended to R from row nreg. Returns (R, nreg).
@@ -198,25 +214,23 @@ def chain2aln(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_scor
     if nseed == 0:
         return R, nreg
     pre = X.shape[0] > 0
-    if pre:
+    if pre:  # the extensions are given: no reference window, no scratch (views, not allocations)
         rmax0 = rmax1 = np.int64(0)
-        rseq = np.zeros(0, np.uint8)
+        rseq = qs = rs = q[:0]
+        xa = R[0]  # unused (x is X's row), typed as the scratch row below
     else:
         rmax0, rmax1 = chain_window(opt, offsets, l_pac, L, s_rbeg, s_qbeg, s_len, seeds)
         rseq = np.empty(rmax1 - rmax0, np.uint8)
         get_seq(l_pac, pac, rmax0, rmax1, rseq)
-    xa = np.empty(XF, np.int64)
+        xa = np.empty(XF, np.int64)
+        qs = np.empty(L, np.uint8)
+        rs = np.empty(rmax1 - rmax0 + 1, np.uint8)
 
+    # bwa's ks_introsort_64 on score<<32|index: the keys are distinct, so any sort orders them alike
     srt = np.empty(nseed, np.uint64)
-    skey = np.empty((nseed, 1), np.int64)
     for i in range(nseed):
         srt[i] = (np.uint64(s_score[seeds[i]]) << np.uint64(32)) | np.uint64(i)
-        skey[i, 0] = (np.int64(s_score[seeds[i]]) << 32) | i
-    sidx = np.arange(nseed)
-    introsort(sidx, nseed, skey)  # bwa's ks_introsort_64 on score<<32|index
-    srt = srt[sidx]
-    qs = np.empty(L if not pre else 0, np.uint8)
-    rs = np.empty(rmax1 - rmax0 + 1, np.uint8)
+    sort_distinct_u64(srt)
 
     for k in range(nseed - 1, -1, -1):
         ks = np.int64(srt[k] & np.uint64(0xffffffff))

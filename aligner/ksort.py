@@ -66,7 +66,17 @@ def _combsort(idx, s, n, K):
 def introsort(idx, n, K):
     """Sort idx[0:n] in place with ksort's introsort (median-of-3 quicksort, combsort fallback,
     final insertion sort over the whole array)."""
-    idx, K = unowned((idx, K))  # the caller holds both: every comparison would count references otherwise
+    introsort_ws(idx, n, K, np.empty((STACK_ROWS if n > 17 else 1, 3), np.int64))
+
+
+STACK_ROWS = 2 * 64 + 4 + 64  # introsort_ws: rows of range stack any n needs (a push needs a side of 17+ records)
+
+
+@nb.njit(cache=True)
+def introsort_ws(idx, n, K, stack):
+    """introsort with its range stack given: int64[STACK_ROWS, 3] (or any rows when n <= 17), e.g. a view of
+    a caller's scratch, so that the sort allocates nothing."""
+    idx, K, stack = unowned((idx, K, stack))  # the caller holds all three: no reference counts per comparison
     if n < 1:
         return
     if n == 2:
@@ -78,9 +88,7 @@ def introsort(idx, n, K):
     d = 2
     while (1 << d) < n:
         d += 1
-    stack_l = np.empty(2 * d + 4 + 64, np.int64)
-    stack_r = np.empty(2 * d + 4 + 64, np.int64)
-    stack_d = np.empty(2 * d + 4 + 64, np.int64)
+    # stack: (left, right, depth) per pushed range; at most 2 * d + 4 of them
     top = 0
     s = 0
     t = n - 1
@@ -122,16 +130,16 @@ def introsort(idx, n, K):
             idx[t] = tmp
             if i - s > t - i:
                 if i - s > 16:
-                    stack_l[top] = s
-                    stack_r[top] = i - 1
-                    stack_d[top] = d
+                    stack[top, 0] = s
+                    stack[top, 1] = i - 1
+                    stack[top, 2] = d
                     top += 1
                 s = i + 1 if t - i > 16 else t
             else:
                 if t - i > 16:
-                    stack_l[top] = i + 1
-                    stack_r[top] = t
-                    stack_d[top] = d
+                    stack[top, 0] = i + 1
+                    stack[top, 1] = t
+                    stack[top, 2] = d
                     top += 1
                 t = i - 1 if i - s > 16 else s
         else:
@@ -139,8 +147,8 @@ def introsort(idx, n, K):
                 _insertsort(idx, 0, n, K)
                 return
             top -= 1
-            s = stack_l[top]
-            t = stack_r[top]
-            d = stack_d[top]
+            s = stack[top, 0]
+            t = stack[top, 1]
+            d = stack[top, 2]
 
 

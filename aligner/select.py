@@ -56,6 +56,18 @@ SIGN = np.int64(-9223372036854775808)
 KEY_RE, KEY_SCORE_RB_QB, KEY_HASH, KEY_HASH2 = 0, 1, 2, 3
 
 
+@nb.njit(cache=True, inline="always")
+def _row_key(R, i, kind):
+    """Row i's sort key for _sort_rows' `kind`, as the tuple that K[i] holds there."""
+    if kind == KEY_RE:
+        return (R[i, RE], np.int64(0), np.int64(0))
+    if kind == KEY_SCORE_RB_QB:
+        return (-R[i, SCORE], R[i, RB], R[i, QB])
+    if kind == KEY_HASH:
+        return (-R[i, SCORE], R[i, IS_ALT], R[i, HASH] ^ SIGN)
+    return (R[i, IS_ALT], -R[i, SCORE], R[i, HASH] ^ SIGN)
+
+
 @nb.njit(cache=True)
 def _sort_rows(R, n, kind):
     """Sort regions R[0:n] with bwa's introsort and one of its four region orders:
@@ -63,16 +75,21 @@ def _sort_rows(R, n, kind):
     KEY_HASH (score desc, is_alt, hash: mem_ars_hash), KEY_HASH2 (is_alt, score desc, hash)."""
     if n <= 1:  # ks_introsort leaves one record where it is
         return
+    # already in strictly increasing order: every sort (ks_introsort too) leaves it as it is; spares the
+    # allocations below (most reads have few regions, often in order). Equal keys: introsort may swap them
+    prev = _row_key(R, 0, kind)
+    i = 1
+    while i < n:
+        cur = _row_key(R, i, kind)
+        if not prev < cur:
+            break
+        prev = cur
+        i += 1
+    if i == n:
+        return
     K = np.empty((n, 3), np.int64)
     for i in range(n):
-        if kind == KEY_RE:
-            K[i, 0] = R[i, RE]; K[i, 1] = 0; K[i, 2] = 0
-        elif kind == KEY_SCORE_RB_QB:
-            K[i, 0] = -R[i, SCORE]; K[i, 1] = R[i, RB]; K[i, 2] = R[i, QB]
-        elif kind == KEY_HASH:
-            K[i, 0] = -R[i, SCORE]; K[i, 1] = R[i, IS_ALT]; K[i, 2] = R[i, HASH] ^ SIGN
-        else:
-            K[i, 0] = R[i, IS_ALT]; K[i, 1] = -R[i, SCORE]; K[i, 2] = R[i, HASH] ^ SIGN
+        K[i, 0], K[i, 1], K[i, 2] = _row_key(R, i, kind)
     idx = np.arange(n)
     introsort(idx, n, K)
     for i in range(n):
