@@ -50,9 +50,9 @@ def _unowned_jit(x):
 
 @nb.njit(cache=True, inline="never")
 def keep_alive(a):
-    """A use of the owned array `a` that ends its life no earlier than here: numba frees an owned array after
-    its last use, and unowned views of it are safe only while it lives."""
-    return a.shape[0]
+    """A use of the owned array `a` (or tuple of arrays) that ends its life no earlier than here: numba frees
+    an owned array after its last use, and unowned views of it are safe only while it lives."""
+    return 0
 
 
 @nb.njit(cache=True, inline="always")

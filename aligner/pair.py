@@ -40,7 +40,7 @@ from g3align.aligner.extend import (
     SEEDCOV,
     SUB,
 )
-from g3align.aligner.ksort import introsort
+from g3align.aligner.ksort import STACK_ROWS, introsort_ws
 from g3align.aligner.ksw import ksw_align2
 from g3align.aligner.nbshare import keep_alive, owned_text, unowned
 from g3align.aligner.samout import F_ALL, cg_empty, cg_slice, gen_alt_one, reg2aln, write_record
@@ -246,15 +246,16 @@ def _rc(ms):
 
 @nb.njit(cache=True)
 def _seen_orientations(l_pac, p_low, p_high, p_failed, a_row, Rm, nm):
-    """mem_matesw's skip[r]: orientation r needs no rescue (no statistics for it, or a mate region Rm[:nm]
-    already lies within its insert-size bounds of a_row)."""
-    skip = np.zeros(4, np.int64)
+    """mem_matesw's skip[r] as bits: bit r set when orientation r needs no rescue (no statistics for it, or
+    a mate region Rm[:nm] already lies within its insert-size bounds of a_row). 15: none needs one."""
+    skip = 0
     for r in range(4):
-        skip[r] = 1 if p_failed[r] else 0
+        if p_failed[r]:
+            skip |= 1 << r
     for i in range(nm):
         r, dist = infer_dir(l_pac, a_row[RB], Rm[i, RB])
         if dist >= p_low[r] and dist <= p_high[r]:
-            skip[r] = 1
+            skip |= 1 << r
     return skip
 
 
@@ -265,12 +266,11 @@ def matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, a_row, l_ms, 
     orientation r; from the GPU or its twin); an alignment not among them is computed here.
     Returns (Rm, nm, n_attempts)."""
     skip = _seen_orientations(l_pac, p_low, p_high, p_failed, a_row, Rm, nm)
-    if skip[0] + skip[1] + skip[2] + skip[3] == 4:
+    if skip == 15:
         return Rm, nm, 0
     n = 0
-    rev = _rc(ms)
     for r in range(4):
-        if skip[r]:
+        if (skip >> r) & 1:
             continue
         rb, re, rid, is_rev, xtra = rescue_window(opt, offsets, l_pac, p_low, p_high, a_row, l_ms, r)
         if a_row[RID] == rid and re - rb >= opt.min_seed_len:
@@ -283,7 +283,7 @@ def matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, a_row, l_ms, 
             else:
                 ref = np.empty(re - rb, np.uint8)
                 get_seq(l_pac, pac, rb, re, ref)
-                score, te, qe, score2, te2, tb, qb = ksw_align2(l_ms, rev if is_rev else ms, re - rb, ref, 5, mat,
+                score, te, qe, score2, te2, tb, qb = ksw_align2(l_ms, _rc(ms) if is_rev else ms, re - rb, ref, 5, mat,
                                                                opt.o_del, opt.e_del, opt.o_ins, opt.e_ins, xtra)
             if score >= opt.min_seed_len and qb >= 0:
                 Rm = _push_region(Rm, nm)
@@ -318,15 +318,17 @@ def matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, a_row, l_ms, 
 
 
 @nb.njit(cache=True)
-def _candidates(opt, R, n):
-    """Rescue anchors of one read: regions within pen_unpaired of its best, at most max_matesw."""
-    c = np.empty(n, np.int64)
+def _candidates(opt, R, n, out):
+    """Rescue anchors of one read: regions within pen_unpaired of its best, at most max_matesw, written to
+    out (max_matesw long). Returns how many."""
     m = 0
     for j in range(n):
+        if m == opt.max_matesw:
+            break
         if R[j, SCORE] >= R[0, SCORE] - opt.pen_unpaired:
-            c[m] = j
+            out[m] = j
             m += 1
-    return c[:min(m, opt.max_matesw)]
+    return m
 
 
 @nb.njit(cache=True, nogil=True)
@@ -343,6 +345,7 @@ def rescue_jobs_range(opt, offsets, l_pac, p_low, p_high, p_failed, seq_off, R_c
     n = 0
     if opt.flag & F_NO_RESCUE:
         return cnt, J[:0]
+    cand = np.empty(max(opt.max_matesw, 0), np.int64)
     for j in range(j0, j1):
         for side in range(2):
             a = 2 * j + side
@@ -350,12 +353,11 @@ def rescue_jobs_range(opt, offsets, l_pac, p_low, p_high, p_failed, seq_off, R_c
             Ra = R_cat[reg_off[a]:reg_off[a + 1]]
             Rm = R_cat[reg_off[b]:reg_off[b + 1]]
             l_ms = seq_off[b + 1] - seq_off[b]
-            cand = _candidates(opt, Ra, Ra.shape[0])
-            for jj in range(cand.shape[0]):
+            for jj in range(_candidates(opt, Ra, Ra.shape[0], cand)):
                 a_row = Ra[cand[jj]]
                 skip = _seen_orientations(l_pac, p_low, p_high, p_failed, a_row, Rm, Rm.shape[0])
                 for r in range(4):
-                    if skip[r]:
+                    if (skip >> r) & 1:
                         continue
                     rb, re, rid, is_rev, xtra = rescue_window(opt, offsets, l_pac, p_low, p_high, a_row, l_ms, r)
                     if a_row[RID] != rid or re - rb < opt.min_seed_len:
@@ -395,12 +397,18 @@ def rescue_sw_range(opt, mat, l_pac, pac, seq, seq_off, mate, wrb, wre, wrev, wx
 # ------------------------------------------------------------------ pairing
 @nb.njit(cache=True)
 def pair_score(opt, offsets, l_pac, p_low, p_high, p_failed, p_avg, p_std, Ra, na, Rb, nb_, n_pri0, n_pri1,
-               pair_id):
-    """mem_pair: (best pair score o, subo, n_sub, z0, z1)."""
+               pair_id, ws):
+    """mem_pair: (best pair score o, subo, n_sub, z0, z1). ws: the caller's scratch (pair_ws): the work
+    arrays are views of it when they fit, so that a pair allocates nothing."""
     offsets, p_low, p_high, p_failed, p_avg, p_std, Ra, Rb = unowned((offsets, p_low, p_high, p_failed, p_avg, p_std,
                                                                       Ra, Rb))  # as sam_pe
+    w1, w2, stack, _ = ws
     nv = n_pri0 + n_pri1
-    K = np.empty((nv, 2), np.int64)  # (x, y) of every primary hit of both reads, sorted below
+    fits = nv <= w1.shape[0] and 2 * nv + 16 <= w2.shape[0]
+    # (x, y) of every primary hit of both reads (K), sorted (idx) into V
+    K = w2[:nv] if fits else np.empty((nv, 2), np.int64)
+    idx = w1[:nv] if fits else np.empty(nv, np.int64)
+    V = w2[nv:2 * nv] if fits else np.empty((nv, 2), np.int64)
     m = 0
     for r in range(2):
         npri = n_pri0 if r == 0 else n_pri1
@@ -417,15 +425,20 @@ def pair_score(opt, offsets, l_pac, p_low, p_high, p_failed, p_avg, p_std, Ra, n
             K[m, 0] = (rid << 32) | (x - offsets[rid])
             K[m, 1] = (sc << 32) | (i << 2) | ((1 if rb >= l_pac else 0) << 1) | r
             m += 1
-    idx = np.arange(nv)
-    introsort(idx, nv, K)
-    V = K[idx]
+    for i in range(nv):
+        idx[i] = i
+    introsort_ws(idx, nv, K, stack)
+    for i in range(nv):
+        V[i, 0] = K[idx[i], 0]
+        V[i, 1] = K[idx[i], 1]
     y0 = -1  # last index seen per (strand, read) class 0..3
     y1 = -1
     y2 = -1
     y3 = -1
-    cap = 16
-    U = np.empty((cap, 2), np.int64)  # (score<<32 | hash, k<<32 | i) per candidate pair
+    # (score<<32 | hash, k<<32 | i) per candidate pair (U, the rest of w2), sorted by idx2 (in w1 after idx)
+    cap0 = w2.shape[0] - 2 * nv if fits else 16
+    cap = cap0
+    U = w2[2 * nv:] if fits else np.empty((cap, 2), np.int64)
     nu = 0
     for i in range(nv):
         vyi = V[i, 1]
@@ -475,8 +488,10 @@ def pair_score(opt, offsets, l_pac, p_low, p_high, p_failed, p_avg, p_std, Ra, n
     if nu == 0:
         return 0, 0, 0, 0, 0
     tmp = max(opt.a + opt.b, opt.o_del + opt.e_del, opt.o_ins + opt.e_ins)
-    idx2 = np.arange(nu)
-    introsort(idx2, nu, U)
+    idx2 = w1[nv:nv + nu] if fits and nv + nu <= w1.shape[0] else np.empty(nu, np.int64)
+    for i in range(nu):
+        idx2[i] = i
+    introsort_ws(idx2, nu, U, stack)
     best = idx2[nu - 1]
     i = U[best, 1] >> 32
     k = U[best, 1] & 0xffffffff
@@ -515,10 +530,10 @@ def _aln_for_mate(opt, mat, offsets, l_pac, pac, q, R, which, cg):
 @nb.njit(cache=True)
 def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, p_high, p_failed, p_avg, p_std,
            q0, q1, name0, name1, qual0, qual1, has_qual, com0, com1, rg_id, Ra, na, Rb, nb_, pair_id, sw_key, sw_res,
-           cg0, cg1):
+           cg0, cg1, ws):
     """mem_sam_pe for one pair: appends read 1's then read 2's records. sw_key/sw_res: the pair's
     precomputed rescue alignments (empty: computed in matesw); cg0/cg1: each read's precomputed region
-    alignments (samout.reg2aln)."""
+    alignments (samout.reg2aln); ws: scratch for the rescue anchors and pair_score (pair_ws)."""
     # inputs held by the caller for the call, none returned: unowned views (no reference counting per hand-over)
     (mat, offsets, pac, ctg_names, ctg_off, p_low, p_high, p_failed, p_avg, p_std, q0, q1, name0, name1, qual0, qual1,
      com0, com1, rg_id, Ra, Rb, sw_key, sw_res, cg0, cg1) = unowned(
@@ -527,15 +542,24 @@ def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, 
     if not (opt.flag & F_NO_RESCUE):
         # candidate anchors for rescue: regions within pen_unpaired of each read's best (taken before any
         # rescue modifies the other read's list)
-        ba = _candidates(opt, Ra, na)
-        bb = _candidates(opt, Rb, nb_)
+        # (in ws, which pair_score uses only after the rescue; allocated when -m is too large for it)
+        w1, _, _, wr = ws
+        mx = max(opt.max_matesw, 0)
+        small = 2 * mx <= w1.shape[0] and mx <= wr.shape[0]
+        ba = w1[:mx] if small else np.empty(mx, np.int64)
+        bb = w1[mx:2 * mx] if small else np.empty(mx, np.int64)
+        Rb0 = wr[:mx] if small else np.empty((mx, NF), np.int64)
+        n_ba = _candidates(opt, Ra, na, ba)
+        n_bb = _candidates(opt, Rb, nb_, bb)
         # read 2's anchors as they were before read 2's list gains rescued hits (read 1's list does not
         # change until the second loop, whose anchors are these copies)
-        Rb0 = Rb[bb] if bb.shape[0] else Rb[:0]
-        for j in range(ba.shape[0]):
+        for j in range(n_bb):
+            for f in range(NF):
+                Rb0[j, f] = Rb[bb[j], f]
+        for j in range(n_ba):
             Rb, nb_, _ = matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, Ra[ba[j]], q1.shape[0], q1,
                                 Rb, nb_, sw_key, sw_res, j * 4)
-        for j in range(bb.shape[0]):
+        for j in range(n_bb):
             Ra, na, _ = matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, Rb0[j], q0.shape[0], q0,
                                Ra, na, sw_key, sw_res, (opt.max_matesw + j) * 4)
     n_pri0 = mark_primary_se(opt, Ra, na, pair_id << 1)
@@ -546,7 +570,7 @@ def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, 
     paired = False
     if not (opt.flag & F_NOPAIRING) and n_pri0 > 0 and n_pri1 > 0:
         o, subo, n_sub, z0, z1 = pair_score(opt, offsets, l_pac, p_low, p_high, p_failed, p_avg, p_std, Ra, na, Rb,
-                                            nb_, n_pri0, n_pri1, pair_id)
+                                            nb_, n_pri0, n_pri1, pair_id, ws)
         if o > 0:
             multi = False
             for j in range(1, n_pri0):
@@ -663,6 +687,18 @@ def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, 
     return buf, nbuf
 
 
+PAIR_WS = 2048  # rows of each array of pair_ws
+
+
+@nb.njit(cache=True)
+def pair_ws(opt):
+    """sam_pe's scratch, one per range of pairs (views of it are handed down unowned): int64 arrays
+    (PAIR_WS), (PAIR_WS, 2), introsort's stack (STACK_ROWS, 3), and (max_matesw, NF) for the rescue
+    anchors' rows."""
+    return (np.empty(PAIR_WS, np.int64), np.empty((PAIR_WS, 2), np.int64), np.empty((STACK_ROWS, 3), np.int64),
+            np.empty((min(max(opt.max_matesw, 1), PAIR_WS), NF), np.int64))
+
+
 @nb.njit(cache=True, nogil=True)
 def sam_pe_range(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual, has_qual, names, name_off,
                  comments, com_off, rg_id, R_cat, reg_off, p_low, p_high, p_failed, p_avg, p_std, first_pair,
@@ -681,6 +717,8 @@ def sam_pe_range(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual
     buf_own = np.empty(2048 + 1200 * (j1 - j0), np.uint8)
     buf = unowned(buf_own)
     nbuf = 0
+    ws_own = pair_ws(opt)  # scratch reused by every pair
+    ws = unowned(ws_own)
     for j in range(j0, j1):
         a = 2 * j
         b = 2 * j + 1
@@ -701,5 +739,6 @@ def sam_pe_range(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual
                            p_avg, p_std, q0, q1, names[name_off[a]:name_off[a + 1]],
                            names[name_off[b]:name_off[b + 1]], qa, qb, has_qual,
                            comments[com_off[a]:com_off[a + 1]], comments[com_off[b]:com_off[b + 1]], rg_id,
-                           Ra, na, Rb, nb_, first_pair + j, sw_key[u:v], sw_res[u:v], cg0, cg1)
+                           Ra, na, Rb, nb_, first_pair + j, sw_key[u:v], sw_res[u:v], cg0, cg1, ws)
+    keep_alive(ws_own)
     return owned_text(buf_own, buf, nbuf)
