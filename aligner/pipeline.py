@@ -583,6 +583,7 @@ PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: 
 CUDA_WARM = True  # the CLI starts the CUDA driver and context on a thread first (cli._cuda_driver_warm)
 RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
 TRACEBACK_STAGE = True  # staged: the regions' alignments as one batch (memcigar.py); False: in the SAM stage (A/B)
+TB_FROM_REGIONS = True  # the regions thread queues each part's traceback; False: the main thread does, as it reaches it
 ASYNC_WRITE = True  # SAM text written by a writer thread (AsyncWriter); False: by the main thread (A/B runs)
 
 
@@ -677,13 +678,18 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
         try:
             preps = ahead(lambda it: (aligner.prepare(it[0]) if it[0].n else None, it[1]), prefetch(parts),
                           name="g3align-prepare", workers=aligner.prep_workers)
-            for (state, end) in ahead(lambda it: (aligner.pe_regions_of(it[0], False) if it[0] is not None else None,
-                                                  it[1]), preps, depth=PE_AHEAD, name="g3align-regions"):
+            def regions(it):
+                # the part's traceback (GPU) in its own thread, beside the regions of the next parts; the
+                # insert-size statistics and rescue jobs need only the regions, the pairing waits for it.
+                # Queued here, by the regions thread: from the main thread, the parts of the next -K batch
+                # would wait for this batch's pairing to be queued first
+                state = aligner.pe_regions_of(it[0], False) if it[0] is not None else None
+                fut = tb.submit(aligner.with_traceback, state) if state is not None and TB_FROM_REGIONS else None
+                return state, fut, it[1]
+            for (state, fut, end) in ahead(regions, preps, depth=PE_AHEAD, name="g3align-regions"):
                 if state is not None:
                     states.append(state)
-                    # the part's traceback (GPU) in its own thread, beside the regions of the next parts; the
-                    # insert-size statistics and rescue jobs need only the regions, the pairing waits for it
-                    tbs.append(tb.submit(aligner.with_traceback, state))
+                    tbs.append(fut if fut is not None else tb.submit(aligner.with_traceback, state))
                 if not end:
                     continue
                 n = sum(s[0].n for s in states)

@@ -9,6 +9,7 @@
 #   PE_VARIANTS='WORKER_NICE=0;PE_AHEAD=4' adds GPU PE runs with other pipeline settings (gpu_check --pe-variants)
 #   CLIPROF=1 profiles the CLI end to end (scripts/gpu_cli_profile.py; VARIANTS='ASYNC_WRITE=0;...' A/B runs)
 #   REPEAT=3 runs the default and VARIANTS three times, interleaved, and reports medians
+#   BEFORE='python3 scripts/cpu_probe.py' runs a command first, in this script's environment (output in before.log)
 #   NBCACHE=1 carries numba's cache between calls (.devcache/mem/: copy $OUT's nbcache.tgz.* and stamps.txt there)
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
@@ -27,6 +28,9 @@ pack_out() {
     nbcache_out
 }
 trap pack_out EXIT
+if [ -n "${BEFORE:-}" ]; then  # BEFORE='cmd': a probe run first, in this environment (PYTHONPATH, numba cache)
+    (eval "$BEFORE") 2>&1 | tee "$OUT/before.log" | tail -40
+fi
 if [ "${PYTEST_K:-all}" != "none" ]; then
     K=(); [ "${PYTEST_K:-all}" != all ] && K=(-k "$PYTEST_K")
     FILES=(${PYTEST_ARGS:-tests/test_memcigar.py tests/test_memstage.py tests/test_memchain.py tests/test_smem_gpu.py})
