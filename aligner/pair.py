@@ -402,7 +402,7 @@ def pair_score(opt, offsets, l_pac, p_low, p_high, p_failed, p_avg, p_std, Ra, n
     arrays are views of it when they fit, so that a pair allocates nothing."""
     offsets, p_low, p_high, p_failed, p_avg, p_std, Ra, Rb = unowned((offsets, p_low, p_high, p_failed, p_avg, p_std,
                                                                       Ra, Rb))  # as sam_pe
-    w1, w2, stack, _ = ws
+    w1, w2, stack = ws[0], ws[1], ws[2]
     nv = n_pri0 + n_pri1
     fits = nv <= w1.shape[0] and 2 * nv + 16 <= w2.shape[0]
     # (x, y) of every primary hit of both reads (K), sorted (idx) into V
@@ -543,7 +543,7 @@ def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, 
         # candidate anchors for rescue: regions within pen_unpaired of each read's best (taken before any
         # rescue modifies the other read's list)
         # (in ws, which pair_score uses only after the rescue; allocated when -m is too large for it)
-        w1, _, _, wr = ws
+        w1, wr = ws[0], ws[3]
         mx = max(opt.max_matesw, 0)
         small = 2 * mx <= w1.shape[0] and mx <= wr.shape[0]
         ba = w1[:mx] if small else np.empty(mx, np.int64)
@@ -586,7 +586,7 @@ def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, 
     if paired:
         return _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q0, q1, name0, name1,
                              qual0, qual1, has_qual, com0, com1, rg_id, Ra, na, Rb, nb_, n_pri0, n_pri1, o, subo,
-                             n_sub, z0, z1, cg0, cg1)
+                             n_sub, z0, z1, cg0, cg1, ws)
     # no pairing: each read's best hit, the proper-pair flag if the two best hits form one
     w0 = 0 if na > 0 and Ra[0, SCORE] >= opt.T else -1
     w1 = 0 if nb_ > 0 and Rb[0, SCORE] >= opt.T else -1
@@ -606,7 +606,7 @@ def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, 
 
 @nb.njit(cache=True)
 def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q0, q1, name0, name1, qual0, qual1,
-                  has_qual, com0, com1, rg_id, Ra, na, Rb, nb_, n_pri0, n_pri1, o, subo, n_sub, z0, z1, cg0, cg1):
+                  has_qual, com0, com1, rg_id, Ra, na, Rb, nb_, n_pri0, n_pri1, o, subo, n_sub, z0, z1, cg0, cg1, ws):
     (mat, offsets, pac, ctg_names, ctg_off, q0, q1, name0, name1, qual0, qual1, com0, com1, rg_id, Ra, Rb, cg0,
      cg1) = unowned((mat, offsets, pac, ctg_names, ctg_off, q0, q1, name0, name1, qual0, qual1, com0, com1, rg_id, Ra,
                      Rb, cg0, cg1))  # as sam_pe
@@ -654,15 +654,18 @@ def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, 
                     R[j, SECONDARY_ALL] = zi
             R[zi, SECONDARY_ALL] = -1
     # each record carries only its own region's XA (bwa builds them for every region, then uses XA[i][z[i]])
-    xa_a = _EMPTY_U8
-    xa_b = _EMPTY_U8
+    xa_a_own = q0[:0]
+    xa_b_own = q1[:0]
     if not (opt.flag & F_ALL):
-        xa_a = gen_alt_one(opt, mat, offsets, l_pac, pac, q0.shape[0], q0, Ra, na, z0, ctg_names, ctg_off, cg0)
-        xa_b = gen_alt_one(opt, mat, offsets, l_pac, pac, q1.shape[0], q1, Rb, nb_, z1, ctg_names, ctg_off, cg1)
-    r0 = reg2aln(opt, mat, offsets, l_pac, pac, q0.shape[0], q0, Ra, z0, cg0)
-    r1 = reg2aln(opt, mat, offsets, l_pac, pac, q1.shape[0], q1, Rb, z1, cg1)
-    aux_own = np.zeros(4, np.int64)  # one-record lists for write_record: cigar offsets [0, n], flag, a zero
-    aux = unowned(aux_own)  # (kept alive at the end)
+        xa_a_own = gen_alt_one(opt, mat, offsets, l_pac, pac, q0.shape[0], q0, Ra, na, z0, ctg_names, ctg_off, cg0)
+        xa_b_own = gen_alt_one(opt, mat, offsets, l_pac, pac, q1.shape[0], q1, Rb, nb_, z1, ctg_names, ctg_off, cg1)
+    r0_own = reg2aln(opt, mat, offsets, l_pac, pac, q0.shape[0], q0, Ra, z0, cg0)
+    r1_own = reg2aln(opt, mat, offsets, l_pac, pac, q1.shape[0], q1, Rb, z1, cg1)
+    # unowned views of them below (choosing one of two per read would count references); kept alive at the end
+    xa_a, xa_b, r0, r1 = unowned((xa_a_own, xa_b_own, r0_own, r1_own))
+    aux = ws[0][:4]  # one-record lists for write_record: cigar offsets [0, n], flag, a zero
+    aux[0] = 0
+    aux[3] = 0
     co = aux[0:2]
     fl = aux[2:3]
     one = aux[3:4]
@@ -683,20 +686,33 @@ def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, 
         buf, nbuf = write_record(buf, nbuf, opt, name, q, qual, has_qual, com, rg_id, ctg_names, ctg_off,
                                  rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt, xa, 0,
                                  one, one, one, co, cig, one, one, fl, 1, True, mm[0], mm[1], mm[2], mm[6])
-    keep_alive(aux_own)
+    keep_alive((xa_a_own, xa_b_own, r0_own, r1_own))
     return buf, nbuf
 
 
 PAIR_WS = 2048  # rows of each array of pair_ws
+PAIR_REGS = 64  # a read's regions held in pair_ws (more: an array of their own)
+
+
+@nb.njit(cache=True, inline="always")
+def _regions_of(R_cat, r0, n, w):
+    """A read's n regions R_cat[r0:r0+n] as a working copy of max(n, 4) rows (zeros after n): a view of the
+    scratch w when they fit, else an array of their own (sam_pe may append rescued hits, regrowing it)."""
+    m = max(n, 4)
+    R = w[:m] if m <= w.shape[0] else np.empty((m, NF), np.int64)
+    R[:n] = R_cat[r0:r0 + n]
+    R[n:] = 0
+    return R
 
 
 @nb.njit(cache=True)
 def pair_ws(opt):
     """sam_pe's scratch, one per range of pairs (views of it are handed down unowned): int64 arrays
-    (PAIR_WS), (PAIR_WS, 2), introsort's stack (STACK_ROWS, 3), and (max_matesw, NF) for the rescue
-    anchors' rows."""
+    (PAIR_WS), (PAIR_WS, 2), introsort's stack (STACK_ROWS, 3), (max_matesw, NF) for the rescue anchors'
+    rows, and two (PAIR_REGS, NF) for the two reads' regions."""
     return (np.empty(PAIR_WS, np.int64), np.empty((PAIR_WS, 2), np.int64), np.empty((STACK_ROWS, 3), np.int64),
-            np.empty((min(max(opt.max_matesw, 1), PAIR_WS), NF), np.int64))
+            np.empty((min(max(opt.max_matesw, 1), PAIR_WS), NF), np.int64), np.empty((PAIR_REGS, NF), np.int64),
+            np.empty((PAIR_REGS, NF), np.int64))
 
 
 @nb.njit(cache=True, nogil=True)
@@ -724,10 +740,8 @@ def sam_pe_range(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual
         b = 2 * j + 1
         na = reg_off[a + 1] - reg_off[a]
         nb_ = reg_off[b + 1] - reg_off[b]
-        Ra = np.zeros((max(na, 4), NF), np.int64)
-        Ra[:na] = R_cat[reg_off[a]:reg_off[a + 1]]
-        Rb = np.zeros((max(nb_, 4), NF), np.int64)
-        Rb[:nb_] = R_cat[reg_off[b]:reg_off[b + 1]]
+        Ra = _regions_of(R_cat, reg_off[a], na, ws[4])
+        Rb = _regions_of(R_cat, reg_off[b], nb_, ws[5])
         q0 = seq[seq_off[a]:seq_off[a + 1]]
         q1 = seq[seq_off[b]:seq_off[b + 1]]
         qa = qual[seq_off[a]:seq_off[a + 1]] if has_qual else _EMPTY_U8

@@ -281,7 +281,7 @@ def gen_alt_one(opt, mat, offsets, l_pac, pac, L, q, R, n, z, name_buf, name_off
             if R[i, IS_ALT]:
                 has_alt = True
     if cnt == 0 or _xa_dropped(opt, cnt, has_alt):
-        return np.empty(0, np.uint8)
+        return q[:0]  # empty: a view, not an allocation (most records have no XA)
     bufs = np.empty(256, np.uint8)
     nb_ = 0
     for i in range(n):

@@ -68,6 +68,16 @@ def _row_key(R, i, kind):
     return (R[i, IS_ALT], -R[i, SCORE], R[i, HASH] ^ SIGN)
 
 
+@nb.njit(cache=True, inline="always")
+def _distinct_keys(R, n, kind):
+    for i in range(1, n):
+        ki = _row_key(R, i, kind)
+        for j in range(i):
+            if _row_key(R, j, kind) == ki:
+                return False
+    return True
+
+
 @nb.njit(cache=True)
 def _sort_rows(R, n, kind):
     """Sort regions R[0:n] with bwa's introsort and one of its four region orders:
@@ -86,6 +96,17 @@ def _sort_rows(R, n, kind):
         prev = cur
         i += 1
     if i == n:
+        return
+    if n <= 16 and _distinct_keys(R, n, kind):
+        # distinct keys: every sort gives ks_introsort's order; insertion sort of the rows allocates nothing
+        for i in range(1, n):
+            j = i
+            while j > 0 and _row_key(R, j, kind) < _row_key(R, j - 1, kind):
+                for f in range(R.shape[1]):
+                    t = R[j, f]
+                    R[j, f] = R[j - 1, f]
+                    R[j - 1, f] = t
+                j -= 1
         return
     K = np.empty((n, 3), np.int64)
     for i in range(n):
