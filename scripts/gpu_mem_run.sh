@@ -9,7 +9,7 @@
 #   PE_VARIANTS='WORKER_NICE=0;PE_AHEAD=4' adds GPU PE runs with other pipeline settings (gpu_check --pe-variants)
 #   CLIPROF=1 profiles the CLI end to end (scripts/gpu_cli_profile.py; VARIANTS='ASYNC_WRITE=0;...' A/B runs)
 #   REPEAT=3 runs the default and VARIANTS three times, interleaved, and reports medians
-#   BEFORE='python3 scripts/cpu_probe.py' runs a command first, in this script's environment (output in before.log)
+#   BEFORE='python3 scripts/cpu_probe.py' runs a command first, in this script's environment (output: the call's tail)
 #   NBCACHE=1 carries numba's cache between calls (.devcache/mem/: copy $OUT's nbcache.tgz.* and stamps.txt there)
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
@@ -20,16 +20,17 @@ export PYTHONPATH=/tmp/pkg:/tmp/site PYTHONSAFEPATH=1 NUMBA_NUM_THREADS=$(nproc)
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 # NBCACHE=1: numba's cache carried between calls in $NBCACHE_DIR (default .devcache/mem; scripts/nbcache.sh)
 NBCACHE_DIR=${NBCACHE_DIR:-.devcache/mem}; . scripts/nbcache.sh; nbcache_in
-# at the end: the CLI profile's per-run traces as one tar (the box returns at most 8 files), then the cache
+# at the end: the CLI profile's per-run traces (and py-spy's) as one tar (the box returns at most 8 files), then the cache
 pack_out() {
-    if ls "$OUT"/cli_trace_* >/dev/null 2>&1; then
-        tar czf "$OUT/cli_traces.tgz" -C "$OUT" $(cd "$OUT" && ls cli_trace_*) && rm -f "$OUT"/cli_trace_*
+    if ls "$OUT"/cli_trace_* >/dev/null 2>&1; then  # with py-spy's raw profiles and summaries, when any
+        local fs; fs=$(cd "$OUT" && ls cli_trace_* cli_pyspy* 2>/dev/null)
+        tar czf "$OUT/cli_traces.tgz" -C "$OUT" $fs && (cd "$OUT" && rm -f $fs)
     fi
     nbcache_out
 }
 trap pack_out EXIT
 if [ -n "${BEFORE:-}" ]; then  # BEFORE='cmd': a probe run first, in this environment (PYTHONPATH, numba cache)
-    (eval "$BEFORE") 2>&1 | tee "$OUT/before.log" | tail -40
+    (eval "$BEFORE") 2>&1 | tee /tmp/before.log | tail -40  # not in $OUT: the box returns at most 8 files
 fi
 if [ "${PYTEST_K:-all}" != "none" ]; then
     K=(); [ "${PYTEST_K:-all}" != all ] && K=(-k "$PYTEST_K")
