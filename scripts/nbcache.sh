@@ -19,7 +19,10 @@ nbcache_out() {
     [ "${NBCACHE:-0}" = 1 ] || return 0
     find aligner index -name '*.py' | while read -r f; do
         echo "$(sha1sum < "$f" | cut -c1-40) $(stat -c '%s %.9Y' "$f") $f"; done > "$OUT/stamps.txt"
-    find aligner index -path '*__pycache__*' -name '*.nb[ic]' | tar czf /tmp/nbcache.tgz -T -
+    # only the files of functions still at their place in the sources (scripts/nbcache_prune.py): stale ones grew
+    # the cache from 34 to 42 MB in one session, too large to travel beside chr20
+    find aligner index -path '*__pycache__*' -name '*.nb[ic]' | python3 scripts/nbcache_prune.py \
+        | tar czf /tmp/nbcache.tgz -T -
     # files come back from the box only up to 16 MiB each: parts of 15 MiB (nbcache.tgz.aa, .ab, ...)
     split -b 15M /tmp/nbcache.tgz "$OUT/nbcache.tgz."
     echo "numba cache out: $(du -h /tmp/nbcache.tgz | cut -f1) in $(ls "$OUT"/nbcache.tgz.* | wc -l) parts"

@@ -24,3 +24,21 @@ def test_nbcache_keep_drops_importers_of_changed_files(tmp_path, monkeypatch):
     (tmp_path / "aligner/new.py").write_text("Y = 1\n")
     kept = dict((f, mt) for mt, f in mod.keep(stamps))
     assert kept == {"aligner/reads.py": "3.5", "index/fm.py": "4.5"}  # samout's importers, direct or not, dropped
+
+
+def test_nbcache_prune_keeps_only_functions_at_their_place(tmp_path, monkeypatch):
+    """scripts/nbcache_prune.py: a cache file travels only while its name's <function>-<line> is a decorated def
+    there; moved, renamed and removed functions' files are dropped, unknown names kept."""
+    mod = load_script("nbcache_prune")
+    (tmp_path / "aligner" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "aligner" / "pair.py").write_text(
+        "import numba as nb\n\n\n@nb.njit(cache=True,\n        nogil=True)\ndef f(x):\n    return x\n\n\n"
+        "@nb.njit(cache=True)\ndef g(x):\n    return x\n")
+    monkeypatch.chdir(tmp_path)
+    names = {"pair.f-4.py312.nbi": True, "pair.f-4.py312.1.nbc": True, "pair.g-10.py312.2.nbc": True,
+             "pair.f-3.py312.nbi": False,      # moved: line 3 is no decorator now
+             "pair.g-4.py312.nbi": False,      # line 4 decorates f, not g
+             "pair.h-10.py312.nbi": False,     # no such function there
+             "gone.f-4.py312.nbi": False,      # no such file
+             "odd-name.nbi": True}             # not numba's naming: kept
+    assert all(mod.current(f"aligner/__pycache__/{n}") == want for n, want in names.items())
