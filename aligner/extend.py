@@ -11,6 +11,7 @@ forward-reverse reference space, half-open: query [QB, QE), reference [RB, RE).
 import numba as nb
 import numpy as np
 from g3align.aligner.bns import clip_to_contig, fetch_seq, get_seq
+from g3align.aligner.ksort import sort_distinct_u64
 from g3align.aligner.ksw import ksw_align2, ksw_extend2
 
 # region fields
@@ -185,23 +186,6 @@ def ext_seed(opt, mat, L, q, rseq, rmax0, rmax1, sq, sr, sl, qs, rs, out):
     out[X_SCORE] = score
     out[X_TRUESC] = truesc
     out[X_W] = aw0 if aw0 > aw1 else aw1
-
-
-@nb.njit(cache=True)
-def sort_distinct_u64(a):
-    """Sort a (distinct uint64 keys) ascending in place: insertion sort when short (no allocation),
-    numba's quicksort otherwise."""
-    n = a.shape[0]
-    if n > 32:
-        a.sort()
-        return
-    for i in range(1, n):
-        v = a[i]
-        j = i
-        while j > 0 and a[j - 1] > v:
-            a[j] = a[j - 1]
-            j -= 1
-        a[j] = v
 
 
 @nb.njit(cache=True)

@@ -152,3 +152,18 @@ def introsort_ws(idx, n, K, stack):
             d = stack[top, 2]
 
 
+@nb.njit(cache=True)
+def sort_distinct_u64(a):
+    """Sort a (distinct uint64 keys) ascending in place: insertion sort when short (no allocation),
+    numba's quicksort otherwise."""
+    n = a.shape[0]
+    if n > 32:
+        a.sort()
+        return
+    for i in range(1, n):
+        v = a[i]
+        j = i
+        while j > 0 and a[j - 1] > v:
+            a[j] = a[j - 1]
+            j -= 1
+        a[j] = v

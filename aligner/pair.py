@@ -11,6 +11,7 @@ Batch flow (aligner/pipeline.py):
 Regions are the int64 rows of extend.py (one matrix per read, rows appended by mate rescue).
 """
 import math
+from collections import namedtuple
 
 import numba as nb
 import numpy as np
@@ -402,7 +403,7 @@ def pair_score(opt, offsets, l_pac, p_low, p_high, p_failed, p_avg, p_std, Ra, n
     arrays are views of it when they fit, so that a pair allocates nothing."""
     offsets, p_low, p_high, p_failed, p_avg, p_std, Ra, Rb = unowned((offsets, p_low, p_high, p_failed, p_avg, p_std,
                                                                       Ra, Rb))  # as sam_pe
-    w1, w2, stack = ws[0], ws[1], ws[2]
+    w1, w2, stack = ws.ints, ws.pairs, ws.stack
     nv = n_pri0 + n_pri1
     fits = nv <= w1.shape[0] and 2 * nv + 16 <= w2.shape[0]
     # (x, y) of every primary hit of both reads (K), sorted (idx) into V
@@ -543,7 +544,7 @@ def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, 
         # candidate anchors for rescue: regions within pen_unpaired of each read's best (taken before any
         # rescue modifies the other read's list)
         # (in ws, which pair_score uses only after the rescue; allocated when -m is too large for it)
-        w1, wr = ws[0], ws[3]
+        w1, wr = ws.ints, ws.anchors
         mx = max(opt.max_matesw, 0)
         small = 2 * mx <= w1.shape[0] and mx <= wr.shape[0]
         ba = w1[:mx] if small else np.empty(mx, np.int64)
@@ -663,7 +664,7 @@ def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, 
     r1_own = reg2aln(opt, mat, offsets, l_pac, pac, q1.shape[0], q1, Rb, z1, cg1)
     # unowned views of them below (choosing one of two per read would count references); kept alive at the end
     xa_a, xa_b, r0, r1 = unowned((xa_a_own, xa_b_own, r0_own, r1_own))
-    aux = ws[0][:4]  # one-record lists for write_record: cigar offsets [0, n], flag, a zero
+    aux = ws.ints[:4]  # one-record lists for write_record: cigar offsets [0, n], flag, a zero
     aux[0] = 0
     aux[3] = 0
     co = aux[0:2]
@@ -692,6 +693,10 @@ def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, 
 
 PAIR_WS = 2048  # rows of each array of pair_ws
 PAIR_REGS = 64  # a read's regions held in pair_ws (more: an array of their own)
+# pair_ws: int64 (PAIR_WS): pair_score's index arrays, the rescue anchors, _write_paired's one-record lists;
+# (PAIR_WS, 2): pair_score's keys and candidate pairs; introsort's stack (STACK_ROWS, 3); (max_matesw, NF): the
+# rescue anchors' rows; (PAIR_REGS, NF) twice: the two reads' working regions
+PairWS = namedtuple("PairWS", ["ints", "pairs", "stack", "anchors", "regs0", "regs1"])
 
 
 @nb.njit(cache=True, inline="always")
@@ -707,12 +712,10 @@ def _regions_of(R_cat, r0, n, w):
 
 @nb.njit(cache=True)
 def pair_ws(opt):
-    """sam_pe's scratch, one per range of pairs (views of it are handed down unowned): int64 arrays
-    (PAIR_WS), (PAIR_WS, 2), introsort's stack (STACK_ROWS, 3), (max_matesw, NF) for the rescue anchors'
-    rows, and two (PAIR_REGS, NF) for the two reads' regions."""
-    return (np.empty(PAIR_WS, np.int64), np.empty((PAIR_WS, 2), np.int64), np.empty((STACK_ROWS, 3), np.int64),
-            np.empty((min(max(opt.max_matesw, 1), PAIR_WS), NF), np.int64), np.empty((PAIR_REGS, NF), np.int64),
-            np.empty((PAIR_REGS, NF), np.int64))
+    """sam_pe's scratch (PairWS), one per range of pairs; views of it are handed down unowned."""
+    return PairWS(np.empty(PAIR_WS, np.int64), np.empty((PAIR_WS, 2), np.int64), np.empty((STACK_ROWS, 3), np.int64),
+                  np.empty((min(max(opt.max_matesw, 1), PAIR_WS), NF), np.int64), np.empty((PAIR_REGS, NF), np.int64),
+                  np.empty((PAIR_REGS, NF), np.int64))
 
 
 @nb.njit(cache=True, nogil=True)
@@ -740,8 +743,8 @@ def sam_pe_range(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual
         b = 2 * j + 1
         na = reg_off[a + 1] - reg_off[a]
         nb_ = reg_off[b + 1] - reg_off[b]
-        Ra = _regions_of(R_cat, reg_off[a], na, ws[4])
-        Rb = _regions_of(R_cat, reg_off[b], nb_, ws[5])
+        Ra = _regions_of(R_cat, reg_off[a], na, ws.regs0)
+        Rb = _regions_of(R_cat, reg_off[b], nb_, ws.regs1)
         q0 = seq[seq_off[a]:seq_off[a + 1]]
         q1 = seq[seq_off[b]:seq_off[b + 1]]
         qa = qual[seq_off[a]:seq_off[a + 1]] if has_qual else _EMPTY_U8

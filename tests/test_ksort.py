@@ -2,8 +2,8 @@
 (ksort.introsort, which reproduces bwa's element moves; tied keys included)."""
 import numpy as np
 import pytest
-from g3align.aligner.extend import NF, sort_distinct_u64
-from g3align.aligner.ksort import STACK_ROWS, introsort, introsort_ws
+from g3align.aligner.extend import NF
+from g3align.aligner.ksort import STACK_ROWS, introsort, introsort_ws, sort_distinct_u64
 from g3align.aligner.select import KEY_HASH, KEY_HASH2, KEY_RE, KEY_SCORE_RB_QB, _row_key, _sort_rows
 
 
