@@ -54,6 +54,15 @@ WORKER_NICE = 5  # nice increment of the CPU pool's worker threads on the GPU pa
 
 
 POOL_PRIORITY = True  # the CPU pool starts a waiting regions task before waiting pairing tasks (_PriorityQueue)
+TASK_CLOCK = False  # with G3ALIGN_TRACE: clocks inside the pool tasks' kernels (taskclock.py; A/B and probe runs)
+
+
+def _task_kernel(kernel, name: str):
+    """kernel, or with TASK_CLOCK and a trace kept its clocked twin (trace events "kernel NAME", "kcpu NAME")."""
+    if TASK_CLOCK and ag.TRACE is not None:
+        from g3align.aligner.taskclock import clocked
+        return clocked(kernel, name)
+    return kernel
 
 
 class _PriorityQueue:
@@ -384,9 +393,10 @@ class MemAligner:
         n = batch.n
         seq_off = arrays[4]
         t = time.perf_counter()
+        regions_k = _task_kernel(regions_range, "stage1")
 
         def stage1(r):
-            return regions_range(self.fm, self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1],
+            return regions_k(self.fm, self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1],
                                  self.params, self.mat, pre)
         parts = self._map(stage1, self._ranges(seq_off, n), PRIO_REGIONS) if n else []
         R_cat = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, NF), np.int64)
@@ -463,11 +473,12 @@ class MemAligner:
         tasks = [(k, r) for k, st in enumerate(states) if st[0].n
                  for r in self._pair_ranges(st[0].n, st[1][4], len(states))]
         low, high, failed, avg, std = pes
+        sam_k = _task_kernel(sam_pe_range, "stage2")
 
         def stage2(task):
             k, r = task
             batch, (names, name_off, comments, com_off, seq_off, qual), R_cat, reg_off, cg = states[k]
-            return sam_pe_range(self.fm, self.offsets, self.l_pac, self.pac, self.ctg_names, self.ctg_off,
+            return sam_k(self.fm, self.offsets, self.l_pac, self.pac, self.ctg_names, self.ctg_off,
                                 batch.seq, seq_off, qual, batch.has_qual, names, name_off, comments, com_off,
                                 self.rg_id, R_cat, reg_off, low, high, failed, avg, std,
                                 int(batch.first_id) // 2, r[0], r[1], self.params, self.mat, *sws[k], cg)
@@ -518,8 +529,10 @@ class MemAligner:
         batch, (names, name_off, comments, com_off, seq_off, qual), R_cat, reg_off, cg = state
         t = time.perf_counter()
 
+        sam_k = _task_kernel(sam_se_range, "run")
+
         def run(r):
-            return sam_se_range(self.offsets, self.l_pac, self.pac, self.ctg_names, self.ctg_off, batch.seq, seq_off,
+            return sam_k(self.offsets, self.l_pac, self.pac, self.ctg_names, self.ctg_off, batch.seq, seq_off,
                                 qual, batch.has_qual, names, name_off, comments, com_off, self.rg_id,
                                 int(batch.first_id), R_cat, reg_off, cg, r[0], r[1], self.params, self.mat)
 
