@@ -12,13 +12,12 @@ scripts/trace_timeline.py's task_clock_lines.
 from __future__ import annotations
 
 import numba as nb
-from llvmlite import ir
-from numba.core import cgutils, types
-from numba.extending import intrinsic
-
 from g3align.aligner import trace_event
 from g3align.aligner.core import sam_se_range
 from g3align.aligner.pair import regions_range, sam_pe_range
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 CLOCK_MONOTONIC = 1          # Linux clock ids (time.perf_counter reads CLOCK_MONOTONIC there)
 CLOCK_THREAD_CPUTIME_ID = 3

@@ -5,7 +5,6 @@ import sys
 import time
 
 import numpy as np
-
 from g3align.aligner import taskclock
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "scripts"))
