@@ -501,7 +501,25 @@ def _trace_on():
     import g3align.aligner as ag
     ag.TRACE = []
     _CpuSampler.start()
+    _numba_loads_traced()
     return ag.TRACE
+
+
+def _numba_loads_traced():
+    """With G3ALIGN_TRACE: every numba dispatcher's load from its cache (or compile: its first call with new
+    argument types) as a trace event "numba MODULE.NAME" on the thread that waited for it."""
+    from g3align.aligner import trace_event
+    from numba.core.dispatcher import Dispatcher
+    compile_ = Dispatcher.compile
+
+    def compile_traced(self, sig):
+        t = time.perf_counter()
+        try:
+            return compile_(self, sig)
+        finally:
+            f = self.py_func
+            trace_event(f"numba {f.__module__.rsplit('.', 1)[-1]}.{f.__qualname__}", t, time.perf_counter())
+    Dispatcher.compile = compile_traced
 
 
 class _CpuSampler:
@@ -672,6 +690,7 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader):
         header = sam_header(ref.names, [int(x) for x in ref.lengths], rg_line=rg_line, pg_cmdline=cmdline,
                             extra_lines=hdr_lines)
         aligner = MemAligner(ref, fm, opt, rg_id=rg_id, copy_comment=kw["copy_comment"], device=device)
+        aligner.preload(paired)
         _mark(trace, "start-up: aligner (index to the GPU)", t)
         with OutputSink(kw["output"], header) as sink:
             if paired:

@@ -43,7 +43,7 @@ from g3align.aligner.extend import (
 )
 from g3align.aligner.ksort import STACK_ROWS, introsort_ws
 from g3align.aligner.ksw import ksw_align2
-from g3align.aligner.nbshare import keep_alive, owned_text, unowned
+from g3align.aligner.nbshare import claim, keep_alive, owned_text, unowned
 from g3align.aligner.samout import F_ALL, cg_empty, cg_slice, gen_alt_one, reg2aln, write_record
 from g3align.aligner.select import approx_mapq_se, hash_64, mark_primary_se, sort_dedup_patch
 
@@ -61,14 +61,10 @@ MAX_STDDEV = 4.0
 
 
 # ------------------------------------------------------------------ stage 1: regions of every read
-@nb.njit(cache=True, nogil=True)
-def regions_range(fm, offsets, l_pac, pac, seq, seq_off, i0, i1, opt, mat, pre):
-    """Regions of reads [i0, i1) concatenated: (R_cat, counts). Chains and seed extensions precomputed
-    when `pre` is not empty (see core.align_range_se)."""
-    fm, offsets, pac, seq, seq_off, mat, pre = unowned((fm, offsets, pac, seq, seq_off, mat, pre))
-    tot = 0
-    R_cat = np.empty((64, NF), np.int64)
-    cnt = np.zeros(i1 - i0, np.int64)
+@nb.njit(cache=True, inline="always")
+def _regions_into(R_cat, tot, fm, offsets, l_pac, pac, seq, seq_off, i0, i1, cnt, c0, opt, mat, pre):
+    """The regions of reads [i0, i1) appended to R_cat's first `tot` rows (grown when full) and each read's
+    count into cnt[i - c0]. Returns (R_cat, tot)."""
     for i in range(i0, i1):
         R, n, lrep = align1_in_batch(fm, offsets, l_pac, pac, seq, seq_off, i, opt, mat, pre)
         if tot + n > R_cat.shape[0]:
@@ -77,8 +73,44 @@ def regions_range(fm, offsets, l_pac, pac, seq, seq_off, i0, i1, opt, mat, pre):
             R_cat = R2
         R_cat[tot:tot + n] = R[:n]
         tot += n
-        cnt[i - i0] = n
+        cnt[i - c0] = n
+    return R_cat, tot
+
+
+@nb.njit(cache=True, nogil=True)
+def regions_range(fm, offsets, l_pac, pac, seq, seq_off, i0, i1, opt, mat, pre):
+    """Regions of reads [i0, i1) concatenated: (R_cat, counts). Chains and seed extensions precomputed
+    when `pre` is not empty (see core.align_range_se)."""
+    fm, offsets, pac, seq, seq_off, mat, pre = unowned((fm, offsets, pac, seq, seq_off, mat, pre))
+    cnt = np.zeros(i1 - i0, np.int64)
+    R_cat, tot = _regions_into(np.empty((64, NF), np.int64), 0, fm, offsets, l_pac, pac, seq, seq_off, i0, i1,
+                               cnt, i0, opt, mat, pre)
     return R_cat[:tot], cnt
+
+
+@nb.njit(cache=True, nogil=True)
+def regions_claim(fm, offsets, l_pac, pac, seq, seq_off, bounds, counter, cnt, k_beg, k_end, k_own, t, opt, mat,
+                  pre):
+    """regions_range for the pool's threads with one call each per part: the read ranges [bounds[k],
+    bounds[k + 1]) are claimed from the shared `counter` (nbshare.claim) until none is left, so a thread
+    returns to Python (and waits for the GIL) once per part, not once per range, and the ranges still balance
+    between the threads. Each read's region count goes to cnt[i]; range k's regions to this thread's buffer
+    rows [k_beg[k], k_end[k]), with k_own[k] = t (this call's number). Returns the buffer: the ranges' rows
+    concatenated in k order are regions_range's output whatever the threads' number and order."""
+    fm, offsets, pac, seq, seq_off, mat, pre = unowned((fm, offsets, pac, seq, seq_off, mat, pre))
+    bounds, cnt, k_beg, k_end, k_own = unowned((bounds, cnt, k_beg, k_end, k_own))  # disjoint items per thread
+    R_cat = np.empty((64, NF), np.int64)
+    tot = 0
+    while True:
+        k = claim(counter)
+        if k >= bounds.shape[0] - 1:
+            break
+        k_beg[k] = tot
+        R_cat, tot = _regions_into(R_cat, tot, fm, offsets, l_pac, pac, seq, seq_off, bounds[k], bounds[k + 1],
+                                   cnt, 0, opt, mat, pre)
+        k_end[k] = tot
+        k_own[k] = t
+    return R_cat[:tot]
 
 
 # ------------------------------------------------------------------ insert-size statistics

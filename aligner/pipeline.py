@@ -45,7 +45,14 @@ from g3align.aligner.memstage import (
     upload_large,
 )
 from g3align.aligner.options import score_matrix
-from g3align.aligner.pair import pestat_of_sizes, pestat_sizes, regions_range, rescue_jobs_range, sam_pe_range
+from g3align.aligner.pair import (
+    pestat_of_sizes,
+    pestat_sizes,
+    regions_claim,
+    regions_range,
+    rescue_jobs_range,
+    sam_pe_range,
+)
 from g3align.aligner.reads import bytes_csr, gather_bytes, prefetch, se_chunk_for
 from g3align.aligner.samout import cg_empty
 
@@ -54,6 +61,8 @@ WORKER_NICE = 5  # nice increment of the CPU pool's worker threads on the GPU pa
 
 
 POOL_PRIORITY = True  # the CPU pool starts a waiting regions task before waiting pairing tasks (_PriorityQueue)
+PRELOAD = True  # the CLI loads the pool kernels' cached code on a thread at start-up (MemAligner.preload)
+REGIONS_CLAIM = True  # a part's regions: one pool task per thread claiming read ranges (False: a task per range)
 TASK_CLOCK = False  # with G3ALIGN_TRACE: clocks inside the pool tasks' kernels (taskclock.py; A/B and probe runs)
 
 
@@ -188,6 +197,21 @@ class MemAligner:
             from g3align.aligner.smem_gpu import fm_to_device
             self._fm_dev = fm_to_device(fm)
             self._pac_dev = upload_large(self.pac)
+
+    def preload(self, paired: bool) -> threading.Thread | None:
+        """Load the cached code of the kernels the pool and pipeline threads call first in a paired-end or
+        single-end run, in the order they are first called, on a thread started now (nbshare.preload):
+        without it each first call stops every thread that makes it until the load is done."""
+        if not PRELOAD:
+            return None
+        from g3align.aligner.memcigar import cigar_plan, job_table
+        from g3align.aligner.nbshare import preload
+        from g3align.aligner.pair import _mean_std
+        ks = [regions_claim if REGIONS_CLAIM else regions_range, cigar_keys, cigar_plan, job_table, cg_empty]
+        ks += [pestat_sizes, _mean_std, rescue_jobs_range, sam_pe_range] if paired else [sam_se_range]
+        th = threading.Thread(target=preload, args=(ks,), name="g3align-preload", daemon=True)
+        th.start()
+        return th
 
     def _gpu_stream(self):
         """The calling thread's own non-blocking CUDA stream (a context), so the GPU stages that run in
@@ -393,16 +417,32 @@ class MemAligner:
         n = batch.n
         seq_off = arrays[4]
         t = time.perf_counter()
-        regions_k = _task_kernel(regions_range, "stage1")
-
-        def stage1(r):
-            return regions_k(self.fm, self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1],
-                                 self.params, self.mat, pre)
-        parts = self._map(stage1, self._ranges(seq_off, n), PRIO_REGIONS) if n else []
-        R_cat = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, NF), np.int64)
-        counts = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+        ranges = self._ranges(seq_off, n) if n else []
         reg_off = np.zeros(n + 1, np.int64)
-        np.cumsum(counts, out=reg_off[1:])
+        if REGIONS_CLAIM and len(ranges) > 1:
+            # one task per pool thread, each claiming ranges until none is left (pair.regions_claim)
+            bounds = np.array([r[0] for r in ranges] + [n], np.int64)
+            counter = np.zeros(1, np.int64)
+            k_beg, k_end, k_own = (np.empty(len(ranges), np.int64) for _ in range(3))
+            claim_k = _task_kernel(regions_claim, "stage1")
+
+            def stage1(t):
+                return claim_k(self.fm, self.offsets, self.l_pac, self.pac, batch.seq, seq_off, bounds, counter,
+                               reg_off[1:], k_beg, k_end, k_own, t, self.params, self.mat, pre)
+            bufs = self._map(stage1, list(range(min(len(ranges), self.n_threads))), PRIO_REGIONS)
+            R_cat = np.concatenate([bufs[t][a:b] for t, a, b in zip(k_own.tolist(), k_beg.tolist(),
+                                                                       k_end.tolist())])
+        else:
+            regions_k = _task_kernel(regions_range, "stage1")
+
+            def stage1(r):
+                return regions_k(self.fm, self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1],
+                                 self.params, self.mat, pre)
+            parts = self._map(stage1, ranges, PRIO_REGIONS)
+            R_cat = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, NF), np.int64)
+            if parts:
+                np.concatenate([p[1] for p in parts], out=reg_off[1:])
+        np.cumsum(reg_off, out=reg_off)
         lap(self.stage_times, "regions", t)
         state = (batch, arrays, R_cat, reg_off)
         return self.with_traceback(state) if traceback else state

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numba as nb
 from g3align.aligner import trace_event
 from g3align.aligner.core import sam_se_range
-from g3align.aligner.pair import regions_range, sam_pe_range
+from g3align.aligner.pair import regions_claim, regions_range, sam_pe_range
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
@@ -54,6 +54,15 @@ def _regions_range(*args):
 
 
 @nb.njit(cache=True, nogil=True)
+def _regions_claim(*args):
+    t0 = clock_ns(CLOCK_MONOTONIC)
+    c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID)
+    r = regions_claim(*args)
+    c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID)
+    return r, t0, clock_ns(CLOCK_MONOTONIC), c1 - c0
+
+
+@nb.njit(cache=True, nogil=True)
 def _sam_pe_range(*args):
     t0 = clock_ns(CLOCK_MONOTONIC)
     c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID)
@@ -71,7 +80,8 @@ def _sam_se_range(*args):
     return r, t0, clock_ns(CLOCK_MONOTONIC), c1 - c0
 
 
-CLOCKED = {regions_range: _regions_range, sam_pe_range: _sam_pe_range, sam_se_range: _sam_se_range}
+CLOCKED = {regions_range: _regions_range, regions_claim: _regions_claim, sam_pe_range: _sam_pe_range,
+           sam_se_range: _sam_se_range}
 
 
 def clocked(kernel, name: str):
