@@ -209,6 +209,9 @@ class MemAligner:
         from g3align.aligner.pair import _mean_std
         ks = [regions_claim if REGIONS_CLAIM else regions_range, cigar_keys, cigar_plan, job_table, cg_empty]
         ks += [pestat_sizes, _mean_std, rescue_jobs_range, sam_pe_range] if paired else [sam_se_range]
+        if TASK_CLOCK and ag.TRACE is not None:  # the clocked twins are what the pool calls then
+            from g3align.aligner.taskclock import CLOCKED
+            ks = [CLOCKED.get(k, k) for k in ks]
         th = threading.Thread(target=preload, args=(ks,), name="g3align-preload", daemon=True)
         th.start()
         return th
@@ -378,7 +381,7 @@ class MemAligner:
         n = batch.n
         names, name_off = batch.name_csr()
         if self.copy_comment:
-            comments, com_off = bytes_csr(batch.comments)
+            comments, com_off = batch.comment_csr()
         else:
             comments, com_off = np.zeros(0, np.uint8), np.zeros(n + 1, np.int64)
         seq_off = np.ascontiguousarray(batch.seq_off - batch.seq_off[0], dtype=np.int64)

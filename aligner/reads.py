@@ -103,9 +103,13 @@ class ReadBatch:
     qualities `qual[seq_off[i]:seq_off[i+1]]` (phred+33, as in the file). For FASTA `qual` is empty.
     `first_id` is the 0-based index of read 0 in the whole input (bwa numbers reads this way for the
     per-read hash that breaks ties); for pair batches see `read_pair_batches` / `interleave`.
+
+    Names and comments are kept as bytes + offsets when the parser made them (name_buf / com_buf: what the
+    aligners' kernels read); `names` / `comments` make Python strings of them on first use only (given as
+    None then): mem never needs them, and making them cost its reader more than parsing the records.
     """
-    names: list[str]
-    comments: list[str]
+    _names: list[str] | None         # read names as strings, or None: made from name_buf on first use
+    _comments: list[str] | None      # comments (the header after the name), or None: from com_buf
     seq: np.ndarray                  # uint8 codes 0..4, all reads concatenated
     seq_off: np.ndarray              # int64[n+1]
     qual: np.ndarray                 # uint8 raw ASCII, same offsets; empty when not has_qual
@@ -116,6 +120,20 @@ class ReadBatch:
     # them: the aligners' kernels read names this way (name_csr)
     name_buf: np.ndarray | None = None
     name_off: np.ndarray | None = None
+    com_buf: np.ndarray | None = None    # the comments the same way (com_off), if the parser made them
+    com_off: np.ndarray | None = None
+
+    @property
+    def names(self) -> list[str]:
+        if self._names is None:
+            self._names = csr_strings(self.name_buf, self.name_off)
+        return self._names
+
+    @property
+    def comments(self) -> list[str]:
+        if self._comments is None:
+            self._comments = csr_strings(self.com_buf, self.com_off)
+        return self._comments
 
     def name_csr(self) -> tuple[np.ndarray, np.ndarray]:
         """(uint8 bytes, int64 offsets starting at 0) of the read names."""
@@ -123,12 +141,23 @@ class ReadBatch:
             return self.name_buf, self.name_off
         return bytes_csr(self.names)
 
+    def comment_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """(uint8 bytes, int64 offsets starting at 0) of the comments."""
+        if self.com_buf is not None:
+            return self.com_buf, self.com_off
+        return bytes_csr(self.comments)
+
+    def same_names(self, other: ReadBatch) -> bool:
+        """Whether both batches hold the same names in the same order (bytes compared, no strings made)."""
+        (b1, o1), (b2, o2) = self.name_csr(), other.name_csr()
+        return np.array_equal(o1, o2) and np.array_equal(b1, b2)
+
     @property
     def n(self) -> int:
-        return len(self.names)
+        return self.seq_off.shape[0] - 1
 
     def __len__(self) -> int:
-        return len(self.names)
+        return self.n
 
     @property
     def bases(self) -> int:
@@ -155,13 +184,12 @@ class ReadBatch:
         """Reads [i, j) as a new batch (arrays are views; offsets rebased to start at 0)."""
         a, b = int(self.seq_off[i] - self.seq_off[0]), int(self.seq_off[j] - self.seq_off[0])
         off = self.seq_off[i:j + 1] - self.seq_off[i]
-        nb_ = no = None
-        if self.name_buf is not None:
-            nb_ = self.name_buf[int(self.name_off[i]):int(self.name_off[j])]
-            no = self.name_off[i:j + 1] - self.name_off[i]
-        return ReadBatch(self.names[i:j], self.comments[i:j], self.seq[a:b], off,
+        nb_, no = _csr_slice(self.name_buf, self.name_off, i, j)
+        cb, co = _csr_slice(self.com_buf, self.com_off, i, j)
+        return ReadBatch(None if self._names is None else self._names[i:j],
+                         None if self._comments is None else self._comments[i:j], self.seq[a:b], off,
                          self.qual[a:b] if self.has_qual else self.qual[:0], self.has_qual,
-                         self.first_id + i, None if self.raw is None else self.raw[a:b], nb_, no)
+                         self.first_id + i, None if self.raw is None else self.raw[a:b], nb_, no, cb, co)
 
     @staticmethod
     def empty(has_qual: bool = True, first_id: int = 0) -> ReadBatch:
@@ -175,26 +203,40 @@ class ReadBatch:
             return parts[0]
         if not parts:
             return ReadBatch.empty()
-        names: list[str] = []
-        comments: list[str] = []
         offs = [np.zeros(1, np.int64)]
         base = 0
         for p in parts:
-            names += p.names
-            comments += p.comments
             offs.append(p.seq_off[1:] - p.seq_off[0] + base)
             base += p.bases
+        names = comments = None  # strings only when some part has no bytes + offsets of them
+        if any(p.name_buf is None for p in parts):
+            names = [x for p in parts for x in p.names]
+        if any(p.com_buf is None for p in parts):
+            comments = [x for p in parts for x in p.comments]
         has_qual = all(p.has_qual for p in parts)
         seq = np.concatenate([p.seq for p in parts])
         qual = np.concatenate([p.qual for p in parts]) if has_qual else np.zeros(0, np.uint8)
         raw = np.concatenate([p.raw for p in parts]) if all(p.raw is not None for p in parts) else None
-        nb_ = no = None
-        if all(p.name_buf is not None for p in parts):
-            nb_ = np.concatenate([p.name_buf for p in parts])
-            no = np.zeros(len(names) + 1, np.int64)
-            np.cumsum(np.concatenate([np.diff(p.name_off) for p in parts]), out=no[1:])
+        nb_, no = _csr_concat([(p.name_buf, p.name_off) for p in parts])
+        cb, co = _csr_concat([(p.com_buf, p.com_off) for p in parts])
         return ReadBatch(names, comments, seq, np.concatenate(offs), qual, has_qual, parts[0].first_id, raw, nb_,
-                         no)
+                         no, cb, co)
+
+
+def _csr_slice(buf, off, i, j):
+    """Items [i, j) of bytes + offsets (offsets rebased to 0); (None, None) for none."""
+    if buf is None:
+        return None, None
+    return buf[int(off[i]):int(off[j])], off[i:j + 1] - off[i]
+
+
+def _csr_concat(csrs):
+    """Bytes + offsets of consecutive item lists concatenated; (None, None) when any is missing."""
+    if any(b is None for b, _ in csrs):
+        return None, None
+    off = np.zeros(sum(o.shape[0] - 1 for _, o in csrs) + 1, np.int64)
+    np.cumsum(np.concatenate([np.diff(o) for _, o in csrs]), out=off[1:])
+    return np.concatenate([b for b, _ in csrs]), off
 
 
 _CODES2ACGTN = np.frombuffer(b"ACGTN", dtype=np.uint8)
@@ -224,12 +266,9 @@ def interleave(b1: ReadBatch, b2: ReadBatch) -> ReadBatch:
     # disjoint destinations: the copies run at once on the parse pool (the kernel releases the GIL)
     for f in [_parse_pool().submit(gather_bytes, *j, -1) for j in jobs]:
         f.result()
-    names = [None] * (2 * n)
-    names[0::2], names[1::2] = b1.names, b2.names
-    comments = [None] * (2 * n)
-    comments[0::2], comments[1::2] = b1.comments, b2.comments
     nb_, no = _interleave_csr(b1.name_csr(), b2.name_csr())
-    return ReadBatch(names, comments, seq, off, qual, has_qual, 2 * b1.first_id, None, nb_, no)
+    cb, co = _interleave_csr(b1.comment_csr(), b2.comment_csr())
+    return ReadBatch(None, None, seq, off, qual, has_qual, 2 * b1.first_id, None, nb_, no, cb, co)
 
 
 def _interleave_csr(c1, c2):
@@ -244,6 +283,11 @@ def _interleave_csr(c1, c2):
     gather_bytes(a1, np.ascontiguousarray(o1[:-1]), l1, np.ascontiguousarray(off[0:-1:2]), out, -1)
     gather_bytes(a2, np.ascontiguousarray(o2[:-1]), l2, np.ascontiguousarray(off[1::2]), out, -1)
     return out, off
+
+
+def csr_strings(buf: np.ndarray, off: np.ndarray) -> list[str]:
+    """Bytes + offsets (starting at 0) -> the items as Python strings (bytes_csr's inverse)."""
+    return _strings(buf, np.ascontiguousarray(off[:-1]), np.diff(off))
 
 
 def bytes_csr(strings) -> tuple[np.ndarray, np.ndarray]:
@@ -297,6 +341,22 @@ def gather_bytes(arr, starts, lens, off, out, sep):
 
 
 @nb.njit(cache=True, nogil=True)
+def _newlines(arr):
+    """Positions of the newline bytes of arr (np.flatnonzero(arr == 10) without holding the GIL: the reader
+    thread finds a 4 MB block's lines while the pipeline's threads need the GIL)."""
+    n = 0
+    for i in range(arr.shape[0]):
+        n += arr[i] == 10
+    out = np.empty(n, np.int64)
+    k = 0
+    for i in range(arr.shape[0]):
+        if arr[i] == 10:
+            out[k] = i
+            k += 1
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
 def _first_space(arr, hs, he, space):
     """Position of the first whitespace byte in each line arr[hs[i]:he[i]] (he[i] if none)."""
     ne = he.copy()
@@ -306,6 +366,15 @@ def _first_space(arr, hs, he, space):
                 ne[i] = j
                 break
     return ne
+
+
+def _gather_csr(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The byte ranges arr[starts[i]:starts[i] + lens[i]] as (bytes, offsets starting at 0)."""
+    off = np.zeros(len(starts) + 1, np.int64)
+    np.cumsum(lens, out=off[1:])
+    buf = np.empty(int(off[-1]), np.uint8)
+    gather_bytes(arr, starts, lens, off, buf, -1)
+    return buf, off
 
 
 def _strings(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> list[str]:
@@ -435,8 +504,8 @@ class _Parser:
         if self.keep_raw:
             raw = np.empty(int(off[-1]), np.uint8)
             gather_bytes(arr, ss, slen, off, raw, -1)
-        names, comments, nbuf, noff = self._split_headers(arr, hs + 1, he)
-        batch = ReadBatch(names, comments, codes, off, qual, True, self.n_rec, raw, nbuf, noff)
+        nbuf, noff, cbuf, coff = self._split_headers(arr, hs + 1, he)
+        batch = ReadBatch(None, None, codes, off, qual, True, self.n_rec, raw, nbuf, noff, cbuf, coff)
         self.n_rec += n
         self.n_line += len(nl)
         return batch
@@ -444,7 +513,7 @@ class _Parser:
     def _split_headers(self, arr: np.ndarray, hs: np.ndarray, he: np.ndarray):
         """Names and comments of the header lines arr[hs:he] (leading '@'/'>' excluded), as kseq
         splits them: the name ends at the first whitespace, the comment is the rest of the line.
-        Returns (names, comments, name bytes, name offsets)."""
+        Returns (name bytes, name offsets, comment bytes, comment offsets)."""
         ne = _first_space(arr, hs, he, _SPACE)
         cs = np.minimum(ne + 1, he)
         nlen = ne - hs
@@ -452,11 +521,7 @@ class _Parser:
             t = nlen > 2
             t[t] = (arr[ne[t] - 2] == ord("/")) & _DIGIT[arr[ne[t] - 1]]
             nlen = nlen - 2 * t
-        noff = np.zeros(len(hs) + 1, np.int64)
-        np.cumsum(nlen, out=noff[1:])
-        nbuf = np.empty(int(noff[-1]), np.uint8)
-        gather_bytes(arr, hs, nlen, noff, nbuf, -1)
-        return _strings(arr, hs, nlen), _strings(arr, cs, he - cs), nbuf, noff
+        return _gather_csr(arr, hs, nlen) + _gather_csr(arr, cs, he - cs)
 
     def _invalid(self, codes, off, k, line_of, byte_of):
         i = int(np.searchsorted(off, k, side="right")) - 1
@@ -499,8 +564,9 @@ class _Parser:
         he = np.flatnonzero(blob == _NL)
         hs = np.zeros(n, np.int64)
         hs[1:] = he[:-1] + 1
-        names, comments, nbuf, noff = self._split_headers(blob, hs, he)
-        batch = ReadBatch(names, comments, codes, off, np.zeros(0, np.uint8), False, self.n_rec, raw, nbuf, noff)
+        nbuf, noff, cbuf, coff = self._split_headers(blob, hs, he)
+        batch = ReadBatch(None, None, codes, off, np.zeros(0, np.uint8), False, self.n_rec, raw, nbuf, noff, cbuf,
+                          coff)
         self.n_rec += n
         self.n_line += buf.count(b"\n") + (0 if buf.endswith(b"\n") else 1)
         return batch
@@ -562,7 +628,7 @@ def _fastq_pieces(fh: BinaryIO, p: _Parser, carry: bytes, block_size: int) -> It
             break
         carry += data
         arr = np.frombuffer(carry, dtype=np.uint8)
-        nl = np.flatnonzero(arr == _NL)
+        nl = _newlines(arr)
         # hold back blank lines at the end of what we have: they may be the file's trailing blank
         # lines (not a record) or the empty sequence/quality lines of a zero-length read.
         t = len(carry.rstrip(b"\r\n"))
@@ -714,7 +780,7 @@ def _pair_pieces(path1: str, path2: str, block_size: int, trim_readno: bool, kee
             c1, c2 = ReadBatch.concat(q1), ReadBatch.concat(q2)
             b1, b2 = c1.slice(0, m), c2.slice(0, m)
             b1.first_id = b2.first_id = n_pairs
-            if b1.names != b2.names:
+            if not b1.same_names(b2):
                 k = next(i for i, (x, y) in enumerate(zip(b1.names, b2.names)) if x != y)
                 raise ReadFormatError(f"{_display(path1)}, {_display(path2)}: record {n_pairs + k + 1}: mate names "
                                       f"differ ('{b1.names[k]}' vs '{b2.names[k]}')")
@@ -824,16 +890,21 @@ def deinterleave(b: ReadBatch) -> tuple[ReadBatch, ReadBatch]:
         if b.has_qual:
             qual = np.empty(int(off[-1]), np.uint8)
             gather_bytes(b.qual, src, ln, off, qual, -1)
-        nb_ = no = None
-        if b.name_buf is not None:
-            nl = np.ascontiguousarray(np.diff(b.name_off)[k::2])
-            no = np.zeros(len(nl) + 1, np.int64)
-            np.cumsum(nl, out=no[1:])
-            nb_ = np.empty(int(no[-1]), np.uint8)
-            gather_bytes(b.name_buf, np.ascontiguousarray(b.name_off[k:-1:2]), nl, no, nb_, -1)
-        out.append(ReadBatch(b.names[k::2], b.comments[k::2], seq, off, qual, b.has_qual,
-                             b.first_id // 2, None, nb_, no))
+        nb_, no = _csr_every_other(b.name_csr(), k)
+        cb, co = _csr_every_other(b.comment_csr(), k)
+        out.append(ReadBatch(None, None, seq, off, qual, b.has_qual, b.first_id // 2, None, nb_, no, cb, co))
     return out[0], out[1]
+
+
+def _csr_every_other(csr, k):
+    """Items k, k + 2, k + 4, ... of bytes + offsets."""
+    buf, off = csr
+    nl = np.ascontiguousarray(np.diff(off)[k::2])
+    no = np.zeros(len(nl) + 1, np.int64)
+    np.cumsum(nl, out=no[1:])
+    out = np.empty(int(no[-1]), np.uint8)
+    gather_bytes(buf, np.ascontiguousarray(off[k:-1:2]), nl, no, out, -1)
+    return out, no
 
 
 def read_all(path: str, trim_readno: bool = True) -> ReadBatch:

@@ -472,3 +472,24 @@ def test_tune_reads_and_pipeline_constants(lambda_index):
     q = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "mem", lambda_index, r1], capture_output=True,
                        env=env)
     assert q.returncode != 0 and b"no constant 'NO_SUCH'" in q.stderr and b"Traceback" not in q.stderr
+
+
+@pytest.mark.parametrize("mode", ["se", "pe"])
+def test_copy_comment(lambda_index, tmp_path, mode):
+    """-C appends each read's FASTQ comment to its records (bwa's -C; the comments travel as bytes + offsets
+    through the reader's pieces, pair interleaving and -K batch parts), for any -t and -K."""
+    files, index = [], {}
+    for i in (1, 2)[:1 if mode == "se" else 2]:
+        lines = gzip.decompress(open(os.path.join(DATA, f"lambda_R{i}.fq.gz"), "rb").read()).split(b"\n")
+        for k in range(0, len(lines) - 1, 4):
+            name = lines[k].split()[0]
+            index[name[1:].decode().rsplit("/", 1)[0]] = k // 4
+            lines[k] = name + b" BC:Z:ACGT\tXC:i:%d" % (k // 4)
+        files.append(tmp_path / f"c{i}.fq")
+        files[-1].write_bytes(b"\n".join(lines))
+    runs = [records(g3("mem", "-C", "-K", K, "-t", t, lambda_index, *map(str, files)).stdout)
+            for K, t in (("10000000", "1"), ("100000", "3"))]
+    plain = records(g3("mem", lambda_index, *map(str, files)).stdout)
+    assert runs[0] == runs[1] and len(plain) == len(runs[0]) > 100
+    for got, want in zip(runs[0], plain):
+        assert got == want + f"\tBC:Z:ACGT\tXC:i:{index[want.split(chr(9))[0]]}"

@@ -551,3 +551,30 @@ def test_prefetch_now_raises_where_the_error_happened():
     assert next(it) == 1 and next(it) == 2
     with pytest.raises(ReadFormatError, match="record 3"):
         next(it)
+
+
+def test_names_and_comments_made_on_first_use_only(tmp_path):
+    """The parser keeps names and comments as bytes + offsets (mem never makes strings of them); `names` and
+    `comments` make them on first use, equal to the header's words, through slice, concat (also with a batch
+    that holds only strings), interleave and deinterleave."""
+    from g3align.aligner.reads import ReadBatch, deinterleave, interleave, iter_pieces
+    recs = [(f"r{i}/1", f"c {i}\tx" if i % 3 else "") for i in range(50)]
+    p = tmp_path / "a.fq"
+    p.write_text("".join(f"@{n}{' ' + c if c else ''}\nACGT\n+\nIIII\n" for n, c in recs))
+    b = next(iter_pieces(str(p)))
+    assert b._names is None and b._comments is None and b.n == 50
+    names = [n[:-2] for n, _ in recs]
+    comments = [c for _, c in recs]
+    assert b.names == names and b.comments == comments
+    c = next(iter_pieces(str(p)))
+    s = c.slice(10, 30)
+    assert s._names is None and s.names == names[10:30] and s.comments == comments[10:30]
+    strings_only = ReadBatch(["x", "y"], ["", "k"], np.zeros(2, np.uint8), np.arange(3), np.zeros(2, np.uint8), True)
+    cat = ReadBatch.concat([s, strings_only, c.slice(0, 5)])
+    assert cat.names == names[10:30] + ["x", "y"] + names[:5]
+    assert cat.comments == comments[10:30] + ["", "k"] + comments[:5]
+    i = interleave(c.slice(0, 20), c.slice(20, 40))
+    assert i._names is None and i.names[0::2] == names[:20] and i.names[1::2] == names[20:40]
+    d1, d2 = deinterleave(i)
+    assert d1.names == names[:20] and d2.comments == comments[20:40]
+    assert d1.same_names(c.slice(0, 20)) and not d1.same_names(d2)
