@@ -10,6 +10,7 @@
 #   CLIPROF=1 profiles the CLI end to end (scripts/gpu_cli_profile.py; VARIANTS='ASYNC_WRITE=0;...' A/B runs)
 #   REPEAT=3 runs the default and VARIANTS three times, interleaved, and reports medians
 #   BEFORE='python3 scripts/cpu_probe.py' runs a command first, in this script's environment (output: the call's tail)
+#   AFTER='python3 scripts/reader_probe.py /tmp/g3work/r1.fq /tmp/g3work/r2.fq' the same after CLIPROF's runs
 #   NBCACHE=1 carries numba's cache between calls (.devcache/mem/: copy $OUT's nbcache.tgz.* and stamps.txt there)
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
@@ -50,6 +51,9 @@ if [ "${CLIPROF:-0}" = 1 ]; then  # the CLI end to end: start-up, traces, A/B va
     timeout ${CHECK_TIMEOUT:-420} python3 scripts/gpu_cli_profile.py --fasta .devdata/human_GRCh37_chr20.fa.gz \
         --pairs ${PAIRS:-1000000} --threads $(nproc) --bwa .devdata/bwa --out "$OUT" --variants "${VARIANTS:-ASYNC_WRITE=0}" --repeat ${REPEAT:-1} \
         "${SPY[@]}" 2>&1 | tee "$OUT/gpu_cli_profile.log" | tail -40
+fi
+if [ -n "${AFTER:-}" ]; then  # AFTER='cmd': a probe run after the profile (its inputs are in /tmp/g3work), output: the tail
+    (eval "$AFTER") 2>&1 | tail -40
 fi
 [ "${CHECK:-1}" = 0 ] && exit 0
 EXTRA=()
