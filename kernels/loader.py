@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import importlib.resources
 import re
+import threading
 import time
 from pathlib import Path
 
 _CACHE: dict = {}
+_LOCKS: dict = {}  # one lock per module key (dict.setdefault is atomic)
 LOAD_TIMES: list = []  # (name, t0, t1) perf_counter times of each module build (g3align mem's G3ALIGN_TRACE)
 
 
@@ -46,9 +48,12 @@ def get_module(name: str, defines: dict | None = None, options: tuple = ("-std=c
     key = (dev, name, tuple(sorted((defines or {}).items())), tuple(options))
     mod = _CACHE.get(key)
     if mod is None:
-        t = time.perf_counter()
-        mod = cupy.RawModule(code=define_lines(defines) + kernel_source(name), options=options)
-        mod.compile()  # now rather than at the first get_function: NVRTC or CuPy's on-disk cache, then load
-        _CACHE[key] = mod
-        LOAD_TIMES.append((name, t, time.perf_counter()))
+        with _LOCKS.setdefault(key, threading.Lock()):  # threads asking at once: one load, the others wait
+            mod = _CACHE.get(key)
+            if mod is None:
+                t = time.perf_counter()
+                mod = cupy.RawModule(code=define_lines(defines) + kernel_source(name), options=options)
+                mod.compile()  # now rather than at the first get_function: NVRTC or CuPy's disk cache, then load
+                _CACHE[key] = mod
+                LOAD_TIMES.append((name, t, time.perf_counter()))
     return mod
