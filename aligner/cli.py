@@ -670,9 +670,11 @@ def _early_start(kw):
     """mem's device check (CuPy's import: ~0.25 s on the GPU box) and index load started on threads now, beside
     the imports of the aligner's modules (~0.6 s there), instead of after them: both spend much of their time
     in file reads and library loads that let go of the GIL. Then, on the GPU, the CUDA modules of its stages
-    are loaded (~0.15 s of the first batch's preparation before). EARLY_START=0 in G3ALIGN_TUNE: in turn, as
-    before (A/B runs). Returns (device job, index job), None each when off."""
-    if "EARLY_START=0" in os.environ.get("G3ALIGN_TUNE", "").split(","):
+    are loaded (~0.15 s of the first batch's preparation before). Only with pipeline.EARLY_START (off: slower
+    on the GPU box, see there; G3ALIGN_TUNE=EARLY_START=1 for A/B runs). Returns (device job, index job), None
+    each when off."""
+    # read from G3ALIGN_TUNE here: importing pipeline.py for its EARLY_START would end the overlap
+    if "EARLY_START=1" not in os.environ.get("G3ALIGN_TUNE", "").split(","):
         return None, None
 
     def index():
@@ -768,13 +770,15 @@ def _start_reader(kw, chunk, depth=2):
     """The reads' parser in a thread started now, up to about one -K batch ahead: (part, end_of_batch)
     pairs for paired-end input, -K batches for single-end. keep_raw False: mem prints bases from their
     codes, so the parser skips the letters as read."""
-    from g3align.aligner.reads import PART_BASES, prefetch_now, read_batches, read_pair_batch_parts
+    from g3align.aligner import reads
+    from g3align.aligner.reads import prefetch_now, read_batches, read_pair_batch_parts
+    # the constants passed, not left to default arguments (bound when reads.py was imported): G3ALIGN_TUNE
+    block, part = reads.DEFAULT_BLOCK_SIZE, reads.PART_BASES
     if kw["reads2"]:
-        # PART_BASES passed, not left to the default argument (bound when reads.py was imported): G3ALIGN_TUNE
-        return prefetch_now(read_pair_batch_parts(kw["reads1"], kw["reads2"], chunk_size=chunk, part_bases=PART_BASES,
-                                                  keep_raw=False),
-                            depth=max(2, chunk // PART_BASES + 1), name="g3align-batches")
-    batches = read_batches(kw["reads1"], chunk_size=chunk, keep_raw=False)
+        return prefetch_now(read_pair_batch_parts(kw["reads1"], kw["reads2"], chunk_size=chunk, part_bases=part,
+                                                  block_size=block, keep_raw=False),
+                            depth=max(2, chunk // part + 1), name="g3align-batches")
+    batches = read_batches(kw["reads1"], chunk_size=chunk, block_size=block, keep_raw=False)
     if kw["interleaved"]:
         return prefetch_now(((b, True) for b in _interleaved(batches, kw["reads1"])), depth=2, name="g3align-batches")
     return prefetch_now(batches, depth=depth, name="g3align-batches")

@@ -64,6 +64,7 @@ PART_BASES = 10_000_000              # read_pair_batch_parts: bases per part of 
 DEFAULT_BLOCK_SIZE = 1 << 22         # bytes read (and parsed) at a time
 PARSE_THREADS = min(8, max(2, (os.cpu_count() or 1) // 2))  # FASTQ blocks parsed at once (all open files)
 PARSE_AHEAD = 2 * PARSE_THREADS      # blocks in flight per file
+PARSE_KERNEL = True                  # FASTQ blocks parsed by one nogil kernel (_fastq_block; False: numpy steps)
 # mem, single-end: output does not depend on the batch size (only paired-end insert statistics are per -K
 # batch), so the staged (GPU) path cuts single-end input into batches of at most this many bases: parsing the
 # next one overlaps aligning this one, and GPU memory per batch stays bounded
@@ -248,41 +249,39 @@ def interleave(b1: ReadBatch, b2: ReadBatch) -> ReadBatch:
     `first_id` becomes 2 * b1.first_id, bwa's read numbering for paired input."""
     if b1.n != b2.n:
         raise ValueError(f"interleave: batches differ in size ({b1.n} vs {b2.n})")
-    n = b1.n
-    l1, l2 = b1.lengths, b2.lengths
-    lens = np.empty(2 * n, np.int64)
-    lens[0::2], lens[1::2] = l1, l2
-    off = np.zeros(2 * n + 1, np.int64)
-    np.cumsum(lens, out=off[1:])
-    # mate-1 read i goes to off[2i], mate-2 read i to off[2i+1]
-    d1, d2 = np.ascontiguousarray(off[0:-1:2]), np.ascontiguousarray(off[1::2])
-    s1, s2 = b1.seq_off[:-1] - b1.seq_off[0], b2.seq_off[:-1] - b2.seq_off[0]
-    seq = np.empty(int(off[-1]), np.uint8)
     has_qual = b1.has_qual and b2.has_qual
-    qual = np.empty(int(off[-1]), np.uint8) if has_qual else np.zeros(0, np.uint8)
-    jobs = [(b1.seq, s1, l1, d1, seq), (b2.seq, s2, l2, d2, seq)]
-    if has_qual:
-        jobs += [(b1.qual, s1, l1, d1, qual), (b2.qual, s2, l2, d2, qual)]
-    # disjoint destinations: the copies run at once on the parse pool (the kernel releases the GIL)
-    for f in [_parse_pool().submit(gather_bytes, *j, -1) for j in jobs]:
-        f.result()
-    nb_, no = _interleave_csr(b1.name_csr(), b2.name_csr())
-    cb, co = _interleave_csr(b1.comment_csr(), b2.comment_csr())
+    (n1, no1), (n2, no2) = b1.name_csr(), b2.name_csr()
+    (c1, co1), (c2, co2) = b1.comment_csr(), b2.comment_csr()
+    seq, off, qual = _interleave_csr1(b1.seq, b1.seq_off, b2.seq, b2.seq_off, b1.qual, b2.qual, has_qual)
+    nb_, no = _interleave_csr1(n1, no1, n2, no2, n1, n2, False)[:2]
+    cb, co = _interleave_csr1(c1, co1, c2, co2, c1, c2, False)[:2]
     return ReadBatch(None, None, seq, off, qual, has_qual, 2 * b1.first_id, None, nb_, no, cb, co)
 
 
-def _interleave_csr(c1, c2):
-    """Two CSR byte arrays (bytes, offsets) of n items each -> items c1[0], c2[0], c1[1], ..."""
-    (a1, o1), (a2, o2) = c1, c2
-    l1, l2 = np.diff(o1), np.diff(o2)
-    lens = np.empty(2 * l1.shape[0], np.int64)
-    lens[0::2], lens[1::2] = l1, l2
-    off = np.zeros(lens.shape[0] + 1, np.int64)
-    np.cumsum(lens, out=off[1:])
-    out = np.empty(int(off[-1]), np.uint8)
-    gather_bytes(a1, np.ascontiguousarray(o1[:-1]), l1, np.ascontiguousarray(off[0:-1:2]), out, -1)
-    gather_bytes(a2, np.ascontiguousarray(o2[:-1]), l2, np.ascontiguousarray(off[1::2]), out, -1)
-    return out, off
+@nb.njit(cache=True, nogil=True)
+def _interleave_csr1(a1, o1, a2, o2, q1, q2, with_q):
+    """Items of two CSRs of n items each (offsets may start anywhere) interleaved a1[0], a2[0], a1[1], ...:
+    (bytes, offsets from 0, and when with_q the same of q1 / q2 on the same offsets). One nogil call: the
+    pair reader runs beside the pipeline's threads, where each GIL hand-over is a wait."""
+    n = o1.shape[0] - 1
+    off = np.empty(2 * n + 1, np.int64)
+    off[0] = 0
+    for i in range(n):
+        off[2 * i + 1] = off[2 * i] + o1[i + 1] - o1[i]
+        off[2 * i + 2] = off[2 * i + 1] + o2[i + 1] - o2[i]
+    out = np.empty(off[2 * n], np.uint8)
+    qo = np.empty(off[2 * n] if with_q else 0, np.uint8)
+    b1, b2 = o1[0], o2[0]
+    for i in range(n):
+        d, s, ln = off[2 * i], o1[i] - b1, o1[i + 1] - o1[i]
+        out[d:d + ln] = a1[s:s + ln]
+        if with_q:
+            qo[d:d + ln] = q1[s:s + ln]
+        d, s, ln = off[2 * i + 1], o2[i] - b2, o2[i + 1] - o2[i]
+        out[d:d + ln] = a2[s:s + ln]
+        if with_q:
+            qo[d:d + ln] = q2[s:s + ln]
+    return out, off, qo
 
 
 def csr_strings(buf: np.ndarray, off: np.ndarray) -> list[str]:
@@ -338,6 +337,76 @@ def gather_bytes(arr, starts, lens, off, out, sep):
         out[o:o + n] = arr[s:s + n]
         if sep >= 0:
             out[o + n] = sep
+
+
+@nb.njit(cache=True, nogil=True)
+def _fastq_block(arr, nl, table, space, digit, trim, keep_raw):
+    """_Parser.fastq's whole work on a block of 4-line records in one nogil call (the numpy path is ~30 calls,
+    each a wait for the GIL on a busy box): (ok, off, codes, qual, raw, name_buf, name_off, com_buf, com_off).
+    ok is False, with empty arrays, when a record is malformed or holds an invalid base: the caller then parses
+    the block the numpy way, which finds and reports the error."""
+    n = nl.shape[0] // 4
+    z8 = np.empty(0, np.uint8)
+    z64 = np.zeros(1, np.int64)
+    bad = (False, z64, z8, z8, z8, z8, z64, z8, z64)
+    off = np.zeros(n + 1, np.int64)
+    noff = np.zeros(n + 1, np.int64)
+    coff = np.zeros(n + 1, np.int64)
+    for i in range(n):  # pass 1: line bounds, structure, sizes
+        b = _line_bound(arr, nl, 4 * i)
+        hs, he = b
+        ss, se = _line_bound(arr, nl, 4 * i + 1)
+        ps, _ = _line_bound(arr, nl, 4 * i + 2)
+        qs, qe = _line_bound(arr, nl, 4 * i + 3)
+        if arr[hs] != 64 or arr[ps] != 43 or se - ss != qe - qs:
+            return bad
+        ne = he
+        for j in range(hs + 1, he):
+            if space[arr[j]]:
+                ne = j
+                break
+        nlen = ne - hs - 1
+        if trim and nlen > 2 and arr[ne - 2] == 47 and digit[arr[ne - 1]]:
+            nlen -= 2
+        cs = min(ne + 1, he)
+        off[i + 1] = off[i] + se - ss
+        noff[i + 1] = noff[i] + nlen
+        coff[i + 1] = coff[i] + he - cs
+    codes = np.empty(off[n], np.uint8)
+    qual = np.empty(off[n], np.uint8)
+    raw = np.empty(off[n] if keep_raw else 0, np.uint8)
+    nbuf = np.empty(noff[n], np.uint8)
+    cbuf = np.empty(coff[n], np.uint8)
+    for i in range(n):  # pass 2: the bytes
+        hs, he = _line_bound(arr, nl, 4 * i)
+        ss, se = _line_bound(arr, nl, 4 * i + 1)
+        qs, _ = _line_bound(arr, nl, 4 * i + 3)
+        o = off[i]
+        hi = 0
+        for k in range(se - ss):
+            c = table[arr[ss + k]]
+            codes[o + k] = c
+            hi |= c
+            qual[o + k] = arr[qs + k]
+        if hi == 255:
+            return bad
+        if keep_raw:
+            raw[o:o + se - ss] = arr[ss:se]
+        nb0 = noff[i]
+        nbuf[nb0:noff[i + 1]] = arr[hs + 1:hs + 1 + noff[i + 1] - nb0]
+        c0 = coff[i]
+        cbuf[c0:coff[i + 1]] = arr[he - (coff[i + 1] - c0):he]
+    return True, off, codes, qual, raw, nbuf, noff, cbuf, coff
+
+
+@nb.njit(cache=True, inline="always")
+def _line_bound(arr, nl, k):
+    """(start, end) of line k ending at the newline nl[k] (end exclusive, a trailing '\\r' dropped)."""
+    s = nl[k - 1] + 1 if k > 0 else 0
+    e = nl[k]
+    if e > s and arr[e - 1] == 13:
+        e -= 1
+    return s, e
 
 
 @nb.njit(cache=True, nogil=True)
@@ -467,6 +536,15 @@ class _Parser:
     def fastq(self, buf: bytes, arr: np.ndarray, nl: np.ndarray) -> ReadBatch:
         """Parse the 4-line records whose lines end at the newlines `nl` (len(nl) % 4 == 0)."""
         n = len(nl) // 4
+        if PARSE_KERNEL:  # well-formed blocks in one call; any error: the numpy path below finds and reports it
+            ok, off, codes, qual, raw, nbuf, noff, cbuf, coff = _fastq_block(arr, nl, NT4, _SPACE, _DIGIT,
+                                                                              self.trim_readno, self.keep_raw)
+            if ok:
+                batch = ReadBatch(None, None, codes, off, qual, True, self.n_rec, raw if self.keep_raw else None,
+                                  nbuf, noff, cbuf, coff)
+                self.n_rec += n
+                self.n_line += len(nl)
+                return batch
         starts, ends = _line_bounds(arr, nl)
         hs, he = starts[0::4], ends[0::4]
         ss, se = starts[1::4], ends[1::4]

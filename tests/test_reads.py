@@ -578,3 +578,35 @@ def test_names_and_comments_made_on_first_use_only(tmp_path):
     d1, d2 = deinterleave(i)
     assert d1.names == names[:20] and d2.comments == comments[20:40]
     assert d1.same_names(c.slice(0, 20)) and not d1.same_names(d2)
+
+
+@pytest.mark.parametrize("trim", [True, False])
+@pytest.mark.parametrize("keep_raw", [True, False])
+def test_parse_kernel_equals_numpy_path(tmp_path, monkeypatch, trim, keep_raw):
+    """reads._fastq_block (a block in one nogil call) == the numpy steps, field for field: CRLF lines, names
+    with and without /1 /2 (trimmed or not), comments with spaces and tabs, empty reads, IUPAC and '.' bases."""
+    from g3align.aligner import reads
+    rng = random.Random(5)
+    recs = []
+    for i in range(3000):
+        n = rng.choice([0, 1, 5, 150, 151])
+        seq = "".join(rng.choice("ACGTNacgtn.RYKM") for _ in range(n))
+        name = rng.choice([f"r{i}", f"r{i}/1", f"r{i}/2", f"x/{i}", "a/"])
+        com = rng.choice(["", " c", "\tBC:Z:AC\tXY:i:1", " two words "])
+        eol = rng.choice(["\n", "\r\n"])
+        recs.append(f"@{name}{com}{eol}{seq}{eol}+{rng.choice(['', name])}{eol}{'I' * n}{eol}")
+    p = tmp_path / "a.fq"
+    p.write_text("".join(recs))
+    got = {}
+    for kernel in (True, False):
+        monkeypatch.setattr(reads, "PARSE_KERNEL", kernel)
+        got[kernel] = list(reads.iter_pieces(str(p), block_size=1 << 16, trim_readno=trim, keep_raw=keep_raw))
+    assert len(got[True]) == len(got[False]) > 3
+    for a, b in zip(got[True], got[False]):
+        assert a.n == b.n and a.first_id == b.first_id
+        for f in ("seq", "seq_off", "qual"):
+            assert np.array_equal(getattr(a, f), getattr(b, f)), f
+        assert (a.raw is None) == (b.raw is None) and (a.raw is None or np.array_equal(a.raw, b.raw))
+        assert a.names == b.names and a.comments == b.comments
+        for x, y in zip(a.name_csr() + a.comment_csr(), b.name_csr() + b.comment_csr()):
+            assert np.array_equal(x, y)
