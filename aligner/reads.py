@@ -46,6 +46,7 @@ from typing import BinaryIO
 import numba as nb
 import numpy as np
 from g3align.aligner import trace_event
+from g3align.aligner.nbshare import unowned
 
 # --------------------------------------------------------------------------------------------------
 # Base encoding (bwa's nst_nt4_table plus a "rejected" marker)
@@ -269,19 +270,23 @@ def _interleave_csr1(a1, o1, a2, o2, q1, q2, with_q):
     for i in range(n):
         off[2 * i + 1] = off[2 * i] + o1[i + 1] - o1[i]
         off[2 * i + 2] = off[2 * i + 1] + o2[i + 1] - o2[i]
-    out = np.empty(off[2 * n], np.uint8)
-    qo = np.empty(off[2 * n] if with_q else 0, np.uint8)
+    out_o = np.empty(off[2 * n], np.uint8)
+    qo_o = np.empty(off[2 * n] if with_q else 0, np.uint8)
+    a1, o1, a2, o2, q1, q2, out, qo = unowned((a1, o1, a2, o2, q1, q2, out_o, qo_o))
     b1, b2 = o1[0], o2[0]
     for i in range(n):
-        d, s, ln = off[2 * i], o1[i] - b1, o1[i + 1] - o1[i]
-        out[d:d + ln] = a1[s:s + ln]
-        if with_q:
-            qo[d:d + ln] = q1[s:s + ln]
-        d, s, ln = off[2 * i + 1], o2[i] - b2, o2[i + 1] - o2[i]
-        out[d:d + ln] = a2[s:s + ln]
-        if with_q:
-            qo[d:d + ln] = q2[s:s + ln]
-    return out, off, qo
+        _copy(out, off[2 * i], a1, o1[i] - b1, o1[i + 1] - o1[i])
+        _copy(out, off[2 * i + 1], a2, o2[i] - b2, o2[i + 1] - o2[i])
+    if with_q:
+        for i in range(n):
+            _copy(qo, off[2 * i], q1, o1[i] - b1, o1[i + 1] - o1[i])
+            _copy(qo, off[2 * i + 1], q2, o2[i] - b2, o2[i + 1] - o2[i])
+    return out_o, off, qo_o
+
+
+@nb.njit(cache=True, inline="always")
+def _copy(dst, d, src, s, n):
+    dst[d:d + n] = src[s:s + n]  # a memmove (a byte loop is 3x slower: not vectorised)
 
 
 def csr_strings(buf: np.ndarray, off: np.ndarray) -> list[str]:
@@ -344,59 +349,61 @@ def _fastq_block(arr, nl, table, space, digit, trim, keep_raw):
     """_Parser.fastq's whole work on a block of 4-line records in one nogil call (the numpy path is ~30 calls,
     each a wait for the GIL on a busy box): (ok, off, codes, qual, raw, name_buf, name_off, com_buf, com_off).
     ok is False, with empty arrays, when a record is malformed or holds an invalid base: the caller then parses
-    the block the numpy way, which finds and reports the error."""
+    the block the numpy way, which finds and reports the error. One pass: the outputs are views of buffers
+    sized for the whole block (a record's bases and qualities together are at most its bytes)."""
     n = nl.shape[0] // 4
     z8 = np.empty(0, np.uint8)
     z64 = np.zeros(1, np.int64)
     bad = (False, z64, z8, z8, z8, z8, z64, z8, z64)
+    m = arr.shape[0]
     off = np.zeros(n + 1, np.int64)
     noff = np.zeros(n + 1, np.int64)
     coff = np.zeros(n + 1, np.int64)
-    for i in range(n):  # pass 1: line bounds, structure, sizes
-        b = _line_bound(arr, nl, 4 * i)
-        hs, he = b
-        ss, se = _line_bound(arr, nl, 4 * i + 1)
-        ps, _ = _line_bound(arr, nl, 4 * i + 2)
-        qs, qe = _line_bound(arr, nl, 4 * i + 3)
-        if arr[hs] != 64 or arr[ps] != 43 or se - ss != qe - qs:
+    codes_o = np.empty(m // 2 + 1, np.uint8)
+    qual_o = np.empty(m // 2 + 1, np.uint8)
+    raw_o = np.empty(m // 2 + 1 if keep_raw else 0, np.uint8)
+    nbuf_o = np.empty(m, np.uint8)
+    cbuf_o = np.empty(m, np.uint8)
+    a, nl, table, space, digit, codes, qual, raw, nbuf, cbuf = unowned(
+        (arr, nl, table, space, digit, codes_o, qual_o, raw_o, nbuf_o, cbuf_o))
+    hi = 0
+    for i in range(n):
+        hs, he = _line_bound(a, nl, 4 * i)
+        ss, se = _line_bound(a, nl, 4 * i + 1)
+        ps, _ = _line_bound(a, nl, 4 * i + 2)
+        qs, qe = _line_bound(a, nl, 4 * i + 3)
+        ln = se - ss
+        if a[hs] != 64 or a[ps] != 43 or ln != qe - qs:
             return bad
+        o = off[i]
+        for k in range(ln):
+            c = table[a[ss + k]]
+            codes[o + k] = c
+            hi |= c
+        qual[o:o + ln] = a[qs:qs + ln]
+        if keep_raw:
+            raw[o:o + ln] = a[ss:ss + ln]
+        off[i + 1] = o + ln
         ne = he
         for j in range(hs + 1, he):
-            if space[arr[j]]:
+            if space[a[j]]:
                 ne = j
                 break
         nlen = ne - hs - 1
-        if trim and nlen > 2 and arr[ne - 2] == 47 and digit[arr[ne - 1]]:
+        if trim and nlen > 2 and a[ne - 2] == 47 and digit[a[ne - 1]]:
             nlen -= 2
+        o = noff[i]
+        nbuf[o:o + nlen] = a[hs + 1:hs + 1 + nlen]
+        noff[i + 1] = o + nlen
         cs = min(ne + 1, he)
-        off[i + 1] = off[i] + se - ss
-        noff[i + 1] = noff[i] + nlen
-        coff[i + 1] = coff[i] + he - cs
-    codes = np.empty(off[n], np.uint8)
-    qual = np.empty(off[n], np.uint8)
-    raw = np.empty(off[n] if keep_raw else 0, np.uint8)
-    nbuf = np.empty(noff[n], np.uint8)
-    cbuf = np.empty(coff[n], np.uint8)
-    for i in range(n):  # pass 2: the bytes
-        hs, he = _line_bound(arr, nl, 4 * i)
-        ss, se = _line_bound(arr, nl, 4 * i + 1)
-        qs, _ = _line_bound(arr, nl, 4 * i + 3)
-        o = off[i]
-        hi = 0
-        for k in range(se - ss):
-            c = table[arr[ss + k]]
-            codes[o + k] = c
-            hi |= c
-            qual[o + k] = arr[qs + k]
-        if hi == 255:
-            return bad
-        if keep_raw:
-            raw[o:o + se - ss] = arr[ss:se]
-        nb0 = noff[i]
-        nbuf[nb0:noff[i + 1]] = arr[hs + 1:hs + 1 + noff[i + 1] - nb0]
-        c0 = coff[i]
-        cbuf[c0:coff[i + 1]] = arr[he - (coff[i + 1] - c0):he]
-    return True, off, codes, qual, raw, nbuf, noff, cbuf, coff
+        o = coff[i]
+        cbuf[o:o + he - cs] = a[cs:he]
+        coff[i + 1] = o + he - cs
+    if hi == 255:
+        return bad
+    t = off[n]
+    return (True, off, codes_o[:t], qual_o[:t], raw_o[:t if keep_raw else 0], nbuf_o[:noff[n]], noff,
+            cbuf_o[:coff[n]], coff)
 
 
 @nb.njit(cache=True, inline="always")
