@@ -860,20 +860,25 @@ def _pair_pieces(path1: str, path2: str, block_size: int, trim_readno: bool, kee
             else:
                 q2.append(b)
                 n2 += b.n
-        m = min(n1, n2)
-        if m:
-            c1, c2 = ReadBatch.concat(q1), ReadBatch.concat(q2)
-            b1, b2 = c1.slice(0, m), c2.slice(0, m)
+        # the pairs both files hold, piece by piece: the heads of the two queues, no concatenation (a copy of
+        # both files' bytes); a piece that ends first leaves the rest of the other's as a view
+        while q1 and q2:
+            h1, h2 = q1[0], q2[0]
+            m = min(h1.n, h2.n)
+            b1, b2 = (h1, h2) if h1.n == h2.n else (h1.slice(0, m), h2.slice(0, m))
             b1.first_id = b2.first_id = n_pairs
             if not b1.same_names(b2):
                 k = next(i for i, (x, y) in enumerate(zip(b1.names, b2.names)) if x != y)
                 raise ReadFormatError(f"{_display(path1)}, {_display(path2)}: record {n_pairs + k + 1}: mate names "
                                       f"differ ('{b1.names[k]}' vs '{b2.names[k]}')")
-            out = interleave(b1, b2)
+            if m:
+                yield interleave(b1, b2)
             n_pairs += m
-            yield out
-            q1 = [c1.slice(m, c1.n)] if c1.n > m else []
-            q2 = [c2.slice(m, c2.n)] if c2.n > m else []
+            for q, h in ((q1, h1), (q2, h2)):
+                if h.n > m:
+                    q[0] = h.slice(m, h.n)
+                else:
+                    q.pop(0)
             n1, n2 = n1 - m, n2 - m
         if (done1 and n1 == 0) or (done2 and n2 == 0):
             break
@@ -954,7 +959,10 @@ def read_pair_batch_parts(path1: str, path2: str, chunk_size: int = DEFAULT_CHUN
                           block_size: int = DEFAULT_BLOCK_SIZE, trim_readno: bool = True, keep_raw: bool = True
                           ) -> Iterator[tuple[ReadBatch, bool]]:
     """read_pair_batches' -K batches as (part, end_of_batch) pairs of parts of about part_bases bases."""
-    yield from _batch_parts_from(_pair_pieces(path1, path2, block_size, trim_readno, keep_raw), chunk_size, 2,
+    # the pairs interleaved on a thread of their own, the parts cut on the caller's: each is a good part of the
+    # reader's work, which runs beside the whole GPU pipeline
+    yield from _batch_parts_from(prefetch(_pair_pieces(path1, path2, block_size, trim_readno, keep_raw), depth=4,
+                                          name="g3align-pairs"), chunk_size, 2,
                                  lambda b: b.lengths, part_bases)
 
 
@@ -1070,7 +1078,7 @@ def _prefetch(batches, depth, name, stop):
             while True:
                 t = time.perf_counter()
                 b = next(it, end)
-                if name in ("g3align-reader", "g3align-batches"):  # the readers' items, into G3ALIGN_TRACE
+                if name in ("g3align-reader", "g3align-pairs", "g3align-batches"):  # the readers' items, traced
                     trace_event("next item", t, time.perf_counter())
                 if b is end:
                     break
