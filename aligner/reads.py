@@ -66,6 +66,7 @@ DEFAULT_BLOCK_SIZE = 1 << 22         # bytes read (and parsed) at a time
 PARSE_THREADS = min(8, max(2, (os.cpu_count() or 1) // 2))  # FASTQ blocks parsed at once (all open files)
 PARSE_AHEAD = 2 * PARSE_THREADS      # blocks in flight per file
 PARSE_KERNEL = True                  # FASTQ blocks parsed by one nogil kernel (_fastq_block; False: numpy steps)
+INTERLEAVE_SPLIT = 4                 # threads that copy a pair piece's bases and qualities into mate order
 # mem, single-end: output does not depend on the batch size (only paired-end insert statistics are per -K
 # batch), so the staged (GPU) path cuts single-end input into batches of at most this many bases: parsing the
 # next one overlaps aligning this one, and GPU memory per batch stays bounded
@@ -253,35 +254,64 @@ def interleave(b1: ReadBatch, b2: ReadBatch) -> ReadBatch:
     has_qual = b1.has_qual and b2.has_qual
     (n1, no1), (n2, no2) = b1.name_csr(), b2.name_csr()
     (c1, co1), (c2, co2) = b1.comment_csr(), b2.comment_csr()
-    seq, off, qual = _interleave_csr1(b1.seq, b1.seq_off, b2.seq, b2.seq_off, b1.qual, b2.qual, has_qual)
-    nb_, no = _interleave_csr1(n1, no1, n2, no2, n1, n2, False)[:2]
-    cb, co = _interleave_csr1(c1, co1, c2, co2, c1, c2, False)[:2]
+    off = _interleave_off(b1.seq_off, b2.seq_off)
+    seq = np.empty(int(off[-1]), np.uint8)
+    qual = np.empty(int(off[-1]) if has_qual else 0, np.uint8)
+    jobs = [(seq, b1.seq, b2.seq)] + ([(qual, b1.qual, b2.qual)] if has_qual else [])
+    n = b1.n
+    k = max(1, min(INTERLEAVE_SPLIT, n // 4096))  # bases and qualities copied in k slices at once
+    cuts = [n * i // k for i in range(k + 1)]
+    tasks = [(out, off, a1, b1.seq_off, a2, b2.seq_off, cuts[i], cuts[i + 1]) for out, a1, a2 in jobs
+             for i in range(k)]
+    futs = [_interleave_pool().submit(_interleave_into, *t) for t in tasks[1:]] if len(tasks) > 1 else []
+    _interleave_into(*tasks[0])
+    for f in futs:
+        f.result()
+    nb_, no = _interleave_csr1(n1, no1, n2, no2)
+    cb, co = _interleave_csr1(c1, co1, c2, co2)
     return ReadBatch(None, None, seq, off, qual, has_qual, 2 * b1.first_id, None, nb_, no, cb, co)
 
 
+def _interleave_pool() -> ThreadPoolExecutor:
+    with _POOL_LOCK:
+        if not _IPOOL:
+            _IPOOL.append(ThreadPoolExecutor(INTERLEAVE_SPLIT - 1, thread_name_prefix="g3align-interleave"))
+        return _IPOOL[0]
+
+
+_IPOOL: list = []
+
+
 @nb.njit(cache=True, nogil=True)
-def _interleave_csr1(a1, o1, a2, o2, q1, q2, with_q):
-    """Items of two CSRs of n items each (offsets may start anywhere) interleaved a1[0], a2[0], a1[1], ...:
-    (bytes, offsets from 0, and when with_q the same of q1 / q2 on the same offsets). One nogil call: the
-    pair reader runs beside the pipeline's threads, where each GIL hand-over is a wait."""
+def _interleave_off(o1, o2):
+    """Offsets (from 0) of two CSRs' n items each, interleaved: o1's item 0, o2's item 0, o1's item 1, ..."""
     n = o1.shape[0] - 1
     off = np.empty(2 * n + 1, np.int64)
     off[0] = 0
     for i in range(n):
         off[2 * i + 1] = off[2 * i] + o1[i + 1] - o1[i]
         off[2 * i + 2] = off[2 * i + 1] + o2[i + 1] - o2[i]
-    out_o = np.empty(off[2 * n], np.uint8)
-    qo_o = np.empty(off[2 * n] if with_q else 0, np.uint8)
-    a1, o1, a2, o2, q1, q2, out, qo = unowned((a1, o1, a2, o2, q1, q2, out_o, qo_o))
+    return off
+
+
+@nb.njit(cache=True, nogil=True)
+def _interleave_into(out, off, a1, o1, a2, o2, i0, i1):
+    """Items i0..i1-1 of two CSRs (offsets may start anywhere) into out at the interleaved offsets `off`
+    (_interleave_off). Threads may fill disjoint item ranges of the same `out` at once."""
+    out, off, a1, o1, a2, o2 = unowned((out, off, a1, o1, a2, o2))
     b1, b2 = o1[0], o2[0]
-    for i in range(n):
+    for i in range(i0, i1):
         _copy(out, off[2 * i], a1, o1[i] - b1, o1[i + 1] - o1[i])
         _copy(out, off[2 * i + 1], a2, o2[i] - b2, o2[i + 1] - o2[i])
-    if with_q:
-        for i in range(n):
-            _copy(qo, off[2 * i], q1, o1[i] - b1, o1[i + 1] - o1[i])
-            _copy(qo, off[2 * i + 1], q2, o2[i] - b2, o2[i + 1] - o2[i])
-    return out_o, off, qo_o
+
+
+@nb.njit(cache=True, nogil=True)
+def _interleave_csr1(a1, o1, a2, o2):
+    """Items of two CSRs of n items each interleaved a1[0], a2[0], a1[1], ...: (bytes, offsets from 0)."""
+    off = _interleave_off(o1, o2)
+    out = np.empty(off[-1], np.uint8)
+    _interleave_into(out, off, a1, o1, a2, o2, 0, o1.shape[0] - 1)
+    return out, off
 
 
 @nb.njit(cache=True, inline="always")
