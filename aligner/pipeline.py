@@ -636,6 +636,7 @@ def _ahead_pool(fn, items, depth, name, workers):
 
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
 PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
+SE_PREP_WORKERS = 3  # single-end batches prepared at once on the GPU path (1: one thread, as before 2026-11-26)
 # EARLY_START: the CLI checks the device and loads the index (then the CUDA modules) on threads beside its imports
 # (cli._early_start). Off: on the H200 box (2026-11-26 call 4) the imports took 1.06-1.22 s instead of 0.72-0.78 s
 # beside them, PE 4.37 s vs 4.16 s without (medians of 4 and 3 runs), SE even
@@ -789,8 +790,10 @@ def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
     t0 = time.time()
     t1 = time.time()
     with AsyncWriter(sink, aligner.stage_times) as out:
-        # one prepare thread: with two, single-end was no faster on the box (docs/BENCHMARKS.md, step 5)
-        preps = ahead(aligner.prepare, prefetch(batches), name="g3align-prepare")
+        # SE_PREP_WORKERS batches prepared at once, as paired-end parts are (one thread was the single-end
+        # bottleneck once the reader and regions were faster: busy all through call 6's SE runs)
+        preps = ahead(aligner.prepare, prefetch(batches), name="g3align-prepare",
+                      workers=SE_PREP_WORKERS if aligner.device == "gpu" else 1)
         if aligner.staged:  # regions + traceback of batch k+1 beside the SAM records of batch k
             items = ahead(lambda p: (p[0], aligner.se_regions(p)), preps, name="g3align-regions")
             finish = aligner.se_sam_chunks
