@@ -263,8 +263,13 @@ def interleave(b1: ReadBatch, b2: ReadBatch) -> ReadBatch:
     cuts = [n * i // k for i in range(k + 1)]
     tasks = [(out, off, a1, b1.seq_off, a2, b2.seq_off, cuts[i], cuts[i + 1]) for out, a1, a2 in jobs
              for i in range(k)]
-    futs = [_interleave_pool().submit(_interleave_into, *t) for t in tasks[1:]] if len(tasks) > 1 else []
-    _interleave_into(*tasks[0])
+    if INTERLEAVE_SPLIT > 1:
+        futs = [_interleave_pool().submit(_interleave_into, *t) for t in tasks[1:]]
+        tasks = tasks[:1]
+    else:
+        futs = []
+    for t in tasks:
+        _interleave_into(*t)
     for f in futs:
         f.result()
     nb_, no = _interleave_csr1(n1, no1, n2, no2)
