@@ -610,3 +610,26 @@ def test_parse_kernel_equals_numpy_path(tmp_path, monkeypatch, trim, keep_raw):
         assert a.names == b.names and a.comments == b.comments
         for x, y in zip(a.name_csr() + a.comment_csr(), b.name_csr() + b.comment_csr()):
             assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("split", [1, 2, 4])
+def test_interleave_split_copies_equal(tmp_path, monkeypatch, split):
+    """interleave copies bases and qualities in INTERLEAVE_SPLIT pair ranges on threads at once: the same
+    batch (mates of unequal lengths, names and comments) whatever the split."""
+    from g3align.aligner import reads
+    rng = random.Random(3)
+    paths = []
+    for mate in (1, 2):
+        p = tmp_path / f"m{mate}.fq"
+        p.write_text("".join(f"@q{i}/{mate} c{i % 5}\n{'ACGTN'[i % 5] * (20 + (i * mate) % 90)}\n+\n"
+                             f"{chr(33 + rng.randrange(40)) * (20 + (i * mate) % 90)}\n" for i in range(20000)))
+        paths.append(str(p))
+    b1, b2 = (next(reads.iter_pieces(p, block_size=1 << 26)) for p in paths)
+    monkeypatch.setattr(reads, "INTERLEAVE_SPLIT", 1)
+    want = reads.interleave(b1, b2)
+    monkeypatch.setattr(reads, "INTERLEAVE_SPLIT", split)
+    got = reads.interleave(b1, b2)
+    for f in ("seq", "seq_off", "qual", "name_buf", "name_off", "com_buf", "com_off"):
+        assert np.array_equal(getattr(got, f), getattr(want, f)), f
+    assert got.names[:4] == ["q0", "q0", "q1", "q1"] and got.comments[2] == "c1"
+    assert want.seq_off[-1] == sum(20 + (i * m) % 90 for i in range(20000) for m in (1, 2))
