@@ -636,7 +636,7 @@ def _ahead_pool(fn, items, depth, name, workers):
 
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
 PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
-SE_PREP_WORKERS = 3  # single-end batches prepared at once on the GPU path (1: one thread, as before 2026-11-26)
+SE_PREP_WORKERS = 1  # single-end batches prepared at once on the GPU path (see run_mem_se)
 # EARLY_START: the CLI checks the device and loads the index (then the CUDA modules) on threads beside its imports
 # (cli._early_start). Off: on the H200 box (2026-11-26 call 4) the imports took 1.06-1.22 s instead of 0.72-0.78 s
 # beside them, PE 4.37 s vs 4.16 s without (medians of 4 and 3 runs), SE even
@@ -790,8 +790,8 @@ def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
     t0 = time.time()
     t1 = time.time()
     with AsyncWriter(sink, aligner.stage_times) as out:
-        # SE_PREP_WORKERS batches prepared at once, as paired-end parts are (one thread was the single-end
-        # bottleneck once the reader and regions were faster: busy all through call 6's SE runs)
+        # SE_PREP_WORKERS batches prepared at once (1: with 3, single-end was slower on the box, 3.33 vs 2.89 s,
+        # 2026-11-26 call 8, although its one prepare thread is busy through the whole run)
         preps = ahead(aligner.prepare, prefetch(batches), name="g3align-prepare",
                       workers=SE_PREP_WORKERS if aligner.device == "gpu" else 1)
         if aligner.staged:  # regions + traceback of batch k+1 beside the SAM records of batch k
