@@ -435,7 +435,7 @@ class MapAligner:
             with ThreadPoolExecutor(max_workers=max(1, n_threads)) as ex:
                 return self.map_batch(batch, n_threads, ex)
         names, name_off, seq_off, diag, sd, fp = self._batch_stages(batch)
-        comments, com_off = _cat_strings(batch.comments)
+        comments, com_off = batch.comment_csr()  # bytes + offsets as parsed: no strings made
         raw = batch.raw if batch.raw is not None else np.frombuffer(b"ACGTN", np.uint8)[batch.seq]
         raw = _u_to_t(raw)
         qual_on = bool(batch.has_qual and (self.opt.flag & MO.F_OUT_SAM) and not (self.opt.flag & MO.F_NO_QUAL))
@@ -467,7 +467,7 @@ class MapAligner:
         """What every read of the batch needs first: (names CSR, seq_off from 0, -D contigs, the batch's seeds
         (_NO_SEEDS unless batch_seed), its DP chaining scores (_NO_FP unless batch_chain))."""
         self.device_setup()
-        names, name_off = _cat_strings(batch.names)
+        names, name_off = batch.name_csr()
         seq_off = batch.seq_off - batch.seq_off[0]
         diag = self._diag_rids(batch)
         t = time.perf_counter()
