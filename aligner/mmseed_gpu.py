@@ -228,9 +228,11 @@ def _seed_device(xp, launch, mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q
         nz = mz_off[1:] - mz_off[:-1]
         # xp functions, not operators with a Python number (mmsketch_gpu.sketch_batch_gpu: no cupyx import)
         filt = xp.greater(qlen, 0) & xp.greater(nz, mid_occ)
-        if bool(filt.any()):
-            tbl_off = _exclusive(xp, xp.where(filt, _pow2_at_least(xp, xp.multiply(xp.maximum(nz, 1), 2)), 0))
-            n_tbl = int(tbl_off[-1])
+        # no reduction (filt.any()): CuPy's CUB reductions are compiled per input size at their first call, and
+        # chr20's size cost 9 s of NVRTC on a fresh box (2026-11-26, py-spy); the table sizes' sum says the same
+        tbl_off = _exclusive(xp, xp.where(filt, _pow2_at_least(xp, xp.multiply(xp.maximum(nz, 1), 2)), 0))
+        n_tbl = int(tbl_off[-1])
+        if n_tbl:
             tkey = xp.zeros(n_tbl, xp.uint32)
             tcnt = xp.zeros(n_tbl, xp.uint32)
             launch("sd_qocc_insert", n_mz, (mz, mz_off, rid, i64(n_mz), tbl_off, tkey, tcnt), _BLOCK)
@@ -288,7 +290,8 @@ def _seed_device(xp, launch, mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q
             launch("sd_heap", n, (reads, i64(n), mv, mp_off, kept_j, s_st, s_n, s_tan, qlen, i64(flag), pos, ref_len,
                                   diag_rid, dual_skip, n_dual, a_off, hx, hy, rev, a), _BLOCK_READ)
         else:
-            if int(n_ar.max()) >= 1 << 32:
+            # a_off's total first (no reduction to compile, above): only a total of 2^32 anchors can hold such a read
+            if int(a_off[-1]) >= 1 << 32 and int(n_ar.max()) >= 1 << 32:
                 raise NotImplementedError("a read with 2^32 or more anchors (sd_sort counts in 32 bits)")
             launch("sd_sort", n, (reads, i64(n), a_off, a), _BLOCK_READ)
     return SeedBatch(mv, mv_off, a, a_off, rep_len, mini_pos, mp_off)
