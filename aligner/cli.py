@@ -12,7 +12,6 @@ import threading
 import time
 
 import click
-import numpy as np
 
 from g3align import __version__
 
@@ -809,14 +808,13 @@ def _pick_device(choice: str, verbose: int, cmd: str = "mem") -> str:
 
 def _interleaved(batches, path):
     """-p input: mates must be adjacent records with the same name."""
-    from g3align.aligner.reads import ReadFormatError
+    from g3align.aligner.reads import ReadFormatError, mate_name_mismatch
     for b in batches:
         if b.n % 2:
             raise ReadFormatError(f"{path}: interleaved input has an odd number of records "
                                   f"(record {b.first_id + b.n} has no mate)")
-        bad = np.flatnonzero(np.array(b.names[0::2], dtype=object) != np.array(b.names[1::2], dtype=object))
-        if bad.size:
-            k = 2 * int(bad[0])
+        k = mate_name_mismatch(*b.name_csr())
+        if k >= 0:
             raise ReadFormatError(f"{path}: records {b.first_id + k + 1} and {b.first_id + k + 2} are not "
                                   f"mates ('{b.names[k]}' vs '{b.names[k + 1]}')")
         yield b

@@ -452,6 +452,20 @@ def _line_bound(arr, nl, k):
 
 
 @nb.njit(cache=True, nogil=True)
+def mate_name_mismatch(buf, off):
+    """The first even k whose record k and k + 1 (names as bytes + offsets from 0) are named differently, or -1:
+    the mate check of interleaved input (-p) without making strings of the names."""
+    for k in range(0, off.shape[0] - 2, 2):
+        a, b, c = off[k], off[k + 1], off[k + 2]
+        if b - a != c - b:
+            return k
+        for j in range(b - a):
+            if buf[a + j] != buf[b + j]:
+                return k
+    return -1
+
+
+@nb.njit(cache=True, nogil=True)
 def _newlines(arr):
     """Positions of the newline bytes of arr (np.flatnonzero(arr == 10) without holding the GIL: the reader
     thread finds a 4 MB block's lines while the pipeline's threads need the GIL)."""

@@ -512,3 +512,18 @@ def test_missing_index_one_line_error(tmp_path):
     err = p.stderr.decode()
     assert p.returncode != 0 and "Traceback" not in err
     assert "index file not found" in err and err.strip().count("\n") <= 1
+
+
+def test_interleaved_mates_checked_by_name(lambda_index, tmp_path):
+    """-p: records 2k and 2k+1 must share a name (compared as bytes); the first pair that does not ends the run
+    with one line naming both records."""
+    r1, r2 = (gzip.decompress(open(os.path.join(DATA, f"lambda_R{i}.fq.gz"), "rb").read()).split(b"\n")
+              for i in (1, 2))
+    recs = [b"\n".join(r[k:k + 4]) + b"\n" for k in range(0, len(r1) - 1, 4) for r in (r1, r2)]
+    bad = 2 * 37 + 1
+    name = recs[bad].split(b"\n", 1)
+    recs[bad] = name[0] + b"x\n" + name[1]
+    p = g3("mem", "-p", lambda_index, "-", stdin=b"".join(recs), check=False)
+    err = p.stderr.decode()
+    assert p.returncode != 0 and "Traceback" not in err
+    assert f"records {bad} and {bad + 1} are not mates" in err
