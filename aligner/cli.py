@@ -634,69 +634,11 @@ def _run_mem_traced(kw, trace, t):
         gpu_guess = kw["device"] == "gpu" or (kw["device"] == "auto" and os.path.exists("/dev/nvidiactl"))
         se = se_chunk_for(gpu_guess, chunk)
         reader = _start_reader(kw, se, depth=max(2, chunk // se + 1))
-    early = _early_start(kw)
     try:
-        _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, *early)
+        _run_mem_reader(kw, trace, t, paired, ignored_r2, reader)
     finally:
         if reader is not None:
             reader.close()
-
-
-class _Early:
-    """fn() run on a daemon thread from now; result() waits for it and returns its value or raises its error
-    (in the calling thread, as if fn had been called there)."""
-
-    def __init__(self, fn, name: str):
-        self._out: list = []
-        self._th = threading.Thread(target=self._run, args=(fn,), name=name, daemon=True)
-        self._th.start()
-
-    def _run(self, fn):
-        try:
-            self._out.append((True, fn()))
-        except BaseException as e:  # noqa: BLE001 (handed to the caller of result())
-            self._out.append((False, e))
-
-    def result(self):
-        self._th.join()
-        ok, v = self._out[0]
-        if not ok:
-            raise v
-        return v
-
-
-def _early_start(kw):
-    """mem's device check (CuPy's import: ~0.25 s on the GPU box) and index load started on threads now, beside
-    the imports of the aligner's modules (~0.6 s there), instead of after them: both spend much of their time
-    in file reads and library loads that let go of the GIL. Then, on the GPU, the CUDA modules of its stages
-    are loaded (~0.15 s of the first batch's preparation before). Only with pipeline.EARLY_START (off: slower
-    on the GPU box, see there; G3ALIGN_TUNE=EARLY_START=1 for A/B runs). Returns (device job, index job), None
-    each when off."""
-    # read from G3ALIGN_TUNE here: importing pipeline.py for its EARLY_START would end the overlap
-    if "EARLY_START=1" not in os.environ.get("G3ALIGN_TUNE", "").split(","):
-        return None, None
-
-    def index():
-        from g3align.index.store import load_index
-        return load_index(kw["prefix"])
-    dev = _Early(lambda: _pick_device(kw["device"], kw["verbose"]), "g3align-device")
-    idx = _Early(index, "g3align-index")
-
-    def gpu_modules():  # the GPU stages' CUDA modules loaded before the first batch asks for them
-        try:
-            if dev.result() != "gpu":
-                return
-            fm = idx.result()[1]
-            from g3align.aligner.memcigar import MODULE_DEFINES
-            from g3align.aligner.smem_gpu import module_defines
-            from g3align.kernels.loader import get_module
-            for name, d in (("smem", module_defines(fm.occ_wide)), ("memext", None), ("memchain", None),
-                            ("memcigar", MODULE_DEFINES)):
-                get_module(name, d)
-        except Exception:  # noqa: BLE001 (the stage that needs the module loads it and reports any error)
-            pass
-    threading.Thread(target=gpu_modules, name="g3align-gpu-modules", daemon=True).start()
-    return dev, idx
 
 
 def _default_chunk() -> int:
@@ -704,7 +646,7 @@ def _default_chunk() -> int:
     return MemOpt.chunk_size
 
 
-def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, dev_job=None, index_job=None):
+def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader):
     from g3align.aligner import memstage, pipeline, reads
     from g3align.aligner.pipeline import MemAligner, log, run_mem_pe, run_mem_se, user_pestat
     from g3align.aligner.reads import ReadFormatError
@@ -736,10 +678,10 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, dev_job=None, inde
         except ValueError as e:
             raise G3Error(str(e))
     try:
-        device = dev_job.result() if dev_job is not None else _pick_device(kw["device"], verbose)
+        device = _pick_device(kw["device"], verbose)
         t = _mark(trace, "start-up: device", t)
         try:
-            ref, fm = index_job.result() if index_job is not None else load_index(kw["prefix"])
+            ref, fm = load_index(kw["prefix"])
         except IndexFormatError as e:
             raise G3Error(str(e))
         t = _mark(trace, "start-up: index load", t)

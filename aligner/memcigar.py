@@ -28,7 +28,6 @@ from g3align.aligner.samout import CG_FIELDS, infer_bw, region_cigar
 
 CAP_CIG = 32  # CIGAR ops of a computed row (a 150 bp read has 1-5)
 CAP_MD = 128  # MD bytes of a computed row
-MODULE_DEFINES = {"CAP_CIG": CAP_CIG, "CAP_MD": CAP_MD}  # kernels/memcigar.cu's compile-time constants
 MAX_JOB_SCRATCH = 1 << 20  # bytes of DP scratch (H/E rows + banded direction matrix) a GPU job may use
 
 
@@ -189,7 +188,7 @@ def cigar_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, keys, j_read, block
     plan = cigar_plan(opt, mat, keys)
     J, bounds, extent = job_table(plan, keys, j_read, ws_bytes)
     chunks = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
-    mod = get_module("memcigar", MODULE_DEFINES)
+    mod = get_module("memcigar", {"CAP_CIG": CAP_CIG, "CAP_MD": CAP_MD})
     res = cp.empty((n, 4), cp.int32)
     cig_cap = cp.empty((n, CAP_CIG), cp.uint32)
     md_cap = cp.empty((n, CAP_MD), cp.uint8)

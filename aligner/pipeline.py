@@ -637,10 +637,6 @@ def _ahead_pool(fn, items, depth, name, workers):
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
 PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
 SE_PREP_WORKERS = 1  # single-end batches prepared at once on the GPU path (see run_mem_se)
-# EARLY_START: the CLI checks the device and loads the index (then the CUDA modules) on threads beside its imports
-# (cli._early_start). Off: on the H200 box (2026-11-26 call 4) the imports took 1.06-1.22 s instead of 0.72-0.78 s
-# beside them, PE 4.37 s vs 4.16 s without (medians of 4 and 3 runs), SE even
-EARLY_START = False
 CUDA_WARM = True  # the CLI starts the CUDA driver and context on a thread first (cli._cuda_driver_warm)
 RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
 TRACEBACK_STAGE = True  # staged: the regions' alignments as one batch (memcigar.py); False: in the SAM stage (A/B)

@@ -1041,12 +1041,7 @@ def deinterleave(b: ReadBatch) -> tuple[ReadBatch, ReadBatch]:
 def _csr_every_other(csr, k):
     """Items k, k + 2, k + 4, ... of bytes + offsets."""
     buf, off = csr
-    nl = np.ascontiguousarray(np.diff(off)[k::2])
-    no = np.zeros(len(nl) + 1, np.int64)
-    np.cumsum(nl, out=no[1:])
-    out = np.empty(int(no[-1]), np.uint8)
-    gather_bytes(buf, np.ascontiguousarray(off[k:-1:2]), nl, no, out, -1)
-    return out, no
+    return _gather_csr(buf, np.ascontiguousarray(off[k:-1:2]), np.ascontiguousarray(np.diff(off)[k::2]))
 
 
 def read_all(path: str, trim_readno: bool = True) -> ReadBatch:

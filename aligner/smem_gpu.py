@@ -64,18 +64,13 @@ def fm_to_device(fm) -> FMDevice:
                     wide=int(fm.occ_wide), n=int(fm.n), l_pac=int(fm.l_pac))
 
 
-def module_defines(occ_wide: int, count_lookups: bool = False) -> dict:
-    """kernels/smem.cu's compile-time constants for an index with this occurrence word width."""
-    d = {"OCC_WIDE": int(occ_wide)}
-    if count_lookups:
-        d["COUNT_LOOKUPS"] = 1
-    return d
-
-
 def _module(fm_dev, count_lookups=False):
     from g3align.kernels.loader import get_module
 
-    return get_module("smem", module_defines(fm_dev.wide, count_lookups))
+    d = {"OCC_WIDE": fm_dev.wide}
+    if count_lookups:
+        d["COUNT_LOOKUPS"] = 1
+    return get_module("smem", d)
 
 
 def _as_params(opt):

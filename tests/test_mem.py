@@ -495,18 +495,6 @@ def test_copy_comment(lambda_index, tmp_path, mode):
         assert got == want + f"\tBC:Z:ACGT\tXC:i:{index[want.split(chr(9))[0]]}"
 
 
-def test_early_job_returns_or_raises_in_the_caller():
-    """cli._Early (mem's device check and index load beside the imports): the value, or the job's own error
-    raised where result() is called (so the CLI's one-line error handling sees it)."""
-    from g3align.aligner.cli import G3Error, _Early
-    assert _Early(lambda: 41 + 1, "t").result() == 42
-
-    def bad():
-        raise G3Error("index file not found")
-    with pytest.raises(G3Error, match="index file not found"):
-        _Early(bad, "t").result()
-
-
 def test_missing_index_one_line_error(tmp_path):
     p = g3("mem", str(tmp_path / "none"), os.path.join(DATA, "lambda_R1.fq.gz"), check=False)
     err = p.stderr.decode()
