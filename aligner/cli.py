@@ -188,7 +188,7 @@ def _run_map(args):
     t_enter = time.perf_counter()
     _cuda_driver_warm(_device_arg(args))
     from g3align.aligner import mmopt as MO
-    from g3align.aligner import mmpipeline
+    from g3align.aligner import reads
     from g3align.aligner.reads import prefetch_now, read_batch_parts
     from g3align.aligner.samhdr import parse_rg
 
@@ -218,16 +218,24 @@ def _run_map(args):
             rg_line, _ = parse_rg(opt.rg)
         except ValueError as e:
             raise G3Error(str(e))
-    _tune(mmpipeline)
+    _tune(reads, only_present=True)  # the reader's constants before it starts; the rest once mmpipeline is in
     _numba_start()  # before the reader thread (not for --help / --version)
     trace = _trace_on()  # the stage laps of every part thread, as for mem
 
     def reader(q):  # the parser of query file q in a thread, up to two parts ahead
-        return prefetch_now(read_batch_parts(q, chunk_size=opt.mini_batch_size, part_bases=mmpipeline.MAP_PART_BASES,
+        return prefetch_now(read_batch_parts(q, chunk_size=opt.mini_batch_size, part_bases=reads.MAP_PART_BASES,
                                              trim_readno=False), depth=2, name="g3align-reader")
 
-    # the first file's parsing starts now, beside the index load and the device set-up (MAP_EARLY_READER)
-    first_parts = reader(queries[0]) if queries and mmpipeline.MAP_EARLY_READER else None
+    # the first file's parsing starts now, beside the mapping modules' import, the index load and the device
+    # set-up (MAP_EARLY_READER)
+    first_parts = reader(queries[0]) if queries and reads.MAP_EARLY_READER else None
+    try:
+        from g3align.aligner import mmpipeline
+        _tune(mmpipeline, reads)  # G3ALIGN_TUNE: unknown names an error
+    except BaseException:
+        if first_parts is not None:
+            first_parts.close()
+        raise
     try:
         return _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader, t_enter, trace)
     finally:
@@ -273,6 +281,7 @@ def _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader,
     device = _pick_device(opt.device, opt.verbose, "map")
     t_setup = time.perf_counter()
     aligner = MapAligner(idx, opt, device=device)
+    aligner.preload()
     aligner.device_setup()
     t0 = _process_t0()
     if trace is not None:

@@ -188,7 +188,7 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
     if stats is not None:
         stats["launches"] = stats.get("launches", 0) + n_launch
         stats["jobs"] = stats.get("jobs", 0) + n
-        stats["cells"] = stats.get("cells", 0) + int(cells.sum())
+        stats["cells"] = stats.get("cells", 0) + int(cp.asnumpy(cells).sum())  # host sum: no CuPy reduction
     if not to_host:
         return ez, cig, cig_off, n_cig
     return cp.asnumpy(ez), cp.asnumpy(cig), cig_off, cp.asnumpy(n_cig)

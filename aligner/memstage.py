@@ -333,7 +333,7 @@ def _ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_byte
     rl = (seq_off_d[cp.add(j_read, 1)] - seq_off_d[j_read]).astype(cp.int64)
     # warps of jobs with similar work: most query bases to extend first (left + right of the seed)
     order = cp.argsort(j_sl - rl, kind="stable").astype(cp.int64)
-    lmax = int(rl.max())
+    lmax = int(cp.asnumpy(rl).max())  # on the host: a CuPy reduction is compiled (NVRTC) at its first call
     args = (seq_d, seq_off_d, pac_d, np.int64(l_pac), cp.asarray(ext_params(opt)), cp.asarray(mat.astype(np.int8)),
             order, np.int64(n), *jd)
     geo = ext_shared_geometry(lmax, int(mat.max()))
@@ -428,7 +428,7 @@ def _rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_byt
         ow = order[in_warp]
         order = order[~in_warp]
         if ow.shape[0]:
-            padded = (int(lm[ow].max()) + 15) // 16 * 16
+            padded = (int(cp.asnumpy(lm[ow]).max()) + 15) // 16 * 16   # host max: no CuPy reduction to compile
             c = max(1, (padded + 31) // 32)
             wb = max(32, block // 32 * 32)
             n_blk = min((int(ow.shape[0]) * 32 + wb - 1) // wb, 1 << 20)
@@ -437,7 +437,7 @@ def _rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_byt
                                   wrb, wre, wrev, wx, bl_off, bl, R))
     m = int(order.shape[0])
     if m:
-        nmax = (int(lm[order].max()) + 15) // 16 * 16 + 16
+        nmax = (int(cp.asnumpy(lm[order]).max()) + 15) // 16 * 16 + 16
         t_max = max(block, ws_bytes // (4 * 3 * nmax) // block * block)
         n_thr = min(t_max, (m + block - 1) // block * block)
         ws = cp.empty(3 * nmax * n_thr, cp.int32)

@@ -73,21 +73,20 @@ def pack_opts(o: MO.MapOpt) -> tuple[np.ndarray, np.ndarray]:
 
 _NO_LJOIN_FLAGS = MO.F_SPLICE | MO.F_SR | MO.F_NO_LJOIN
 
-# run_map's part pipeline: each -K batch is read as parts of about MAP_PART_BASES bases
+# run_map's part pipeline: each -K batch is read as parts of about reads.MAP_PART_BASES bases
 # (reads.read_batch_parts), and up to MAP_DEPTH parts are mapped at once, each on its own worker thread
 # (with the GPU: its own CUDA stream), sharing one pool of -t threads for the per-read stages. Parts never
 # change the output (records are written in input order; no per-read result depends on the batch).
 # G3ALIGN_TUNE='MAP_DEPTH=1' maps one part after another (A/B runs). Four at once: chr20 pbsim CLR on the H100
 # (docs/BENCHMARKS.md, map step 8) took 5.21/5.25 s vs 6.16/5.86 s with three and 5.81/5.64 s with five in one
 # call, and four was also at or ahead of three in two earlier calls (5.12 vs 5.15-5.96 s; 7.40 vs 7.58-7.67 s).
-MAP_PART_BASES = 20_000_000
 MAP_DEPTH = 4
 # parts handed to the workers beyond the MAP_DEPTH being mapped, so that a worker that finishes its part takes the
 # next at once instead of waiting for the oldest part in flight to be written (records still go out in input
 # order); 0: a part is handed over only when the oldest one is done (before session 16)
 MAP_QUEUED = 4
-# the CLI starts parsing the first query file before it loads the index and starts CUDA (False: after)
-MAP_EARLY_READER = True
+# the staged path's kernels' cached code loaded on a thread at start-up (MapAligner.preload; False: at first call)
+MAP_PRELOAD = True
 CUDA_WARM = True  # the CLI starts the CUDA driver and context on a thread first (cli._cuda_driver_warm)
 # compile-time variants of kernels/ksw2.cu for A/B runs, 'NAME=VALUE:NAME=VALUE' (e.g. G3ALIGN_TUNE=
 # MAP_KSW2_DEFINES=KSW2_SCALAR=1); every variant gives the same results
@@ -417,6 +416,21 @@ class MapAligner:
             cp.cuda.Device().synchronize()
             self._dev_ready = True
 
+    def preload(self) -> threading.Thread | None:
+        """With the staged GPU path: the cached code of the kernels the part workers and the pool call first,
+        in that order, loaded on a thread started now (nbshare.preload) instead of at their first calls. On a
+        fresh H100 box the first part's workers stopped all 16 pool threads 2.9 s for map_range_plan and 2.4 s
+        for map_range_finish (session 21's trace: 17.5 MB of cached code in mmpipeline)."""
+        if not MAP_PRELOAD or self.device != "gpu" or not self.batch_align:
+            return None
+        from g3align.aligner import lchain_gpu as LG
+        from g3align.aligner.ksw2 import gen_simple_mat
+        from g3align.aligner.nbshare import preload
+        ks = [LG.limits_batch, LC.chain_pens, _u_to_t, map_range_plan, gen_simple_mat, map_range_finish]
+        th = threading.Thread(target=preload, args=(ks,), name="g3align-preload", daemon=True)
+        th.start()
+        return th
+
     def worker_init(self) -> None:
         """Run by each part worker thread once: with the GPU, a CUDA stream of its own (non-blocking), so one
         part's host synchronisations wait for that part's work only."""
@@ -636,7 +650,7 @@ _WORKER = threading.local()  # a part worker's CUDA stream
 def run_map(aligner: MapAligner, batches, sink, verbose: int = 3) -> tuple[int, float]:
     """Map `batches` and write their records in input order. Items are ReadBatch (one -K batch each) or
     (part, end_of_batch) pairs (reads.read_batch_parts); up to MAP_DEPTH items are mapped at once (see
-    MAP_PART_BASES), one per worker thread, their per-read ranges on one pool of -t threads. Returns (reads,
+    reads.MAP_PART_BASES), one per worker thread, their per-read ranges on one pool of -t threads. Returns (reads,
     seconds). With several parts in flight the stage times are sums over the workers, not wall times."""
     n_reads = 0
     t0 = time.time()

@@ -144,37 +144,40 @@ def sketch_batch_gpu(seq, seq_off, w: int, k: int, is_hpc: bool, cap: int | None
     f_sketch = mod.get_function("mm_sketch")
     f_compact = mod.get_function("mm_compact")
     seq_d = _device_seq(cp, seq)
-    off_in = cp.ascontiguousarray(cp.asarray(seq_off, cp.int64))
-    n = int(off_in.shape[0]) - 1
+    # the per-read arithmetic (slot sizes, offsets, the length order, the overflowing reads) on the host: the
+    # arrays are one number per read, and CuPy's elementwise, scan and nonzero kernels are compiled with NVRTC
+    # at their first call on a machine (a scan per size class: 10.7 s of a fresh H100 box's first chr20 run)
+    off_h = np.ascontiguousarray(cp.asnumpy(seq_off) if isinstance(seq_off, cp.ndarray) else seq_off, np.int64)
+    n = int(off_h.shape[0]) - 1
     if n <= 0:
         mz, off = np.empty((0, 2), np.uint64), np.zeros(max(n + 1, 1), np.int64)
         return (mz, off) if to_host else (cp.asarray(mz), cp.asarray(off))
-    lens = off_in[1:] - off_in[:-1]
+    caps_h = slot_caps(off_h, w, cap)
+    base_h = _exclusive(caps_h)
+    n_slot = int(base_h[-1])
+    # one upload: read offsets, slot bases, slot sizes and the reads longest first (the order threads take
+    # them; it spreads the long reads over the launch and does not change the output)
+    order = np.argsort(-np.diff(off_h), kind="stable") if sort_by_length else np.zeros(0, np.int64)
+    packed = cp.asarray(np.concatenate([off_h, base_h, caps_h, order.astype(np.int64)]))
+    off_in, base, caps = packed[:n + 1], packed[n + 1:2 * n + 2], packed[2 * n + 2:3 * n + 2]
+    reads = packed[3 * n + 2:] if sort_by_length else None
     ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
     ev0.record()
-    # CuPy functions, not operators with a Python number (`lens > 0`, `lens * 2`): CuPy hands those to NumPy's
-    # ufunc override, whose first call imports cupyx.scipy.special (0.27-0.46 s on the H100 box, under the GIL,
-    # in the first part; scripts/cupy_startup_probe.py)
-    caps = cp.where(cp.greater(lens, 0), cp.add(cp.floor_divide(cp.multiply(lens, 2), w + 1), 16), 0)
-    if cap is not None:
-        caps = cp.minimum(caps, int(cap))
-    base = cp.zeros(n + 1, cp.int64)
-    cp.cumsum(caps, out=base[1:])
-    n_slot = int(base[-1])
     slot = cp.empty((max(n_slot, 1), 2), cp.uint64)
     count = cp.empty(n, cp.int64)
-    reads = cp.argsort(-lens).astype(cp.int64) if sort_by_length else None
     grid = ((n + _BLOCK - 1) // _BLOCK,)
     f_sketch(grid, (_BLOCK,), (seq_d, off_in, reads if reads is not None else np.uint64(0), np.int64(n), base,
                                caps, slot, count))
-    off = cp.zeros(n + 1, cp.int64)
-    cp.cumsum(count, out=off[1:])
-    total = int(off[-1])
+    count_h = cp.asnumpy(count)
+    off_h2 = _exclusive(count_h)
+    total = int(off_h2[-1])
+    off = cp.asarray(off_h2)
     out = cp.empty((max(total, 1), 2), cp.uint64)
     f_compact(((n * 32 + 255) // 256,), (256,), (slot, base, caps, count, off, np.int64(n), out))
-    over = cp.nonzero(cp.greater(count, caps))[0].astype(cp.int64)
-    n_over = int(over.size)
+    over_h = np.flatnonzero(count_h > caps_h).astype(np.int64)
+    n_over = int(over_h.size)
     if n_over:
+        over = cp.asarray(over_h)
         f_sketch(((n_over + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
                  (seq_d, off_in, over, np.int64(n_over), off, count, out, np.uint64(0)))
     ev1.record()

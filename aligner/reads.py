@@ -71,6 +71,12 @@ INTERLEAVE_SPLIT = 4                 # threads that copy a pair piece's bases an
 # batch), so the staged (GPU) path cuts single-end input into batches of at most this many bases: parsing the
 # next one overlaps aligning this one, and GPU memory per batch stays bounded
 SE_STAGED_CHUNK = 10_000_000
+# map's reader (set here, not in mmpipeline, so the CLI starts it before importing the mapping modules): each -K
+# batch is read as parts of about MAP_PART_BASES bases; parts never change map's output. (A smaller first part,
+# 5 or 10 Mbp, for an earlier GPU start was slower on chr20 pbsim CLR, session 21: 4.93-5.26 s vs 4.52-4.77 s.)
+# MAP_EARLY_READER: the first file's parsing starts before the index load and the device set-up (False: after)
+MAP_PART_BASES = 20_000_000
+MAP_EARLY_READER = True
 
 
 def se_chunk_for(staged: bool, chunk: int) -> int:

@@ -259,9 +259,12 @@ def collect_intv_batch_gpu(fm_dev, seq, seq_off, opt, cap: int = 64, block: int 
     c = cap
     n_rerun = 0
     while True:
-        bad = cp.nonzero(cp.less(runs[-1][1][3], 0))[0]  # not `< 0`: no cupyx import (_filter_rid)
-        if bad.shape[0] == 0:
+        # the reads over capacity found on the host (one count per read): cp.nonzero is a scan kernel that CuPy
+        # compiles with NVRTC at its first call on a machine
+        bad_h = np.flatnonzero(cp.asnumpy(runs[-1][1][3]) < 0)
+        if bad_h.shape[0] == 0:
             break
+        bad = cp.asarray(bad_h)
         c *= 4
         ids_b = runs[-1][0][bad]
         n_rerun += int(bad.shape[0])

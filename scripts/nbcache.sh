@@ -6,8 +6,17 @@
 # so is every file that imports it, directly or not (scripts/nbcache_keep.py: a cached function holds the code
 # of the jitted functions it calls from other files, which numba's index does not see).
 # nbcache_out writes the cache and stamps to $OUT for the next call: copy them into $NBCACHE_DIR there.
+# numba keys cached code by the host's CPU name too. The boxes come with Sapphire Rapids (H100) or Emerald Rapids
+# (H200) CPUs, whose LLVM feature strings are the same: on either, NUMBA_CPU_NAME is pinned to emeraldrapids so
+# one cache serves both (a fresh H100 box otherwise compiled everything again: 330 s of map warm-up, session 21);
+# nbcache_out files any other-name entries under it (scripts/nbcache_rekey.py).
+NBCACHE_CPU=emeraldrapids
 nbcache_in() {
-    [ "${NBCACHE:-0}" = 1 ] && ls "$NBCACHE_DIR"/nbcache.tgz* >/dev/null 2>&1 || return 0
+    [ "${NBCACHE:-0}" = 1 ] || return 0
+    case $(python3 -c 'import llvmlite.binding as ll; print(ll.get_host_cpu_name())' 2>/dev/null) in
+        sapphirerapids|emeraldrapids) export NUMBA_CPU_NAME=$NBCACHE_CPU; echo "numba: CPU name pinned to $NBCACHE_CPU";;
+    esac
+    ls "$NBCACHE_DIR"/nbcache.tgz* >/dev/null 2>&1 || return 0
     local tgz=/tmp/nbcache_in.tgz n=0 mt f
     cat "$NBCACHE_DIR"/nbcache.tgz* > $tgz   # one tar, or its parts in order
     while read -r mt f; do
@@ -17,6 +26,7 @@ nbcache_in() {
 }
 nbcache_out() {
     [ "${NBCACHE:-0}" = 1 ] || return 0
+    python3 scripts/nbcache_rekey.py $NBCACHE_CPU aligner index
     find aligner index -name '*.py' | while read -r f; do
         echo "$(sha1sum < "$f" | cut -c1-40) $(stat -c '%s %.9Y' "$f") $f"; done > "$OUT/stamps.txt"
     # only the files of functions still at their place in the sources (scripts/nbcache_prune.py): stale ones grew
