@@ -663,6 +663,8 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader):
     from g3align.aligner.samhdr import OutputSink, parse_header_arg, parse_rg, sam_header
     from g3align.index.store import IndexFormatError, load_index
     t = _mark(trace, "start-up: imports", t)
+    if pipeline.EARLY_PRELOAD:
+        pipeline.preload_kernels(paired)
 
     opt = _build_mem_options(kw)
     verbose = kw["verbose"]
@@ -698,7 +700,8 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader):
         header = sam_header(ref.names, [int(x) for x in ref.lengths], rg_line=rg_line, pg_cmdline=cmdline,
                             extra_lines=hdr_lines)
         aligner = MemAligner(ref, fm, opt, rg_id=rg_id, copy_comment=kw["copy_comment"], device=device)
-        aligner.preload(paired)
+        if not pipeline.EARLY_PRELOAD:
+            pipeline.preload_kernels(paired)
         _mark(trace, "start-up: aligner (index to the GPU)", t)
         with OutputSink(kw["output"], header) as sink:
             if paired:

@@ -61,7 +61,10 @@ WORKER_NICE = 5  # nice increment of the CPU pool's worker threads on the GPU pa
 
 
 POOL_PRIORITY = True  # the CPU pool starts a waiting regions task before waiting pairing tasks (_PriorityQueue)
-PRELOAD = True  # the CLI loads the pool kernels' cached code on a thread at start-up (MemAligner.preload)
+PRELOAD = True  # the CLI loads the pool kernels' cached code on a thread at start-up (preload_kernels)
+# ... started right after the imports (False: once the aligner is set up, as before session 21; no difference
+# measured: PE medians 3.84 vs 3.90 s on an H200 box, session 21 call 8)
+EARLY_PRELOAD = True
 REGIONS_CLAIM = True  # a part's regions: one pool task per thread claiming read ranges (False: a task per range)
 TASK_CLOCK = False  # with G3ALIGN_TRACE: clocks inside the pool tasks' kernels (taskclock.py; A/B and probe runs)
 
@@ -161,6 +164,26 @@ def tune_malloc() -> bool:
         return False
 
 
+def preload_kernels(paired: bool) -> threading.Thread | None:
+    """Load the cached code of the kernels the pool and pipeline threads call first in a paired-end or
+    single-end run, in the order they are first called, on a thread started now (nbshare.preload):
+    without it each first call stops every thread that makes it until the load is done. The CLI starts it
+    right after the imports (EARLY_PRELOAD), beside the CUDA start and the index load."""
+    if not PRELOAD:
+        return None
+    from g3align.aligner.memcigar import cigar_plan, job_table
+    from g3align.aligner.nbshare import preload
+    from g3align.aligner.pair import _mean_std
+    ks = [regions_claim if REGIONS_CLAIM else regions_range, cigar_keys, cigar_plan, job_table, cg_empty]
+    ks += [pestat_sizes, _mean_std, rescue_jobs_range, sam_pe_range] if paired else [sam_se_range]
+    if TASK_CLOCK and ag.TRACE is not None:  # the clocked twins are what the pool calls then
+        from g3align.aligner.taskclock import CLOCKED
+        ks = [CLOCKED.get(k, k) for k in ks]
+    th = threading.Thread(target=preload, args=(ks,), name="g3align-preload", daemon=True)
+    th.start()
+    return th
+
+
 class MemAligner:
     """Holds the index and options; aligns ReadBatches to SAM bytes."""
 
@@ -198,24 +221,6 @@ class MemAligner:
             self._fm_dev = fm_to_device(fm)
             self._pac_dev = upload_large(self.pac)
 
-    def preload(self, paired: bool) -> threading.Thread | None:
-        """Load the cached code of the kernels the pool and pipeline threads call first in a paired-end or
-        single-end run, in the order they are first called, on a thread started now (nbshare.preload):
-        without it each first call stops every thread that makes it until the load is done."""
-        if not PRELOAD:
-            return None
-        from g3align.aligner.memcigar import cigar_plan, job_table
-        from g3align.aligner.nbshare import preload
-        from g3align.aligner.pair import _mean_std
-        ks = [regions_claim if REGIONS_CLAIM else regions_range, cigar_keys, cigar_plan, job_table, cg_empty]
-        ks += [pestat_sizes, _mean_std, rescue_jobs_range, sam_pe_range] if paired else [sam_se_range]
-        if TASK_CLOCK and ag.TRACE is not None:  # the clocked twins are what the pool calls then
-            from g3align.aligner.taskclock import CLOCKED
-            ks = [CLOCKED.get(k, k) for k in ks]
-        th = threading.Thread(target=preload, args=(ks,), name="g3align-preload", daemon=True)
-        th.start()
-        return th
-
     def _gpu_stream(self):
         """The calling thread's own non-blocking CUDA stream (a context), so the GPU stages that run in
         different pipeline threads (next part's seeding/extension, this part's mate rescue) overlap on
@@ -251,7 +256,8 @@ class MemAligner:
             def seed_chain(a, b):  # reads [a, b): seeds and chains on the GPU -> host `pre` parts, device jobs
                 t0 = time.perf_counter()
                 sd = seq_d[int(seq_off[a]):int(seq_off[b])]
-                od = off_d[a:b + 1] - off_d[a]
+                # the offsets of [a, b) from 0: the part's own when it is whole (no device subtraction)
+                od = off_d if a == 0 and b == n and seq_off[0] == 0 else to_device(seq_off[a:b + 1] - seq_off[a])
                 mb, me, mk, ms, ioff = collect_intv_batch_gpu(self._fm_dev, sd, od, p)
                 fr = to_host(rep_len_gpu(mb, me, ms, ioff, p.max_occ))
                 seeds = seed_pos_batch_gpu(self._fm_dev, self.offsets, mb, me, mk, ms, ioff, p.max_occ)

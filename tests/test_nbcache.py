@@ -42,3 +42,32 @@ def test_nbcache_prune_keeps_only_functions_at_their_place(tmp_path, monkeypatch
              "gone.f-4.py312.nbi": False,      # no such file
              "odd-name.nbi": True}             # not numba's naming: kept
     assert all(mod.current(f"aligner/__pycache__/{n}") == want for n, want in names.items())
+
+
+def test_nbcache_rekey_files_entries_under_one_cpu_name(tmp_path):
+    """scripts/nbcache_rekey.py: per signature an entry under the pinned CPU name is kept; another name's entry
+    with the same feature string is filed under it when the pinned name has none; other entries and their .nbc
+    files are dropped."""
+    import pickle
+    mod = load_script("nbcache_rekey")
+    d = tmp_path / "aligner" / "__pycache__"
+    d.mkdir(parents=True)
+    feats, other = "+avx2,+avx512f", "+sse2"
+
+    def key(sig, cpu, f=feats):
+        return (sig, ("x86_64-unknown-linux-gnu", cpu, f), ("h1", "h2"))
+    overloads = {key("a", "emeraldrapids"): "m.f-1.py312.1.nbc", key("a", "sapphirerapids"): "m.f-1.py312.2.nbc",
+                 key("b", "sapphirerapids"): "m.f-1.py312.3.nbc", key("c", "znver4", other): "m.f-1.py312.4.nbc"}
+    for name in overloads.values():
+        (d / name).write_bytes(b"code")
+    nbi = d / "m.f-1.py312.nbi"
+    with open(nbi, "wb") as fh:
+        pickle.dump("0.68.0", fh, protocol=-1)
+        fh.write(pickle.dumps(((1.0, 10), overloads), protocol=-1))
+    moved, dropped = mod.rekey(nbi, "emeraldrapids", feats)
+    assert (moved, dropped) == (1, 2)
+    version, stamp, got = mod.load(nbi)
+    assert version == "0.68.0" and stamp == (1.0, 10)
+    assert got == {key("a", "emeraldrapids"): "m.f-1.py312.1.nbc", key("b", "emeraldrapids"): "m.f-1.py312.3.nbc"}
+    assert sorted(p.name for p in d.glob("*.nbc")) == ["m.f-1.py312.1.nbc", "m.f-1.py312.3.nbc"]
+    assert mod.rekey(nbi, "emeraldrapids", feats) == (0, 0)  # a second pass changes nothing
