@@ -146,7 +146,7 @@ def sketch_batch_gpu(seq, seq_off, w: int, k: int, is_hpc: bool, cap: int | None
     seq_d = _device_seq(cp, seq)
     # the per-read arithmetic (slot sizes, offsets, the length order, the overflowing reads) on the host: the
     # arrays are one number per read, and CuPy's elementwise, scan and nonzero kernels are compiled with NVRTC
-    # at their first call on a machine (a scan per size class: 10.7 s of a fresh H100 box's first chr20 run)
+    # at their first call on a machine (5.4 thread-s of NVRTC in a fresh H100 box's first chr20 run, py-spy)
     off_h = np.ascontiguousarray(cp.asnumpy(seq_off) if isinstance(seq_off, cp.ndarray) else seq_off, np.int64)
     n = int(off_h.shape[0]) - 1
     if n <= 0:
