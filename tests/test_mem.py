@@ -515,3 +515,20 @@ def test_interleaved_mates_checked_by_name(lambda_index, tmp_path):
     err = p.stderr.decode()
     assert p.returncode != 0 and "Traceback" not in err
     assert f"records {bad} and {bad + 1} are not mates" in err
+
+
+def test_numba_imported_without_scipy_and_coverage():
+    """cli._import_numba: numba comes in without importing scipy or coverage (unused start-up cost), the blocking
+    entries leave sys.modules again, so both still import afterwards, and the CPU target is set up as usual."""
+    code = ("import sys\n"
+            "from g3align.aligner import cli\n"
+            "cli._numba_start()\n"
+            "assert 'numba' in sys.modules and 'numba.np.arraymath' in sys.modules\n"
+            "assert 'scipy' not in sys.modules and 'coverage' not in sys.modules, "
+            "[m for m in ('scipy', 'coverage') if m in sys.modules]\n"
+            "import scipy\n"
+            "import numba\n"
+            "print(numba.njit(lambda x: x + 1)(1))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "2"
