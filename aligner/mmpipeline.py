@@ -425,11 +425,9 @@ class MapAligner:
             return None
         from g3align.aligner import lchain_gpu as LG
         from g3align.aligner.ksw2 import gen_simple_mat
-        from g3align.aligner.nbshare import preload
-        ks = [LG.limits_batch, LC.chain_pens, _u_to_t, map_range_plan, gen_simple_mat, map_range_finish]
-        th = threading.Thread(target=preload, args=(ks,), name="g3align-preload", daemon=True)
-        th.start()
-        return th
+        from g3align.aligner.nbshare import preload_thread
+        return preload_thread([LG.limits_batch, LC.chain_pens, _u_to_t, map_range_plan, gen_simple_mat,
+                               map_range_finish])
 
     def worker_init(self) -> None:
         """Run by each part worker thread once: with the GPU, a CUDA stream of its own (non-blocking), so one

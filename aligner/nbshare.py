@@ -11,6 +11,8 @@ are used, which holds when a kernel converts its arguments on entry and returns 
 """
 from __future__ import annotations
 
+import threading
+
 import numba as nb
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
@@ -106,3 +108,11 @@ def preload(dispatchers) -> int:
     except Exception:  # noqa: BLE001 (numba internals changed or a cache file went away: first calls load instead)
         pass
     return n
+
+
+def preload_thread(dispatchers) -> threading.Thread:
+    """preload(dispatchers) on a daemon thread started now (the pipelines' start-up, beside the CUDA start and
+    the index load)."""
+    th = threading.Thread(target=preload, args=(list(dispatchers),), name="g3align-preload", daemon=True)
+    th.start()
+    return th

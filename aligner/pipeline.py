@@ -69,9 +69,14 @@ REGIONS_CLAIM = True  # a part's regions: one pool task per thread claiming read
 TASK_CLOCK = False  # with G3ALIGN_TRACE: clocks inside the pool tasks' kernels (taskclock.py; A/B and probe runs)
 
 
+def _task_clock_on() -> bool:
+    """TASK_CLOCK with a trace kept: the pool runs the kernels' clocked twins (taskclock.py)."""
+    return TASK_CLOCK and ag.TRACE is not None
+
+
 def _task_kernel(kernel, name: str):
     """kernel, or with TASK_CLOCK and a trace kept its clocked twin (trace events "kernel NAME", "kcpu NAME")."""
-    if TASK_CLOCK and ag.TRACE is not None:
+    if _task_clock_on():
         from g3align.aligner.taskclock import clocked
         return clocked(kernel, name)
     return kernel
@@ -172,16 +177,14 @@ def preload_kernels(paired: bool) -> threading.Thread | None:
     if not PRELOAD:
         return None
     from g3align.aligner.memcigar import cigar_plan, job_table
-    from g3align.aligner.nbshare import preload
+    from g3align.aligner.nbshare import preload_thread
     from g3align.aligner.pair import _mean_std
     ks = [regions_claim if REGIONS_CLAIM else regions_range, cigar_keys, cigar_plan, job_table, cg_empty]
     ks += [pestat_sizes, _mean_std, rescue_jobs_range, sam_pe_range] if paired else [sam_se_range]
-    if TASK_CLOCK and ag.TRACE is not None:  # the clocked twins are what the pool calls then
+    if _task_clock_on():  # the clocked twins are what the pool calls then
         from g3align.aligner.taskclock import CLOCKED
         ks = [CLOCKED.get(k, k) for k in ks]
-    th = threading.Thread(target=preload, args=(ks,), name="g3align-preload", daemon=True)
-    th.start()
-    return th
+    return preload_thread(ks)
 
 
 class MemAligner:

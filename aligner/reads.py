@@ -88,11 +88,16 @@ _POOL: list = []
 _POOL_LOCK = threading.Lock()
 
 
-def _parse_pool() -> ThreadPoolExecutor:
+def _lazy_pool(slot: list, workers: int, prefix: str) -> ThreadPoolExecutor:
+    """The thread pool kept in `slot` (a one-item list), made at the first call."""
     with _POOL_LOCK:
-        if not _POOL:
-            _POOL.append(ThreadPoolExecutor(PARSE_THREADS, thread_name_prefix="g3align-parse"))
-        return _POOL[0]
+        if not slot:
+            slot.append(ThreadPoolExecutor(workers, thread_name_prefix=prefix))
+        return slot[0]
+
+
+def _parse_pool() -> ThreadPoolExecutor:
+    return _lazy_pool(_POOL, PARSE_THREADS, "g3align-parse")
 
 _NL, _CR, _AT, _GT, _PLUS = 10, 13, ord("@"), ord(">"), ord("+")
 
@@ -284,10 +289,7 @@ def interleave(b1: ReadBatch, b2: ReadBatch) -> ReadBatch:
 
 
 def _interleave_pool() -> ThreadPoolExecutor:
-    with _POOL_LOCK:
-        if not _IPOOL:
-            _IPOOL.append(ThreadPoolExecutor(INTERLEAVE_SPLIT - 1, thread_name_prefix="g3align-interleave"))
-        return _IPOOL[0]
+    return _lazy_pool(_IPOOL, INTERLEAVE_SPLIT - 1, "g3align-interleave")
 
 
 _IPOOL: list = []
@@ -1025,19 +1027,11 @@ def deinterleave(b: ReadBatch) -> tuple[ReadBatch, ReadBatch]:
     """Split an interleaved batch into (mate-1 batch, mate-2 batch); first_id = pair index."""
     if b.n % 2:
         raise ValueError("deinterleave: odd number of reads")
-    lens = b.lengths
+    seq_off = b.seq_off - b.seq_off[0]
     out = []
     for k in (0, 1):
-        ln = np.ascontiguousarray(lens[k::2])
-        off = np.zeros(len(ln) + 1, np.int64)
-        np.cumsum(ln, out=off[1:])
-        src = np.ascontiguousarray(b.seq_off[k:-1:2] - b.seq_off[0])
-        seq = np.empty(int(off[-1]), np.uint8)
-        gather_bytes(b.seq, src, ln, off, seq, -1)
-        qual = b.qual[:0]
-        if b.has_qual:
-            qual = np.empty(int(off[-1]), np.uint8)
-            gather_bytes(b.qual, src, ln, off, qual, -1)
+        seq, off = _csr_every_other((b.seq, seq_off), k)
+        qual = _csr_every_other((b.qual, seq_off), k)[0] if b.has_qual else b.qual[:0]
         nb_, no = _csr_every_other(b.name_csr(), k)
         cb, co = _csr_every_other(b.comment_csr(), k)
         out.append(ReadBatch(None, None, seq, off, qual, b.has_qual, b.first_id // 2, None, nb_, no, cb, co))
