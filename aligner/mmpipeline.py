@@ -88,6 +88,7 @@ MAP_QUEUED = 4
 # the staged path's kernels' cached code loaded on a thread at start-up (MapAligner.preload; False: at first call)
 MAP_PRELOAD = True
 CUDA_WARM = True  # the CLI starts the CUDA driver and context on a thread first (cli._cuda_driver_warm)
+DETACH = True  # the CLI runs in a forked worker; its parent returns once the output is closed (cli._detach)
 # compile-time variants of kernels/ksw2.cu for A/B runs, 'NAME=VALUE:NAME=VALUE' (e.g. G3ALIGN_TUNE=
 # MAP_KSW2_DEFINES=KSW2_SCALAR=1); every variant gives the same results
 MAP_KSW2_DEFINES = ""

@@ -647,6 +647,7 @@ PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem
 PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
 SE_PREP_WORKERS = 1  # single-end batches prepared at once on the GPU path (see run_mem_se)
 CUDA_WARM = True  # the CLI starts the CUDA driver and context on a thread first (cli._cuda_driver_warm)
+DETACH = True  # the CLI runs in a forked worker; its parent returns once the output is closed (cli._detach)
 RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
 TRACEBACK_STAGE = True  # staged: the regions' alignments as one batch (memcigar.py); False: in the SAM stage (A/B)
 TB_FROM_REGIONS = True  # the regions thread queues each part's traceback; False: the main thread does, as it reaches it

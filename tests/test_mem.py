@@ -458,6 +458,34 @@ def test_device_arg():
     assert _device_arg(["--device=gpu", "r.fa"]) == "gpu"
 
 
+def test_detached_worker(lambda_index, tmp_path):
+    """G3ALIGN_DETACH=1 (the default on a GPU machine): the run is a forked worker whose parent returns once the
+    output is closed (cli._detach). Same SAM, with the trace's CPU line; an error still gives the worker's
+    one-line message and exit status; a reader that leaves early ends it quietly; SIGTERM reaches the worker."""
+    import signal
+    import time
+    r1, r2 = os.path.join(DATA, "lambda_R1.fq.gz"), os.path.join(DATA, "lambda_R2.fq.gz")
+    plain = g3("mem", "-t", "2", "--device", "cpu", lambda_index, r1, r2).stdout
+    on = dict(os.environ, G3ALIGN_DETACH="1", G3ALIGN_TRACE=str(tmp_path / "tr.json"))
+    cmd = [sys.executable, "-m", "g3align.aligner.cli", "mem", "-t", "2", lambda_index, r1, r2]
+    p = subprocess.run(cmd, capture_output=True, env=on)
+    assert p.returncode == 0, p.stderr.decode()
+    assert records(p.stdout) == records(plain)
+    assert b"[trace] leaving at " in p.stderr and b"; cpu " in p.stderr
+    q = subprocess.run(cmd[:-2] + [str(tmp_path / "none.fq")], capture_output=True, env=on)
+    assert q.returncode == 1 and b"fail to open file" in q.stderr and b"Traceback" not in q.stderr
+    q = subprocess.run(["bash", "-o", "pipefail", "-c", " ".join(cmd) + " | head -3"], capture_output=True, env=on)
+    assert q.returncode == 0 and len(q.stdout.splitlines()) == 3
+    slow = subprocess.Popen(cmd[:4] + [lambda_index, "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=on)
+    time.sleep(3)  # the worker waits on stdin; the parent passes SIGTERM on and dies of it too
+    slow.send_signal(signal.SIGTERM)
+    assert slow.wait(timeout=30) == -signal.SIGTERM
+    slow.stdin.close()
+    assert b"Traceback" not in slow.stderr.read()
+    off = dict(os.environ, G3ALIGN_DETACH="0")
+    assert records(subprocess.run(cmd, capture_output=True, env=off).stdout) == records(plain)
+
 def test_tune_reads_and_pipeline_constants(lambda_index):
     """G3ALIGN_TUNE for mem: the reader's constants (reads.PART_BASES, set before the reader starts) and the
     pipeline's (after its import) give the same SAM; an unknown name is a one-line error."""
