@@ -35,6 +35,14 @@ def log(*a):
     print(*a, flush=True)
 
 
+def variant_env(v: str) -> dict:
+    """A variant's environment: 'env:NAME=VALUE[,NAME=VALUE]' sets those variables, anything else is a
+    G3ALIGN_TUNE value."""
+    if v.startswith("env:"):
+        return dict(kv.split("=", 1) for kv in v[4:].split(","))
+    return {"G3ALIGN_TUNE": v}
+
+
 def run_cli(args, out_path, env_extra, trace_path, py_spy=None, spy_out=None, gil=False):
     env = dict(os.environ, G3ALIGN_TRACE=trace_path, **env_extra)
     cmd = [sys.executable, "-m", "g3align.aligner.cli", "mem", *args]
@@ -54,7 +62,9 @@ def run_cli(args, out_path, env_extra, trace_path, py_spy=None, spy_out=None, gi
     err = p.stderr.decode()
     leave = [ln.split() for ln in err.splitlines() if ln.startswith("[trace] leaving at ")]
     if leave:  # the CLI's last line before os._exit: what the kernel's teardown of the process took after it
-        EXIT[out_path] = (t_end - float(leave[-1][3].rstrip(";")), leave[-1][4])
+        EXIT[out_path] = t_end - float(leave[-1][3].rstrip(";"))
+        if "cpu" in leave[-1]:  # the CLI's own CPU seconds: a detached worker (cli._detach) is not reaped here
+            CPU[out_path] = max(CPU[out_path], float(leave[-1][leave[-1].index("cpu") + 1]))
     if smi is not None:
         smi.terminate()
         GPU_UTIL[out_path] = (t, smi.communicate()[0])
@@ -65,7 +75,7 @@ def run_cli(args, out_path, env_extra, trace_path, py_spy=None, spy_out=None, gi
 
 
 WALLS: dict = {}  # (mode, setting) -> wall times of its runs
-EXIT: dict = {}  # output path -> (seconds from the CLI's last line to its reaping, MB mapped from /dev/nvidia*)
+EXIT: dict = {}  # output path -> seconds from the CLI's last line to its exit (the parent's, when detached)
 CPU: dict = {}  # output path -> the run's user + sys CPU seconds
 GPU_UTIL: dict = {}  # output path -> (run start, nvidia-smi's "timestamp, utilization %" lines)
 
@@ -119,7 +129,8 @@ def main():
     ap.add_argument("--py-spy", default=None)
     ap.add_argument("--device", default="gpu")
     ap.add_argument("--variants", default="ASYNC_WRITE=0",
-                    help="';'-separated G3ALIGN_TUNE values, one PE run each ('se:VALUE': one SE run)")
+                    help="';'-separated G3ALIGN_TUNE values, one PE run each ('se:VALUE': one SE run; "
+                         "'env:NAME=VALUE,...': environment variables instead)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="the default and variant runs this many times, interleaved (medians reported)")
     a = ap.parse_args()
@@ -149,7 +160,7 @@ def main():
     for v in filter(None, a.variants.split(";")):  # each variant once: code it alone calls is compiled here
         se = v.startswith("se:")
         run_cli([*th, prefix, w1, *([] if se else [w2])], os.path.join(work, "w.sam"),
-                {"G3ALIGN_TUNE": v[3:] if se else v}, os.path.join(work, "w.json"))
+                variant_env(v[3:] if se else v), os.path.join(work, "w.json"))
     rows.append(("warm-up CLI runs (20k pairs PE + SE, each variant; compiles caches)", f"{time.time() - t:.1f} s", ""))
     if bwa_idx:
         bwa_idx[0].wait()
@@ -174,7 +185,7 @@ def main():
     vs = [(v[3:], "se") if v.startswith("se:") else (v, "pe") for v in filter(None, a.variants.split(";"))]
 
     def variants(mode, tag=""):
-        return [(mode, v + tag, {"G3ALIGN_TUNE": v}) for v, m in vs if m == mode]
+        return [(mode, v + tag, variant_env(v)) for v, m in vs if m == mode]
 
     def later_rounds(mode):  # A/B on a noisy box: the default and the variants again, interleaved
         return [run for r in range(2, a.repeat + 1)
@@ -194,18 +205,22 @@ def main():
         spy = os.path.join(a.out, f"cli_pyspy_{k}.txt") if "py-spy" in name else None
         wall, err = run_cli([*th, prefix, *files], out, env, tr, a.py_spy if spy else None, spy, "--gil" in name)
         proc = [ln for ln in err.splitlines() if "[M::main] Processed" in ln]
-        ev, steps, mods, t_first, t_last = summary(tr)
-        from trace_timeline import cpu_lines, task_clock_lines
-        clock = task_clock_lines(ev)  # TASK_CLOCK runs: where the pool tasks' time went
-        ev = [e for e in ev if not e[0].startswith(("kernel ", "kcpu "))]
-        g = gantt([tuple(e) for e in ev], 0.0, max(e[3] for e in ev))
-        if clock:
-            g += "\n" + "\n".join(clock)
-        rows_cpu = cpu_lines(tr, 0.1)  # cores per thread group (the CLI's CPU sampler)
-        if rows_cpu:
-            g += "\ncores per thread group (CPU s in all), x0.1 s\n" + "\n".join(rows_cpu)
-        if out in GPU_UTIL:
-            g += "\n" + gpu_busy_row(*GPU_UTIL[out], 0.1, t_last)
+        if env.get("G3ALIGN_TRACE") == "":  # an untraced run (variant 'env:G3ALIGN_TRACE='): its wall only
+            ev, steps, mods, t_first, t_last, g = [], [], 0.0, float("nan"), float("nan"), "(not traced)"
+            CPU[out] = float("nan")  # a detached worker's CPU time is in its trace line only
+        else:
+            ev, steps, mods, t_first, t_last = summary(tr)
+            from trace_timeline import cpu_lines, task_clock_lines
+            clock = task_clock_lines(ev)  # TASK_CLOCK runs: where the pool tasks' time went
+            ev = [e for e in ev if not e[0].startswith(("kernel ", "kcpu "))]
+            g = gantt([tuple(e) for e in ev], 0.0, max(e[3] for e in ev))
+            if clock:
+                g += "\n" + "\n".join(clock)
+            rows_cpu = cpu_lines(tr, 0.1)  # cores per thread group (the CLI's CPU sampler)
+            if rows_cpu:
+                g += "\ncores per thread group (CPU s in all), x0.1 s\n" + "\n".join(rows_cpu)
+            if out in GPU_UTIL:
+                g += "\n" + gpu_busy_row(*GPU_UTIL[out], 0.1, t_last)
         open(os.path.join(a.out, f"cli_trace_{k}.txt"), "w").write(f"{mode} {name}\n{g}\n")
         log(f"== {mode} {name}: wall {wall:.2f} s; {proc}\n{g}")
         with open(out, "rb") as fh:  # py-spy writes its own "py-spy> ..." lines to the same stdout
@@ -222,8 +237,7 @@ def main():
         WALLS.setdefault((mode, name.split(" (")[0]), []).append(wall)
         rows.append((f"  start-up steps ({', '.join(f'{s[10:]} {d:.2f}' for s, d in steps)}); module loads "
                      f"{mods:.2f} s; first stage lap at {t_first:.2f} s, last ends at {t_last:.2f} s"
-                     + (f"; exit {EXIT[out][0]:.2f} s after the last line ({EXIT[out][1]} MB mapped from "
-                        "/dev/nvidia*)" if out in EXIT else ""), "", ""))
+                     + (f"; exit {EXIT[out]:.2f} s after the last line" if out in EXIT else ""), "", ""))
         if spy:
             from gpu_pe_profile import summarise
             md = "cli_pyspy_gil.md" if "--gil" in name else "cli_pyspy.md"

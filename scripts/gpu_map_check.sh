@@ -34,7 +34,7 @@ mode_opts() { case ${1%%@*} in cpu) echo "--device cpu";; gpu) echo "--device gp
 g3() { timeout ${CMD_TIMEOUT:-150} python3 -m g3align.aligner.cli "$@"; }
 TIMEFORMAT=%R
 # NBCACHE=1: numba's on-disk cache travels between calls in $NBCACHE_DIR (default .devcache/map; scripts/nbcache.sh)
-NBCACHE_DIR=${NBCACHE_DIR:-.devcache/map}; . scripts/nbcache.sh; nbcache_in
+NBCACHE_DIR=${NBCACHE_DIR:-.devcache/map}; . scripts/nbcache.sh; nbcache_in; bytecode_in
 if [ "${PYSPY:-0}" != 0 ]; then   # py-spy from its wheel in .whl/ (carried)
     pip install -q --no-index --no-deps --target /tmp/site .whl/py_spy*.whl && export PATH=/tmp/site/bin:$PATH
 fi

@@ -20,7 +20,7 @@ ls .whl/pydivsufsort*.whl >/dev/null 2>&1 && pip install -q --no-index --no-deps
 export PYTHONPATH=/tmp/pkg:/tmp/site PYTHONSAFEPATH=1 NUMBA_NUM_THREADS=$(nproc) PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 # NBCACHE=1: numba's cache carried between calls in $NBCACHE_DIR (default .devcache/mem; scripts/nbcache.sh)
-NBCACHE_DIR=${NBCACHE_DIR:-.devcache/mem}; . scripts/nbcache.sh; nbcache_in
+NBCACHE_DIR=${NBCACHE_DIR:-.devcache/mem}; . scripts/nbcache.sh; nbcache_in; bytecode_in
 # at the end: the CLI profile's per-run traces (and py-spy's) as one tar (the box returns at most 8 files), then the cache
 pack_out() {
     if ls "$OUT"/cli_trace_* >/dev/null 2>&1; then  # with py-spy's raw profiles and summaries, when any

@@ -37,3 +37,15 @@ nbcache_out() {
     split -b 15M /tmp/nbcache.tgz "$OUT/nbcache.tgz."
     echo "numba cache out: $(du -h /tmp/nbcache.tgz | cut -f1) in $(ls "$OUT"/nbcache.tgz.* | wc -l) parts"
 }
+# Python bytecode, made once per box as `pip install` makes it (BYTECODE=0: not). The boxes run Python with
+# PYTHONDONTWRITEBYTECODE=1, and their numpy came without any (0 of 407 modules, session 22): every process
+# compiled numpy's sources again, 0.20-0.25 s of its start-up (`import numpy`: ~250 ms, ~50 ms with bytecode),
+# and g3align's own modules, which the calls run from the checkout. compileall writes bytecode whatever
+# PYTHONDONTWRITEBYTECODE says. After nbcache_in: bytecode is keyed by its source's mtime, which that restores.
+bytecode_in() {
+    [ "${BYTECODE:-1}" = 1 ] || return 0
+    local np t=$SECONDS
+    np=$(python3 -c 'import os, numpy; print(os.path.dirname(numpy.__file__))' 2>/dev/null) || return 0
+    python3 -m compileall -q -j 0 "$np" aligner index kernels /tmp/pkg/g3align >/dev/null 2>&1
+    echo "bytecode: numpy and g3align compiled ($((SECONDS - t)) s)"
+}
