@@ -38,7 +38,7 @@ def _cuda_driver_warm(choice: str) -> None:
     through cuInit, and the context comes with the index's first upload. CUDA_WARM=0 in G3ALIGN_TUNE: off
     (A/B runs)."""
     if (choice == "cpu" or not os.path.exists("/dev/nvidiactl")
-            or "CUDA_WARM=0" in os.environ.get("G3ALIGN_TUNE", "").split(",")):
+            or _tune_flag("CUDA_WARM") == "0"):
         return
 
     def run():
@@ -258,8 +258,10 @@ def _run_map(args):
         if first_parts is not None:
             first_parts.close()
         raise
+    # the index is loaded (or built) on a thread, beside CuPy's start-up (_map_with)
+    index = _in_background(_map_index, ref_path, opt, name="g3align-index", trace=trace)
     try:
-        return _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader, t_enter, trace)
+        return _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, index, trace)
     finally:
         if first_parts is not None:
             first_parts.close()
@@ -267,30 +269,41 @@ def _run_map(args):
             _trace_write(trace, t_enter)
 
 
-def _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader, t_enter, trace=None):
+def _map_index(ref_path, opt):
+    """map's minimizer index: PATH.g3m (or the index of the preset made by `g3align index -x`) loaded, or built
+    from the FASTA (and saved with -d); opt takes the loaded index's k, w and flags."""
+    from g3align.aligner import mmopt as MO
+    from g3align.aligner.mmpipeline import log
+    from g3align.index import mmidx
+    cached = mm_index_path(ref_path, opt)
+    if not os.path.exists(ref_path) and os.path.exists(cached):
+        ref_path = cached                       # an index prefix made by `g3align index -x`
+    if _is_g3m(ref_path, mmidx.MM_MAGIC):
+        idx = mmidx.load_mm_index(ref_path)
+        opt.k, opt.w, opt.bucket_bits = idx.k, idx.w, idx.b
+        opt.idx_flag = MO.I_HPC if idx.is_hpc else 0
+        return idx
+    t0 = time.time()
+    ref = mmidx.read_mm_ref(ref_path)
+    idx = mmidx.build_mm_index(ref, opt.k, opt.w, opt.is_hpc, opt.bucket_bits)
+    log(f"[M::mm_idx_gen] indexed {ref.n_seq} sequences ({int(ref.lengths.sum())} bp) in "
+        f"{time.time() - t0:.3f} s", opt.verbose)
+    if opt.dump:
+        mmidx.save_mm_index(opt.dump, idx)
+    return idx
+
+
+def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, index, trace=None):
     from g3align.aligner import mmopt as MO
     from g3align.aligner.mmpipeline import MapAligner, log, run_map
     from g3align.aligner.reads import ReadFormatError
     from g3align.aligner.samhdr import OutputSink, sam_header
-    from g3align.index import mmidx
 
+    t_device = time.perf_counter()
+    device = _pick_device(opt.device, opt.verbose, "map") if queries else "cpu"
     t_index = time.perf_counter()
     try:
-        cached = mm_index_path(ref_path, opt)
-        if not os.path.exists(ref_path) and os.path.exists(cached):
-            ref_path = cached                       # an index prefix made by `g3align index -x`
-        if _is_g3m(ref_path, mmidx.MM_MAGIC):
-            idx = mmidx.load_mm_index(ref_path)
-            opt.k, opt.w, opt.bucket_bits = idx.k, idx.w, idx.b
-            opt.idx_flag = MO.I_HPC if idx.is_hpc else 0
-        else:
-            t0 = time.time()
-            ref = mmidx.read_mm_ref(ref_path)
-            idx = mmidx.build_mm_index(ref, opt.k, opt.w, opt.is_hpc, opt.bucket_bits)
-            log(f"[M::mm_idx_gen] indexed {ref.n_seq} sequences ({int(ref.lengths.sum())} bp) in "
-                f"{time.time() - t0:.3f} s", opt.verbose)
-            if opt.dump:
-                mmidx.save_mm_index(opt.dump, idx)
+        idx = index()
     except (OSError, ValueError) as e:
         raise G3Error(str(e).splitlines()[0] if str(e) else repr(e))
     if not queries:
@@ -299,21 +312,19 @@ def _map_with(args, opt, extra, ref_path, queries, rg_line, first_parts, reader,
         raise G3Error("no query files given")
     MO.update_mid_occ(opt, idx.cal_max_occ)
     log(f"[M::mm_mapopt_update] mid_occ = {opt.mid_occ}", opt.verbose)
-    t_device = time.perf_counter()
-    device = _pick_device(opt.device, opt.verbose, "map")
     t_setup = time.perf_counter()
     aligner = MapAligner(idx, opt, device=device)
     aligner.preload()
     aligner.device_setup()
     t0 = _process_t0()
     if trace is not None:
-        trace += [("start-up: imports, numba, options", "MainThread", t_enter, t_index),
-                  ("start-up: index", "MainThread", t_index, t_device),
-                  ("start-up: device", "MainThread", t_device, t_setup),
+        trace += [("start-up: imports, numba, options", "MainThread", t_enter, t_device),
+                  ("start-up: device", "MainThread", t_device, t_index),
+                  ("start-up: index", "MainThread", t_index, t_setup),
                   ("start-up: aligner (index to the GPU)", "MainThread", t_setup, time.perf_counter())]
-    startup = {"start-up (interpreter, imports)": t_index - (t_enter if t0 is None else t0),
-               "index (load or build, mid_occ)": t_device - t_index,
-               "device (CuPy, CUDA)": t_setup - t_device,
+    startup = {"start-up (interpreter, imports)": t_device - (t_enter if t0 is None else t0),
+               "device (CuPy, CUDA)": t_index - t_device,
+               "index (load or build on a thread: the wait; mid_occ)": t_setup - t_index,
                "aligner set-up (index and kernels to the GPU)": time.perf_counter() - t_setup}
     header = None
     if opt.flag & MO.F_OUT_SAM:
@@ -411,7 +422,7 @@ def _detach_wanted(argv) -> bool:
     G3ALIGN_DETACH=0 (or DETACH=0 in G3ALIGN_TUNE, for A/B runs) turns it off, =1 turns it on for CPU runs too
     (tests)."""
     env = os.environ.get("G3ALIGN_DETACH", "")
-    if "DETACH=0" in os.environ.get("G3ALIGN_TUNE", "").split(","):
+    if _tune_flag("DETACH") == "0":
         env = "0"
     if env == "0" or not hasattr(os, "fork") or len(argv) < 2 or argv[1] not in ("mem", "map"):
         return False
@@ -576,6 +587,27 @@ def _trace_on():
     return ag.TRACE
 
 
+def _cupy_compiles_traced():
+    """With G3ALIGN_TRACE: each CuPy module build (NVRTC or its disk cache, then the load) as a trace event "cupy
+    compile", and its NVRTC version pass (once per set of options, by each thread asking before the first is done)
+    as "cupy nvrtc pass", on the thread that waited for it."""
+    from cupy.cuda import compiler
+    from g3align.aligner import trace_event
+
+    def traced(fn, stage):
+        def run(*a, **kw):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                trace_event(stage, t0, time.perf_counter())
+        run.traced = True
+        return run
+    if not getattr(compiler._compile_module_with_cache, "traced", False):
+        compiler._compile_module_with_cache = traced(compiler._compile_module_with_cache, "cupy compile")
+        compiler._preprocess = traced(compiler._preprocess, "cupy nvrtc pass")
+
+
 def _numba_loads_traced():
     """With G3ALIGN_TRACE: every numba dispatcher's load from its cache (or compile: its first call with new
     argument types) as a trace event "numba MODULE.NAME" on the thread that waited for it."""
@@ -683,6 +715,44 @@ def _mark(trace, stage, t0):
     return t
 
 
+def _in_background(fn, *args, name: str, trace=None):
+    """fn(*args) on a thread started now; returns a callable that waits for it and gives its result or raises
+    its exception, in the caller's thread. With a trace, the thread's time is an event "start-up: NAME"."""
+    box = {}
+
+    def run():
+        t0 = time.perf_counter()
+        try:
+            box["v"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 (raised again by result(), in the waiting thread)
+            box["e"] = e
+        if trace is not None:
+            trace.append((f"start-up: {name[8:]} (thread)", name, t0, time.perf_counter()))
+    th = threading.Thread(target=run, name=name, daemon=True)
+    th.start()
+
+    def result():
+        th.join()
+        if "e" in box:
+            raise box["e"]
+        return box["v"]
+    return result
+
+
+def _load_mem_index(prefix):
+    from g3align.index.store import load_index
+    return load_index(prefix)
+
+
+def _tune_flag(name: str) -> str | None:
+    """NAME's value in G3ALIGN_TUNE (read before the module holding the constant is imported), or None."""
+    for kv in os.environ.get("G3ALIGN_TUNE", "").split(","):
+        k, _, v = kv.partition("=")
+        if k == name:
+            return v
+    return None
+
+
 def _run_mem_traced(kw, trace, t):
     for p in (kw["reads1"], kw["reads2"]):
         if p is not None and p != "-" and not os.path.exists(p):
@@ -707,8 +777,11 @@ def _run_mem_traced(kw, trace, t):
         gpu_guess = kw["device"] == "gpu" or (kw["device"] == "auto" and os.path.exists("/dev/nvidiactl"))
         se = se_chunk_for(gpu_guess, chunk)
         reader = _start_reader(kw, se, depth=max(2, chunk // se + 1))
+    # the index is loaded (mapped, its checksums checked: zlib lets go of the GIL) beside the imports and the
+    # CUDA start-up
+    index = _in_background(_load_mem_index, kw["prefix"], name="g3align-index", trace=trace)
     try:
-        _run_mem_reader(kw, trace, t, paired, ignored_r2, reader)
+        _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, index)
     finally:
         if reader is not None:
             reader.close()
@@ -719,13 +792,13 @@ def _default_chunk() -> int:
     return MemOpt.chunk_size
 
 
-def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader):
+def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, index):
     from g3align.aligner import memstage, pipeline, reads
     from g3align.aligner.pipeline import MemAligner, log, run_mem_pe, run_mem_se, user_pestat
     from g3align.aligner.reads import ReadFormatError
     _tune(pipeline, reads, memstage)  # G3ALIGN_TUNE (A/B runs): the pipeline's constants now, unknown names an error
     from g3align.aligner.samhdr import OutputSink, parse_header_arg, parse_rg, sam_header
-    from g3align.index.store import IndexFormatError, load_index
+    from g3align.index.store import IndexFormatError
     t = _mark(trace, "start-up: imports", t)
     if pipeline.EARLY_PRELOAD:
         pipeline.preload_kernels(paired)
@@ -756,7 +829,7 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader):
         device = _pick_device(kw["device"], verbose)
         t = _mark(trace, "start-up: device", t)
         try:
-            ref, fm = load_index(kw["prefix"])
+            ref, fm = index()
         except IndexFormatError as e:
             raise G3Error(str(e))
         t = _mark(trace, "start-up: index load", t)
@@ -804,7 +877,11 @@ def _start_reader(kw, chunk, depth=2):
 def gpu_available() -> bool:
     try:
         import cupy
-        return cupy.cuda.runtime.getDeviceCount() > 0
+        ok = cupy.cuda.runtime.getDeviceCount() > 0
+        import g3align.aligner as ag
+        if ok and ag.TRACE is not None:
+            _cupy_compiles_traced()
+        return ok
     except Exception:  # no CuPy, no driver, no device
         return False
 

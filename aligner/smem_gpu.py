@@ -78,10 +78,11 @@ def _as_params(opt):
     return opt.to_numba() if hasattr(opt, "to_numba") else opt
 
 
-@nb.njit(cache=True)
-def _split_len(min_seed_len, split_factor):
-    # the expression of smem.collect_intv, with the same argument types (float32 split_factor)
-    return int(np.float64(np.float32(min_seed_len) * split_factor) + .499)
+def _split_len(min_seed_len, split_factor) -> int:
+    """smem.collect_intv's expression with its argument types (float32 split_factor; bwa's C: int * float, then
+    + .499 in double), in NumPy scalars: as a numba function its first call waited behind the preload thread's
+    loads (numba's compiler lock), 0.19 s in every first seeding on the GPU box."""
+    return int(np.float64(np.float32(min_seed_len) * np.float32(split_factor)) + .499)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ def test_stage_times_line(tmp_path):
     assert r.stdout == plain.stdout
     line = [ln for ln in r.stderr.decode().splitlines() if ln.startswith("[M::stages]")]
     assert len(line) == 1
-    for stage in ("start-up (interpreter, imports)", "index (load or build, mid_occ)", "reading",
+    for stage in ("start-up (interpreter, imports)", "index (load or build on a thread: the wait; mid_occ)", "reading",
                   "chaining+alignment+text (CPU threads)", "output"):
         assert f"{stage} " in line[0]
 

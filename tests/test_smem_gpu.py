@@ -196,6 +196,20 @@ def _p(a):
     return a.ctypes.data_as(ctypes.c_void_p)
 
 
+def test_split_len_is_collect_intv_expression():
+    """_split_len (NumPy scalars, no numba load in the first seeding) == smem.collect_intv's compiled expression
+    with a float32 split_factor, over many -k / -r values (ties at .5 included: 1.5 x odd lengths)."""
+    import numba as nb
+
+    @nb.njit
+    def compiled(m, f):
+        return int(np.float64(np.float32(m) * f) + .499)
+    fs = np.concatenate([np.random.default_rng(3).uniform(0.5, 5, 300), np.arange(5, 60) / 10]).astype(np.float32)
+    for m in range(1, 160):
+        for f in fs:
+            assert sg._split_len(m, float(f)) == compiled(m, f)
+
+
 def test_host_emulated_kernels(setup, host_lib):
     fm, offsets, seq, seq_off = setup
     lib = host_lib[int(fm.occ_wide)]
