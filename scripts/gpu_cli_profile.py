@@ -44,7 +44,8 @@ def variant_env(v: str) -> dict:
 
 
 def run_cli(args, out_path, env_extra, trace_path, py_spy=None, spy_out=None, gil=False):
-    env = dict(os.environ, G3ALIGN_TRACE=trace_path, **env_extra)
+    env = dict(os.environ, G3ALIGN_TRACE=trace_path)
+    env.update(env_extra)  # a variant may set G3ALIGN_TRACE too ('env:G3ALIGN_TRACE=': untraced)
     cmd = [sys.executable, "-m", "g3align.aligner.cli", "mem", *args]
     if py_spy:
         cmd = [py_spy, "record", "-r", "200", "--threads", "--nonblocking", "-f", "raw", "-o", spy_out,
