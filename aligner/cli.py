@@ -582,6 +582,9 @@ def _trace_on():
         return None
     import g3align.aligner as ag
     ag.TRACE = []
+    if os.environ.get("G3ALIGN_KTIME") == "1":  # every kernel launch timed by CUDA events (loader.KTIME)
+        from g3align.kernels import loader
+        loader.KTIME = []
     _CpuSampler.start()
     _numba_loads_traced()
     return ag.TRACE
@@ -680,6 +683,9 @@ def _trace_write(trace, t_enter):
     with open(os.environ["G3ALIGN_TRACE"], "w") as fh:
         json.dump([(s, th, a - t0, b - t0) for s, th, a, b in ev], fh)
     _CpuSampler.write(os.environ["G3ALIGN_TRACE"] + ".cpu", t0)
+    if loader.KTIME is not None:  # G3ALIGN_KTIME: {module.kernel: [launches, GPU ms]}
+        with open(os.environ["G3ALIGN_TRACE"] + ".kernels", "w") as fh:
+            json.dump(loader.kernel_times(), fh)
 
 
 def _process_t0():

@@ -486,20 +486,38 @@ def chain_reads(idx, offsets, l_pac, pac, seq, seq_off, opt, mat, s_off, s_rbeg,
         n_cs[i] = chs.shape[0]
 
 
+# reads with more seeds than this are chained by the CPU twin (chain_kernel's CHAIN_GPU_MAX; 0: all on the GPU):
+# one GPU thread chains a read, and the few reads of a part with hundreds of seeds (repeats: mem_chain_flt is
+# quadratic in the chains) set the kernel's time
+CHAIN_GPU_MAX = 0
+
+
+def _slot_positions(starts, counts):
+    """The flat positions starts[k] + [0, counts[k]) of every k, in order (int64)."""
+    counts = np.asarray(counts, np.int64)
+    tot = int(counts.sum())
+    if tot == 0:
+        return np.zeros(0, np.int64)
+    first = np.zeros(counts.shape[0], np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    return np.repeat(np.asarray(starts, np.int64) - first, counts) + np.arange(tot, dtype=np.int64)
+
+
 def chain_gpu(opt, mat, offsets, l_pac, pac, seq, seq_off, seq_off_d, seeds_d, read_base: int = 0,
-              block: int = 64):
+              block: int = 64, host_seeds=None):
     """Chains of a batch's reads on the GPU (kernels/memchain.cu) from device seeds
     (s_rbeg, s_qbeg, s_len, s_rid, s_off). Reads that need mem_flt_chained_seeds (long reads) are chained
     by the CPU twin (chain_reads; seq/seq_off: the reads on the host). Returns the host part of `pre`
     (s_score, c_off, ch_rid, cs_off, ch_seed) and the extension jobs as device arrays (j_read counts from
-    read_base), the same as chain_range + assemble."""
+    read_base), the same as chain_range + assemble. So are reads with more than CHAIN_GPU_MAX seeds. host_seeds:
+    host copies of (s_off, s_rbeg, s_qbeg, s_len) when the caller has them."""
     import cupy as cp
     from g3align.kernels.loader import get_module
 
     s_rbeg, s_qbeg, s_len, s_rid, s_off = seeds_d
     n = int(s_off.shape[0]) - 1
     tot = int(s_off[-1]) if n > 0 else 0
-    mod = get_module("memchain")
+    mod = get_module("memchain", {"CHAIN_GPU_MAX": int(CHAIN_GPU_MAX)} if CHAIN_GPU_MAX > 0 else None)
     scr_off = cp.zeros(n + 1, cp.int64)
     cp.cumsum(chain_scratch_words(cp.diff(s_off), cp), out=scr_off[1:])
     scr = cp.empty(int(scr_off[-1]) if n > 0 else 0, cp.int32)
@@ -517,14 +535,25 @@ def chain_gpu(opt, mat, offsets, l_pac, pac, seq, seq_off, seq_off_d, seeds_d, r
     del scr
     s_score = to_host(s_len)
     idx = np.nonzero(cp.asnumpy(cpu))[0].astype(np.int64)
-    if idx.shape[0]:  # long reads: the CPU twin, patched into the slot arrays
-        h = [cp.asnumpy(a) for a in (s_off, s_rbeg, s_qbeg, s_len, s_rid)]
-        hs = [cp.asnumpy(a) for a in sl]
-        hn = [cp.asnumpy(n_ch), cp.asnumpy(n_cs)]
+    if idx.shape[0]:  # long reads and reads with many seeds: the CPU twin; only their slots go to the device
+        h = list(host_seeds) if host_seeds is not None else [cp.asnumpy(a) for a in (s_off, s_rbeg, s_qbeg, s_len)]
+        h.append(cp.asnumpy(s_rid))
+        hs = [np.zeros(tot, np.int64) for _ in range(5)]
+        hn = [np.zeros(n, np.int64), np.zeros(n, np.int64)]
         chain_reads(idx, np.asarray(offsets, np.int64), np.int64(l_pac), pac, seq, seq_off, opt, mat, *h, s_score,
                     *hs, *hn)
-        sl = [cp.asarray(a) for a in hs]
-        n_ch, n_cs = (cp.asarray(a) for a in hn)
+        starts = h[0][idx]
+        pc = _slot_positions(starts, hn[0][idx])
+        ps = _slot_positions(starts, hn[1][idx])
+        if pc.shape[0]:
+            pc_d = cp.asarray(pc)
+            for k in range(4):
+                sl[k][pc_d] = cp.asarray(hs[k][pc])
+        if ps.shape[0]:
+            sl[4][cp.asarray(ps)] = cp.asarray(hs[4][ps])
+        idx_d = cp.asarray(idx)
+        n_ch[idx_d] = cp.asarray(hn[0][idx])
+        n_cs[idx_d] = cp.asarray(hn[1][idx])
     c_off = cp.zeros(n + 1, cp.int64)
     g_off = cp.zeros(n + 1, cp.int64)
     if n > 0:

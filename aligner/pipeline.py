@@ -269,7 +269,8 @@ class MemAligner:
                 t1 = time.perf_counter()
                 so = seq_off[a:b + 1] - seq_off[a]
                 ch, jobs = chain_gpu(p, self.mat, self.offsets, self.l_pac, self.pac,
-                                     batch.seq[int(seq_off[a]):int(seq_off[b])], so, od, seeds, read_base=a)
+                                     batch.seq[int(seq_off[a]):int(seq_off[b])], so, od, seeds, read_base=a,
+                                     host_seeds=h_seeds)
                 ts[0] += t1 - t0
                 ts[1] += time.perf_counter() - t1
                 return h_seeds, ch, fr, jobs

@@ -29,6 +29,12 @@ typedef long long i64;
 #define CP_OINS 8
 #define CP_EINS 9
 
+// reads with more seeds than this are left to the CPU twin (cpu[r] = 1): one GPU thread chains a read, and the
+// few reads of a part with hundreds of seeds (repeats) took most of the kernel's time (memstage.CHAIN_GPU_MAX)
+#ifndef CHAIN_GPU_MAX
+#define CHAIN_GPU_MAX 0x7fffffff
+#endif
+
 #define KB_T 5
 #define KB_MAXK (2 * KB_T - 1)
 
@@ -391,6 +397,10 @@ extern "C" __global__ void chain_kernel(
     const i64 base = s_off[r];
     const int n = (int)(s_off[r + 1] - base);
     if (n == 0) return;
+    if (n > CHAIN_GPU_MAX) {
+        cpu[r] = 1;
+        return;
+    }
     const i64* rb = s_rbeg + base;
     const int* qb = s_qbeg + base;
     const int* ln = s_len + base;

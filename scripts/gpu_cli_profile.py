@@ -222,6 +222,11 @@ def main():
                 g += "\ncores per thread group (CPU s in all), x0.1 s\n" + "\n".join(rows_cpu)
             if out in GPU_UTIL:
                 g += "\n" + gpu_busy_row(*GPU_UTIL[out], 0.1, t_last)
+            if os.path.exists(tr + ".kernels"):  # G3ALIGN_KTIME=1: GPU time of each kernel (CUDA events)
+                kt = json.load(open(tr + ".kernels"))
+                g += "\nkernel GPU time (CUDA events around each launch): " + "; ".join(
+                    f"{k} {v[1]:.0f} ms / {v[0]}" for k, v in sorted(kt.items(), key=lambda x: -x[1][1]))
+                g += f"; all {sum(v[1] for v in kt.values()):.0f} ms"
         open(os.path.join(a.out, f"cli_trace_{k}.txt"), "w").write(f"{mode} {name}\n{g}\n")
         log(f"== {mode} {name}: wall {wall:.2f} s; {proc}\n{g}")
         with open(out, "rb") as fh:  # py-spy writes its own "py-spy> ..." lines to the same stdout

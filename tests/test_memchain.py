@@ -153,6 +153,20 @@ def test_host_chain_kernel(data, lib, key, name):  # noqa: F811
         assert len(want[0][2]) > 300
 
 
+def test_host_chain_kernel_seed_cap(data, host_cuda):  # noqa: F811
+    """Built with CHAIN_GPU_MAX=8 (memstage.CHAIN_GPU_MAX): reads with more than 8 seeds are left to the CPU
+    twin (cpu = 1) besides the long reads, and the result is still the twin's."""
+    lib8 = host_cuda(CU, SHIM, ("-O2", "-DCHAIN_GPU_MAX=8"))
+    ref, batch, opt = data["ref"], data["main"], OPTS["default"]
+    p = opt.to_numba()
+    seq_off, _, seeds = _seeds(data, batch, p)
+    h, j, cpu = _host(lib8, ref, batch, opt, seeds, seq_off)
+    _check((h, j), _twin(ref, batch, opt, seeds, seq_off))
+    L, ns = np.diff(seq_off), np.diff(seeds[4])
+    short = (L >= p.min_seed_len) & (L <= 301)
+    assert (ns[short] > 8).any() and (cpu[short] == (ns[short] > 8)).all()
+
+
 def _repeat_data(rng):
     """A reference of tandem repeats and their copies, and reads in them: hundreds of seeds per read."""
     units = [rng.integers(0, 4, k).astype(np.uint8) for k in (7, 23, 60)]
@@ -212,14 +226,15 @@ def test_nvcc_compiles(nvcc_spill_free):
 needs_gpu = pytest.mark.skipif(_gpu() is None, reason="no CuPy/GPU")
 
 
-def _chain_gpu(d, batch, opt, read_base=0):
+def _chain_gpu(d, batch, opt, read_base=0, host=False):
     cp = _gpu()
     p, mat = opt.to_numba(), score_matrix(opt.a, opt.b)
     ref = d["ref"]
     seq_off, _, seeds = _seeds(d, batch, p)
     sd = tuple(cp.asarray(a) for a in seeds)
+    hs = (seeds[4], seeds[0], seeds[1], seeds[2]) if host else None  # s_off, s_rbeg, s_qbeg, s_len
     h, jobs = ms.chain_gpu(p, mat, np.ascontiguousarray(ref.offsets, np.int64), int(ref.l_pac), ref.pac, batch.seq,
-                           seq_off, cp.asarray(seq_off), sd, read_base=read_base)
+                           seq_off, cp.asarray(seq_off), sd, read_base=read_base, host_seeds=hs)
     return (h, tuple(cp.asnumpy(a) for a in jobs)), _twin(ref, batch, opt, seeds, seq_off)
 
 
@@ -236,6 +251,24 @@ def test_gpu_chain(data, key, name):  # noqa: F811
 def test_gpu_chain_many_seeds(rep, name):
     got, want = _chain_gpu(rep, rep["rep"], OPTS[name])
     _check(got, want)
+
+
+@needs_gpu
+@pytest.mark.parametrize("cap", [1, 8, 64])
+@pytest.mark.parametrize("key", ["main", "noisy"])
+def test_gpu_chain_heavy_reads_on_cpu(data, rep, key, cap, monkeypatch):
+    """CHAIN_GPU_MAX: reads with more seeds are chained by the CPU twin, their slots patched into the device
+    arrays, with or without the caller's host copies of the seeds; the result is the twin's."""
+    monkeypatch.setattr(ms, "CHAIN_GPU_MAX", cap)
+    got, want = _chain_gpu(data, data[key], OPTS["default"])
+    _check(got, want)
+    got, want = _chain_gpu(rep, rep["rep"], OPTS["default"], host=True)
+    _check(got, want)
+
+
+def test_slot_positions():
+    np.testing.assert_array_equal(ms._slot_positions([10, 3, 50], [2, 0, 3]), [10, 11, 50, 51, 52])
+    assert ms._slot_positions([], []).shape == (0,)
 
 
 def test_loader_inlines_headers():
