@@ -256,7 +256,7 @@ def test_gpu_chain_many_seeds(rep, name):
 @needs_gpu
 @pytest.mark.parametrize("cap", [1, 8, 64])
 @pytest.mark.parametrize("key", ["main", "noisy"])
-def test_gpu_chain_heavy_reads_on_cpu(data, rep, key, cap, monkeypatch):
+def test_gpu_chain_heavy_reads_on_cpu(data, rep, key, cap, monkeypatch):  # noqa: F811
     """CHAIN_GPU_MAX: reads with more seeds are chained by the CPU twin, their slots patched into the device
     arrays, with or without the caller's host copies of the seeds; the result is the twin's."""
     monkeypatch.setattr(ms, "CHAIN_GPU_MAX", cap)
