@@ -490,6 +490,8 @@ def chain_reads(idx, offsets, l_pac, pac, seq, seq_off, opt, mat, s_off, s_rbeg,
 # one GPU thread chains a read, and the few reads of a part with hundreds of seeds (repeats: mem_chain_flt is
 # quadratic in the chains) set the kernel's time
 CHAIN_GPU_MAX = 0
+FLT_WARP_BLOCKS = 128  # blocks of 4 warps of chain_flt_warp_kernel (grid-stride over the reads chain_kernel left it)
+FLT_WARP = True  # False: every read's chain filter in chain_kernel's thread (A/B runs)
 
 
 def _slot_positions(starts, counts):
@@ -517,7 +519,10 @@ def chain_gpu(opt, mat, offsets, l_pac, pac, seq, seq_off, seq_off_d, seeds_d, r
     s_rbeg, s_qbeg, s_len, s_rid, s_off = seeds_d
     n = int(s_off.shape[0]) - 1
     tot = int(s_off[-1]) if n > 0 else 0
-    mod = get_module("memchain", {"CHAIN_GPU_MAX": int(CHAIN_GPU_MAX)} if CHAIN_GPU_MAX > 0 else None)
+    defs = {"CHAIN_GPU_MAX": int(CHAIN_GPU_MAX)} if CHAIN_GPU_MAX > 0 else {}
+    if not FLT_WARP:
+        defs["FLT_WARP_MIN"] = 0x7fffffff
+    mod = get_module("memchain", defs or None)
     scr_off = cp.zeros(n + 1, cp.int64)
     cp.cumsum(chain_scratch_words(cp.diff(s_off), cp), out=scr_off[1:])
     scr = cp.empty(int(scr_off[-1]) if n > 0 else 0, cp.int32)
@@ -525,13 +530,19 @@ def chain_gpu(opt, mat, offsets, l_pac, pac, seq, seq_off, seq_off_d, seeds_d, r
     n_ch = cp.empty(n, cp.int64)
     n_cs = cp.empty(n, cp.int64)
     cpu = cp.empty(n, cp.int32)
+    pend = cp.empty(max(n, 1), cp.int32)  # reads whose chain filter a warp does (chain_flt_warp_kernel)
+    n_pend = cp.zeros(1, cp.int32)
     ctg = cp.asarray(np.asarray(offsets, np.int64))
     grid = ((n + block - 1) // block,)
     if n > 0:
-        mod.get_function("chain_kernel")(
-            grid, (block,), (seq_off_d, s_off, s_rbeg, s_qbeg, s_len, s_rid, ctg, np.int64(ctg.shape[0] - 1),
-                             np.int64(l_pac), cp.asarray(chain_params(opt)), np.float32(opt.mask_level),
-                             np.float32(opt.drop_ratio), np.int64(n), scr_off, scr, *sl, n_ch, n_cs, cpu))
+        P = cp.asarray(chain_params(opt))
+        common = (seq_off_d, s_off, s_rbeg, s_qbeg, s_len, s_rid, ctg, np.int64(ctg.shape[0] - 1), np.int64(l_pac), P,
+                  np.float32(opt.mask_level), np.float32(opt.drop_ratio))
+        mod.get_function("chain_kernel")(grid, (block,), common + (np.int64(n), scr_off, scr, *sl, n_ch, n_cs, cpu,
+                                                                   pend, n_pend))
+        # a fixed grid of warps over however many reads were left (no host wait for the count)
+        mod.get_function("chain_flt_warp_kernel")((FLT_WARP_BLOCKS,), (128,),
+                                                  common + (scr_off, scr, *sl, n_ch, n_cs, pend, n_pend))
     del scr
     s_score = to_host(s_len)
     idx = np.nonzero(cp.asnumpy(cpu))[0].astype(np.int64)

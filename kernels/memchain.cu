@@ -35,6 +35,17 @@ typedef long long i64;
 #define CHAIN_GPU_MAX 0x7fffffff
 #endif
 
+// reads with more chains than this (weight kept) are filtered by a warp (chain_flt_warp_kernel): mem_chain_flt
+// compares each chain with every kept one, and one thread took milliseconds for a read in a repeat with hundreds
+// of chains. Host builds (tests: one emulated thread at a time) keep every read on the serial path.
+#ifndef FLT_WARP_MIN
+#if defined(__CUDACC__)
+#define FLT_WARP_MIN 32
+#else
+#define FLT_WARP_MIN 0x7fffffff
+#endif
+#endif
+
 #define KB_T 5
 #define KB_MAXK (2 * KB_T - 1)
 
@@ -373,13 +384,97 @@ __device__ void chain_window(const int* P, const i64* off, i64 n_ctg, i64 l_pac,
     r1 = rmax1;
 }
 
+// mem_chain_flt's kept chains (chain_kernel's scratch), in keep order k: chains[k] the chain's index in weight
+// order, kcb/kce its query span, kwk its weight, kfs the first chain it shadows (-1: none yet)
+struct ChainFlt {
+    int *chains, *kcb, *kce, *kwk, *kfs;
+};
+
+// chain i (weight order) kept as the k-th: kept[i] = 2 when it overlaps a kept chain largely, else 3
+__device__ __forceinline__ void flt_keep(const ChainFlt& f, const int* cb, const int* ce, const int* wk, int* kept,
+                                         int k, int i, int large) {
+    f.chains[k] = i;
+    f.kcb[k] = cb[i];
+    f.kce[k] = ce[i];
+    f.kwk[k] = wk[i];
+    f.kfs[k] = -1;
+    kept[i] = large ? 2 : 3;
+}
+
+// mem_chain_flt (no ALT contigs here: is_alt = 0) over the nk > 0 chains in weight order; returns the kept count
+__device__ int flt_serial(const ChainFlt& f, const int* cb, const int* ce, const int* wk, int* kept, int nk,
+                          const int* P, float mask_level, float drop_ratio) {
+    const int max_gap = P[CP_GAP], min2 = P[CP_MINSEED] << 1;
+    flt_keep(f, cb, ce, wk, kept, 0, 0, 0);
+    int n_keep = 1;
+    for (int i = 1; i < nk; ++i) {
+        const int cbi = cb[i], cei = ce[i], wi = wk[i], li = cei - cbi;
+        int large_ovlp = 0, k = 0;
+        for (; k < n_keep; ++k) {
+            const int cbj = f.kcb[k], cej = f.kce[k];
+            const int b_max = cbj > cbi ? cbj : cbi;
+            const int e_min = cej < cei ? cej : cei;
+            if (e_min > b_max) {
+                const int lj = cej - cbj;
+                const int min_l = li < lj ? li : lj;
+                if ((float)(e_min - b_max) >= (float)min_l * mask_level && min_l < max_gap) {
+                    large_ovlp = 1;
+                    if (f.kfs[k] < 0) f.kfs[k] = i;
+                    if ((float)wi < (float)f.kwk[k] * drop_ratio && f.kwk[k] - wi >= min2) break;
+                }
+            }
+        }
+        if (k == n_keep) flt_keep(f, cb, ce, wk, kept, n_keep++, i, large_ovlp);
+    }
+    return n_keep;
+}
+
+// after mem_chain_flt: the shadowed chains kept too, at most max_chain_extend extended beyond the first kept, and
+// the kept chains (windows, seeds) into read r's slots, as the twin's chain_range
+__device__ void chain_finish(const int* P, const i64* ctg_off, i64 n_ctg, i64 l_pac, i64 L, const i64* rb,
+                             const int* qb, const int* ln, const int* c_rid, const int* cs, const int* cnt,
+                             const int* sid, int* kept, const ChainFlt& f, int n_keep, int nk, i64 base,
+                             i64* sl_rid, i64* sl_r0, i64* sl_r1, i64* sl_n, i64* sl_seed, i64* n_ch, i64* n_cs,
+                             i64 r) {
+    if (nk > 0) {
+        for (int k = 0; k < n_keep; ++k)
+            if (f.kfs[k] >= 0) kept[f.kfs[k]] = 1;
+        int k = 0, i = 0;
+        for (; i < nk; ++i) {
+            if (!(kept[i] == 0 || kept[i] == 3)) {
+                if (++k >= P[CP_MAXEXT]) break;
+            }
+        }
+        for (; i < nk; ++i)
+            if (kept[i] < 3) kept[i] = 0;
+    }
+    int m = 0, g = 0;
+    for (int i = 0; i < nk; ++i) {
+        if (kept[i] == 0) continue;
+        int c = sid[i];
+        int ns = cnt[c + 1] - cnt[c];
+        i64 r0, r1;
+        chain_window(P, ctg_off, n_ctg, l_pac, L, rb, qb, ln, cs + cnt[c], ns, r0, r1);
+        sl_rid[base + m] = c_rid[c];
+        sl_r0[base + m] = r0;
+        sl_r1[base + m] = r1;
+        sl_n[base + m] = ns;
+        for (int j = 0; j < ns; ++j) sl_seed[base + g + j] = cs[cnt[c] + j];
+        g += ns;
+        ++m;
+    }
+    n_ch[r] = m;
+    n_cs[r] = g;
+}
+
 extern "C" __global__ void chain_kernel(
     const i64* __restrict__ seq_off, const i64* __restrict__ s_off, const i64* __restrict__ s_rbeg,
     const int* __restrict__ s_qbeg, const int* __restrict__ s_len, const int* __restrict__ s_rid,
     const i64* __restrict__ ctg_off, i64 n_ctg, i64 l_pac, const int* __restrict__ P, float mask_level,
     float drop_ratio, i64 n_reads, const i64* __restrict__ scr_off, int* __restrict__ scr,
     i64* __restrict__ sl_rid, i64* __restrict__ sl_r0, i64* __restrict__ sl_r1, i64* __restrict__ sl_n,
-    i64* __restrict__ sl_seed, i64* __restrict__ n_ch, i64* __restrict__ n_cs, int* __restrict__ cpu) {
+    i64* __restrict__ sl_seed, i64* __restrict__ n_ch, i64* __restrict__ n_cs, int* __restrict__ cpu,
+    int* __restrict__ pend, int* __restrict__ n_pend) {
     i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n_reads) return;
     n_ch[r] = 0;
@@ -501,61 +596,101 @@ extern "C" __global__ void chain_kernel(
         kept[i] = 0;
         firstsh[i] = -1;
     }
-    if (nk > 0) {  // mem_chain_flt (no ALT contigs here: is_alt = 0)
-        kept[0] = 3;
-        chains[0] = 0;
+    // mem_chain_flt's arrays, in keep order: the kept chains' sorted indices, query spans, weights and first
+    // shadowed chain (w, ids and perm are free once the sort is applied)
+    ChainFlt f = {chains, w, ids, perm, firstsh};
+    if (nk > FLT_WARP_MIN) {  // left to chain_flt_warp_kernel, which finds the read's state in its scratch
+#if defined(__CUDACC__)
+        z[17 * n + 1] = nk;
+        pend[atomicAdd(n_pend, 1)] = (int)r;
+#endif
+        return;
+    }
+    int n_keep = nk > 0 ? flt_serial(f, cb, ce, wk, kept, nk, P, mask_level, drop_ratio) : 0;
+    chain_finish(P, ctg_off, n_ctg, l_pac, L, rb, qb, ln, c_rid, cs, cnt, sid, kept, f, n_keep, nk, base, sl_rid,
+                 sl_r0, sl_r1, sl_n, sl_seed, n_ch, n_cs, r);
+}
+
+#if defined(__CUDACC__)
+// mem_chain_flt of the reads chain_kernel left in pend[0, *n_pend), one warp per read (grid-stride), then the
+// read's slots as chain_kernel writes them (lane 0). Same results as flt_serial: chain i is compared with the
+// kept chains 32 at a time; the first that drops it (lowest index) ends the comparison, and only the kept
+// chains up to it record i as their first shadowed chain, as the serial loop does.
+extern "C" __global__ void chain_flt_warp_kernel(
+    const i64* __restrict__ seq_off, const i64* __restrict__ s_off, const i64* __restrict__ s_rbeg,
+    const int* __restrict__ s_qbeg, const int* __restrict__ s_len, const int* __restrict__ s_rid,
+    const i64* __restrict__ ctg_off, i64 n_ctg, i64 l_pac, const int* __restrict__ P, float mask_level,
+    float drop_ratio, const i64* __restrict__ scr_off, int* __restrict__ scr, i64* __restrict__ sl_rid,
+    i64* __restrict__ sl_r0, i64* __restrict__ sl_r1, i64* __restrict__ sl_n, i64* __restrict__ sl_seed,
+    i64* __restrict__ n_ch, i64* __restrict__ n_cs, const int* __restrict__ pend, const int* __restrict__ n_pend) {
+    const int lane = threadIdx.x & 31;
+    const int np = *n_pend;
+    const int n_warps = (gridDim.x * blockDim.x) >> 5;
+    for (int wi = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; wi < np; wi += n_warps) {
+        const i64 r = pend[wi];
+        const i64 L = seq_off[r + 1] - seq_off[r];
+        const i64 base = s_off[r];
+        const int n = (int)(s_off[r + 1] - base);
+        const i64* rb = s_rbeg + base;
+        const int* qb = s_qbeg + base;
+        const int* ln = s_len + base;
+        int* z = scr + scr_off[r];
+        int* c_rid = z + 3 * n;
+        int* cnt = z + 5 * n;
+        int* cs = z + 6 * n + 1;
+        int* sid = z + 7 * n + 1;
+        ChainFlt f = {z + 15 * n + 1, z + 8 * n + 1, z + 9 * n + 1, z + 10 * n + 1, z + 12 * n + 1};
+        int* kept = z + 11 * n + 1;
+        int* cb = z + 13 * n + 1;
+        int* ce = z + 14 * n + 1;
+        int* wk = z + 16 * n + 1;
+        const int nk = z[17 * n + 1];
+        const float mask = mask_level, drop = drop_ratio;
+        const int max_gap = P[CP_GAP], min2 = P[CP_MINSEED] << 1;
+        if (lane == 0) flt_keep(f, cb, ce, wk, kept, 0, 0, 0);
+        __syncwarp();
         int n_keep = 1;
         for (int i = 1; i < nk; ++i) {
-            int large_ovlp = 0, k = 0;
-            for (; k < n_keep; ++k) {
-                int j = chains[k];
-                int b_max = cb[j] > cb[i] ? cb[j] : cb[i];
-                int e_min = ce[j] < ce[i] ? ce[j] : ce[i];
-                if (e_min > b_max) {
-                    int li = ce[i] - cb[i], lj = ce[j] - cb[j];
-                    int min_l = li < lj ? li : lj;
-                    if ((float)(e_min - b_max) >= (float)min_l * mask_level && min_l < max_gap) {
-                        large_ovlp = 1;
-                        if (firstsh[j] < 0) firstsh[j] = i;
-                        if ((float)wk[i] < (float)wk[j] * drop_ratio && wk[j] - wk[i] >= (P[CP_MINSEED] << 1)) break;
+            const int cbi = cb[i], cei = ce[i], wi_ = wk[i], li = cei - cbi;
+            int large = 0, brk = -1;
+            for (int k0 = 0; k0 < n_keep && brk < 0; k0 += 32) {
+                const int k = k0 + lane;
+                int ov = 0, br = 0;
+                if (k < n_keep) {
+                    const int cbj = f.kcb[k], cej = f.kce[k];
+                    const int b_max = cbj > cbi ? cbj : cbi;
+                    const int e_min = cej < cei ? cej : cei;
+                    if (e_min > b_max) {
+                        const int lj = cej - cbj;
+                        const int min_l = li < lj ? li : lj;
+                        if ((float)(e_min - b_max) >= (float)min_l * mask && min_l < max_gap) {
+                            ov = 1;
+                            const int wj = f.kwk[k];
+                            br = (float)wi_ < (float)wj * drop && wj - wi_ >= min2;
+                        }
                     }
                 }
+                const unsigned mb = __ballot_sync(0xffffffffu, br);
+                const int last = mb ? k0 + __ffs(mb) - 1 : 0x7fffffff;  // the first kept chain that drops i
+                if (ov && k <= last) {
+                    if (f.kfs[k] < 0) f.kfs[k] = i;
+                }
+                large |= __any_sync(0xffffffffu, ov && k <= last);
+                if (mb) brk = last;
             }
-            if (k == n_keep) {
-                chains[n_keep++] = i;
-                kept[i] = large_ovlp ? 2 : 3;
+            if (brk < 0) {  // i is kept
+                if (lane == 0) flt_keep(f, cb, ce, wk, kept, n_keep, i, large);
+                ++n_keep;
             }
+            __syncwarp();
         }
-        for (int i = 0; i < n_keep; ++i)
-            if (firstsh[chains[i]] >= 0) kept[firstsh[chains[i]]] = 1;
-        int k = 0, i = 0;
-        for (; i < nk; ++i) {
-            if (!(kept[i] == 0 || kept[i] == 3)) {
-                if (++k >= P[CP_MAXEXT]) break;
-            }
-        }
-        for (; i < nk; ++i)
-            if (kept[i] < 3) kept[i] = 0;
+        if (lane == 0)
+            chain_finish(P, ctg_off, n_ctg, l_pac, L, rb, qb, ln, c_rid, cs, cnt, sid, kept, f, n_keep, nk, base,
+                         sl_rid, sl_r0, sl_r1, sl_n, sl_seed, n_ch, n_cs, r);
+        __syncwarp();
     }
-    // kept chains -> the read's slots
-    int m = 0, g = 0;
-    for (int i = 0; i < nk; ++i) {
-        if (kept[i] == 0) continue;
-        int c = sid[i];
-        int ns = cnt[c + 1] - cnt[c];
-        i64 r0, r1;
-        chain_window(P, ctg_off, n_ctg, l_pac, L, rb, qb, ln, cs + cnt[c], ns, r0, r1);
-        sl_rid[base + m] = c_rid[c];
-        sl_r0[base + m] = r0;
-        sl_r1[base + m] = r1;
-        sl_n[base + m] = ns;
-        for (int j = 0; j < ns; ++j) sl_seed[base + g + j] = cs[cnt[c] + j];
-        g += ns;
-        ++m;
-    }
-    n_ch[r] = m;
-    n_cs[r] = g;
 }
+#endif
 
 // The kept chains in read order (c_off/g_off: exclusive scans of n_ch/n_cs over the reads, read_base:
 // the first read's index in the batch) -> ch_rid, cs_off (without its last entry), ch_seed and the jobs.

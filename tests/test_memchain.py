@@ -43,7 +43,7 @@ extern "C" void host_chain(i64 n, const i64* seq_off, const i64* s_off, const i6
   for (i64 r = 0; r < n; ++r) {
     blockIdx.x = (unsigned)r;
     chain_kernel(seq_off, s_off, s_rbeg, s_qbeg, s_len, s_rid, ctg, n_ctg, l_pac, P, mask_level, drop_ratio, n,
-                 scr_off, scr, sl_rid, sl_r0, sl_r1, sl_n, sl_seed, n_ch, n_cs, cpu);
+                 scr_off, scr, sl_rid, sl_r0, sl_r1, sl_n, sl_seed, n_ch, n_cs, cpu, nullptr, nullptr);
   }
 }
 extern "C" void host_compact(i64 n, const i64* s_off, const i64* s_rbeg, const int* s_qbeg, const int* s_len,
@@ -254,6 +254,18 @@ def test_gpu_chain_many_seeds(rep, name):
 
 
 @needs_gpu
+@pytest.mark.parametrize("warp", [True, False])
+@pytest.mark.parametrize("name", ["default", "k15-G200-w10"])
+def test_gpu_chain_flt_warp(rep, data, name, warp, monkeypatch):
+    """Reads with more than FLT_WARP_MIN (32) weighty chains are filtered by chain_flt_warp_kernel; with
+    FLT_WARP False every read stays in chain_kernel's thread. Both equal the twin."""
+    monkeypatch.setattr(ms, "FLT_WARP", warp)
+    for d, key in ((rep, "rep"), (data, "main"), (data, "noisy")):
+        got, want = _chain_gpu(d, d[key], OPTS[name])
+        _check(got, want)
+
+
+@needs_gpu
 @pytest.mark.parametrize("cap", [1, 8, 64])
 @pytest.mark.parametrize("key", ["main", "noisy"])
 def test_gpu_chain_heavy_reads_on_cpu(data, rep, key, cap, monkeypatch):  # noqa: F811
@@ -264,6 +276,71 @@ def test_gpu_chain_heavy_reads_on_cpu(data, rep, key, cap, monkeypatch):  # noqa
     _check(got, want)
     got, want = _chain_gpu(rep, rep["rep"], OPTS["default"], host=True)
     _check(got, want)
+
+
+def _flt_model(cb, ce, wk, mask, drop, max_gap, min2, warp):
+    """mem_chain_flt as flt_serial (warp=0) or as chain_flt_warp_kernel's chunks of `warp` kept chains (ballot:
+    the first dropping chain of the chunk; only chains up to it record i) -> kept, chains, kfs."""
+    nk = len(cb)
+    kept, chains, kfs = [0] * nk, [0], [-1]
+    kept[0] = 3
+    f32 = np.float32
+
+    def test(i, k):
+        j_cb, j_ce = cb[chains[k]], ce[chains[k]]
+        b_max, e_min = max(j_cb, cb[i]), min(j_ce, ce[i])
+        if e_min <= b_max:
+            return 0, 0
+        min_l = min(ce[i] - cb[i], j_ce - j_cb)
+        if not (f32(e_min - b_max) >= f32(min_l) * f32(mask) and min_l < max_gap):
+            return 0, 0
+        wj = wk[chains[k]]
+        return 1, int(f32(wk[i]) < f32(wj) * f32(drop) and wj - wk[i] >= min2)
+    for i in range(1, nk):
+        large, brk = 0, -1
+        if not warp:
+            for k in range(len(chains)):
+                ov, br = test(i, k)
+                if ov:
+                    large = 1
+                    kfs[k] = i if kfs[k] < 0 else kfs[k]
+                if br:
+                    brk = k
+                    break
+        else:
+            for k0 in range(0, len(chains), warp):
+                got = [test(i, k) for k in range(k0, min(k0 + warp, len(chains)))]
+                bad = [k0 + t for t, (_, br) in enumerate(got) if br]
+                last = bad[0] if bad else 1 << 30
+                for t, (ov, _) in enumerate(got):
+                    if ov and k0 + t <= last:
+                        large = 1
+                        kfs[k0 + t] = i if kfs[k0 + t] < 0 else kfs[k0 + t]
+                if bad:
+                    brk = last
+                    break
+        if brk < 0:
+            chains.append(i)
+            kfs.append(-1)
+            kept[i] = 2 if large else 3
+    return kept, chains, kfs
+
+
+def test_flt_warp_model_equals_serial():
+    """chain_flt_warp_kernel's chunked comparison (any chunk width) keeps, shadows and drops exactly the chains
+    flt_serial does, on chain sets with many equal and overlapping query spans (reads in repeats)."""
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        nk = int(rng.integers(2, 120))
+        cb = rng.integers(0, 40, nk)
+        if rng.random() < 0.5:  # repeats: the same span again and again
+            cb = rng.choice(cb[:3], nk)
+        ce = cb + rng.integers(5, 60, nk)
+        wk = np.sort(rng.integers(10, 90, nk))[::-1]
+        args = (cb.tolist(), ce.tolist(), wk.tolist(), 0.5, 0.5, 10_000, 38)
+        want = _flt_model(*args, warp=0)
+        for warp in (1, 3, 32):
+            assert _flt_model(*args, warp=warp) == want
 
 
 def test_slot_positions():
