@@ -256,7 +256,7 @@ def test_gpu_chain_many_seeds(rep, name):
 @needs_gpu
 @pytest.mark.parametrize("warp", [True, False])
 @pytest.mark.parametrize("name", ["default", "k15-G200-w10"])
-def test_gpu_chain_flt_warp(rep, data, name, warp, monkeypatch):
+def test_gpu_chain_flt_warp(rep, data, name, warp, monkeypatch):  # noqa: F811
     """Reads with more than FLT_WARP_MIN (32) weighty chains are filtered by chain_flt_warp_kernel; with
     FLT_WARP False every read stays in chain_kernel's thread. Both equal the twin."""
     monkeypatch.setattr(ms, "FLT_WARP", warp)
