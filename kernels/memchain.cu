@@ -401,6 +401,21 @@ __device__ __forceinline__ void flt_keep(const ChainFlt& f, const int* cb, const
     kept[i] = large ? 2 : 3;
 }
 
+// mem_chain_flt's test of chain (cbi, cei) of weight wi against the k-th kept chain: 1 when they overlap largely,
+// 2 when the kept one also drops it, 0 otherwise
+__device__ __forceinline__ int flt_test(const ChainFlt& f, int k, int cbi, int cei, int wi, float mask_level,
+                                        float drop_ratio, int max_gap, int min2) {
+    const int cbj = f.kcb[k], cej = f.kce[k];
+    const int b_max = cbj > cbi ? cbj : cbi;
+    const int e_min = cej < cei ? cej : cei;
+    if (e_min <= b_max) return 0;
+    const int li = cei - cbi, lj = cej - cbj;
+    const int min_l = li < lj ? li : lj;
+    if (!((float)(e_min - b_max) >= (float)min_l * mask_level && min_l < max_gap)) return 0;
+    const int wj = f.kwk[k];
+    return (float)wi < (float)wj * drop_ratio && wj - wi >= min2 ? 2 : 1;
+}
+
 // mem_chain_flt (no ALT contigs here: is_alt = 0) over the nk > 0 chains in weight order; returns the kept count
 __device__ int flt_serial(const ChainFlt& f, const int* cb, const int* ce, const int* wk, int* kept, int nk,
                           const int* P, float mask_level, float drop_ratio) {
@@ -408,20 +423,14 @@ __device__ int flt_serial(const ChainFlt& f, const int* cb, const int* ce, const
     flt_keep(f, cb, ce, wk, kept, 0, 0, 0);
     int n_keep = 1;
     for (int i = 1; i < nk; ++i) {
-        const int cbi = cb[i], cei = ce[i], wi = wk[i], li = cei - cbi;
+        const int cbi = cb[i], cei = ce[i], wi = wk[i];
         int large_ovlp = 0, k = 0;
         for (; k < n_keep; ++k) {
-            const int cbj = f.kcb[k], cej = f.kce[k];
-            const int b_max = cbj > cbi ? cbj : cbi;
-            const int e_min = cej < cei ? cej : cei;
-            if (e_min > b_max) {
-                const int lj = cej - cbj;
-                const int min_l = li < lj ? li : lj;
-                if ((float)(e_min - b_max) >= (float)min_l * mask_level && min_l < max_gap) {
-                    large_ovlp = 1;
-                    if (f.kfs[k] < 0) f.kfs[k] = i;
-                    if ((float)wi < (float)f.kwk[k] * drop_ratio && f.kwk[k] - wi >= min2) break;
-                }
+            const int t = flt_test(f, k, cbi, cei, wi, mask_level, drop_ratio, max_gap, min2);
+            if (t) {
+                large_ovlp = 1;
+                if (f.kfs[k] < 0) f.kfs[k] = i;
+                if (t == 2) break;
             }
         }
         if (k == n_keep) flt_keep(f, cb, ce, wk, kept, n_keep++, i, large_ovlp);
@@ -651,24 +660,15 @@ extern "C" __global__ void chain_flt_warp_kernel(
         __syncwarp();
         int n_keep = 1;
         for (int i = 1; i < nk; ++i) {
-            const int cbi = cb[i], cei = ce[i], wi_ = wk[i], li = cei - cbi;
+            const int cbi = cb[i], cei = ce[i], wi_ = wk[i];
             int large = 0, brk = -1;
             for (int k0 = 0; k0 < n_keep && brk < 0; k0 += 32) {
                 const int k = k0 + lane;
                 int ov = 0, br = 0;
                 if (k < n_keep) {
-                    const int cbj = f.kcb[k], cej = f.kce[k];
-                    const int b_max = cbj > cbi ? cbj : cbi;
-                    const int e_min = cej < cei ? cej : cei;
-                    if (e_min > b_max) {
-                        const int lj = cej - cbj;
-                        const int min_l = li < lj ? li : lj;
-                        if ((float)(e_min - b_max) >= (float)min_l * mask && min_l < max_gap) {
-                            ov = 1;
-                            const int wj = f.kwk[k];
-                            br = (float)wi_ < (float)wj * drop && wj - wi_ >= min2;
-                        }
-                    }
+                    const int t = flt_test(f, k, cbi, cei, wi_, mask, drop, max_gap, min2);
+                    ov = t != 0;
+                    br = t == 2;
                 }
                 const unsigned mb = __ballot_sync(0xffffffffu, br);
                 const int last = mb ? k0 + __ffs(mb) - 1 : 0x7fffffff;  // the first kept chain that drops i
