@@ -37,8 +37,7 @@ def _cuda_driver_warm(choice: str) -> None:
     GIL), beside the Python imports that follow; CuPy later finds both made. CuPy's own start holds the GIL
     through cuInit, and the context comes with the index's first upload. CUDA_WARM=0 in G3ALIGN_TUNE: off
     (A/B runs)."""
-    if (choice == "cpu" or not os.path.exists("/dev/nvidiactl")
-            or _tune_flag("CUDA_WARM") == "0"):
+    if not _gpu_machine(choice) or _tune_flag("CUDA_WARM") == "0":
         return
 
     def run():
@@ -51,6 +50,12 @@ def _cuda_driver_warm(choice: str) -> None:
         except Exception:  # no driver library: CuPy's own start says so later
             pass
     threading.Thread(target=run, name="g3align-cuda-warm", daemon=True).start()
+
+
+def _gpu_machine(choice: str) -> bool:
+    """--device CHOICE may run on the GPU here: not cpu, and an NVIDIA driver's device file exists (checked
+    before CuPy is imported)."""
+    return choice != "cpu" and os.path.exists("/dev/nvidiactl")
 
 
 def _device_arg(args) -> str:
@@ -428,7 +433,7 @@ def _detach_wanted(argv) -> bool:
         return False
     if "--help" in argv or "-h" in argv[2:3]:
         return False
-    return env == "1" or (_device_arg(argv[2:]) != "cpu" and os.path.exists("/dev/nvidiactl"))
+    return env == "1" or _gpu_machine(_device_arg(argv[2:]))
 
 
 def _detach() -> None:
@@ -562,8 +567,7 @@ def _build_mem_options(kw):
 def _tune(*modules, only_present: bool = False) -> None:
     """G3ALIGN_TUNE='NAME=VALUE,...': set pipeline constants for A/B runs of benchmarks, each in the first of
     `modules` that has it (an error when none has it; only_present: such names are left for a later call)."""
-    for kv in filter(None, os.environ.get("G3ALIGN_TUNE", "").split(",")):
-        k, _, v = kv.partition("=")
+    for k, v in _tune_pairs():
         mod = next((m for m in modules if k.isupper() and getattr(m, k, None) is not None), None)
         if mod is None:
             if only_present:
@@ -750,13 +754,16 @@ def _load_mem_index(prefix):
     return load_index(prefix)
 
 
+def _tune_pairs():
+    """G3ALIGN_TUNE='NAME=VALUE,...' as (NAME, VALUE) pairs."""
+    for kv in filter(None, os.environ.get("G3ALIGN_TUNE", "").split(",")):
+        k, _, v = kv.partition("=")
+        yield k, v
+
+
 def _tune_flag(name: str) -> str | None:
     """NAME's value in G3ALIGN_TUNE (read before the module holding the constant is imported), or None."""
-    for kv in os.environ.get("G3ALIGN_TUNE", "").split(","):
-        k, _, v = kv.partition("=")
-        if k == name:
-            return v
-    return None
+    return next((v for k, v in _tune_pairs() if k == name), None)
 
 
 def _run_mem_traced(kw, trace, t):
@@ -780,7 +787,7 @@ def _run_mem_traced(kw, trace, t):
         reader = _start_reader(kw, chunk)
     else:
         from g3align.aligner.reads import se_chunk_for
-        gpu_guess = kw["device"] == "gpu" or (kw["device"] == "auto" and os.path.exists("/dev/nvidiactl"))
+        gpu_guess = kw["device"] == "gpu" or _gpu_machine(kw["device"])
         se = se_chunk_for(gpu_guess, chunk)
         reader = _start_reader(kw, se, depth=max(2, chunk // se + 1))
     # the index is loaded (mapped, its checksums checked: zlib lets go of the GIL) beside the imports and the
