@@ -258,7 +258,8 @@ def _run_map(args):
     first_parts = reader(queries[0]) if queries and reads.MAP_EARLY_READER else None
     try:
         from g3align.aligner import mmpipeline
-        _tune(mmpipeline, reads)  # G3ALIGN_TUNE: unknown names an error
+        from g3align.kernels import loader
+        _tune(mmpipeline, reads, loader)  # G3ALIGN_TUNE: unknown names an error
     except BaseException:
         if first_parts is not None:
             first_parts.close()
@@ -809,7 +810,8 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, index):
     from g3align.aligner import memstage, pipeline, reads
     from g3align.aligner.pipeline import MemAligner, log, run_mem_pe, run_mem_se, user_pestat
     from g3align.aligner.reads import ReadFormatError
-    _tune(pipeline, reads, memstage)  # G3ALIGN_TUNE (A/B runs): the pipeline's constants now, unknown names an error
+    from g3align.kernels import loader
+    _tune(pipeline, reads, memstage, loader)  # G3ALIGN_TUNE (A/B runs): the pipeline's constants now, unknown names an error
     from g3align.aligner.samhdr import OutputSink, parse_header_arg, parse_rg, sam_header
     from g3align.index.store import IndexFormatError
     t = _mark(trace, "start-up: imports", t)
@@ -894,6 +896,9 @@ def gpu_available() -> bool:
         import g3align.aligner as ag
         if ok and ag.TRACE is not None:
             _cupy_compiles_traced()
+        if ok:  # after the tracing: its events are then the builds, not the waits for another thread's
+            from g3align.kernels.loader import cupy_compile_once
+            cupy_compile_once()
         return ok
     except Exception:  # no CuPy, no driver, no device
         return False

@@ -88,9 +88,85 @@ def define_lines(defines: dict | None) -> str:
                    for k, v in sorted((defines or {}).items()))
 
 
+_ONCE_LOCK = threading.Lock()
+CUPY_ONCE = True  # cupy_compile_once's patches (G3ALIGN_TUNE CUPY_ONCE=0: off, for A/B runs)
+
+
+def cupy_compile_once() -> None:
+    """Two of CuPy's module builds done once per process, and the first once per machine (idempotent).
+
+    CuPy builds a kernel (its elementwise and reduction kernels, our RawModules) at its first use: the
+    cubin from its disk cache (hash, read, check) and then the load. Its per-device memo is filled only
+    when the build returns, so the three prepare threads of `g3align mem`, which meet the same ~20 kernels
+    at the same time, each built them all (traces: ~60 builds, 0.3 s in the first parts). Here one thread
+    builds a given kernel; the others wait for it and get the same module.
+
+    Before its first build with a set of options CuPy also compiles an empty program with NVRTC (20-80 ms)
+    whose version comments enter its cache key. That text depends only on the options, the architecture
+    and the NVRTC version, so it is kept in a file in CuPy's cache directory, named by a hash of those,
+    and read from there in later processes. A wrong or stale text could only change the cache key (a
+    compile), never a kernel."""
+    from cupy.cuda import compiler
+    with _ONCE_LOCK:
+        if not CUPY_ONCE or getattr(compiler, "_g3align_once", False):
+            return
+        build, pre = compiler._compile_module_with_cache, compiler._preprocess
+        built: dict = {}
+        locks: dict = {}
+
+        def build_once(source, options=(), arch=None, cache_dir=None, extra_source=None, backend="nvrtc", **kw):
+            import cupy
+            try:
+                key = (cupy.cuda.Device().id, source, tuple(options), arch, cache_dir, extra_source, backend,
+                       tuple(sorted(kw.items())))
+                hash(key)
+            except TypeError:  # an argument we cannot key on: CuPy's own path
+                return build(source, options, arch, cache_dir, extra_source, backend, **kw)
+            mod = built.get(key)
+            if mod is None:
+                with locks.setdefault(key, threading.Lock()):
+                    mod = built.get(key)
+                    if mod is None:
+                        mod = built[key] = build(source, options, arch, cache_dir, extra_source, backend, **kw)
+            return mod
+
+        def preprocess_once(source, options, arch, backend):
+            if source != "":
+                return pre(source, options, arch, backend)
+            import hashlib
+            import os
+            try:
+                tag = repr((tuple(options), arch, backend, compiler._get_nvrtc_version(),
+                            compiler._get_cupy_cache_key()))
+            except Exception:  # CuPy internals not as expected: its own path
+                return pre(source, options, arch, backend)
+            path = os.path.join(compiler.get_cache_dir(),
+                                "g3align-empty-" + hashlib.sha1(tag.encode()).hexdigest() + ".txt")
+            with locks.setdefault(path, threading.Lock()):
+                try:
+                    with open(path, encoding="utf-8") as fh:
+                        return fh.read()
+                except OSError:
+                    pass
+                text = pre(source, options, arch, backend)
+                try:  # written whole, then renamed: a reader sees all of it or nothing
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}"
+                    with open(tmp, "w", encoding="utf-8") as fh:
+                        fh.write(text)
+                    os.replace(tmp, path)
+                except OSError:  # a read-only cache directory: no file, same result
+                    pass
+                return text
+        compiler._compile_module_with_cache = build_once
+        compiler._preprocess = preprocess_once
+        compiler._g3align_once = True
+
+
 def get_module(name: str, defines: dict | None = None, options: tuple = ("-std=c++17",)):
     """cupy.RawModule for kernels/<name>.cu with ``defines`` prepended; memoized per device."""
     import cupy
+    cupy_compile_once()
 
     dev = cupy.cuda.Device().id
     key = (dev, name, tuple(sorted((defines or {}).items())), tuple(options))

@@ -1,0 +1,97 @@
+"""kernels/loader.cupy_compile_once on a stand-in for CuPy's compiler module (no GPU needed): concurrent
+builds of one kernel become one build, other kernels are built apart, and the empty program's NVRTC text is
+read back from its file by a later process instead of being compiled again."""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import types
+
+import pytest
+from g3align.kernels import loader
+
+
+class FakeCompiler(types.ModuleType):
+    def __init__(self, cache_dir):
+        super().__init__("cupy.cuda.compiler")
+        self.builds, self.passes = [], []
+        self.cache_dir = str(cache_dir)
+
+    def _compile_module_with_cache(self, source, options=(), arch=None, cache_dir=None, extra_source=None,
+                                   backend="nvrtc", **kw):
+        self.builds.append(source)
+        time.sleep(0.05)  # long enough for every thread to ask before the first build is done
+        return object()
+
+    def _preprocess(self, source, options, arch, backend):
+        self.passes.append(source)
+        return f"// version text for {options} {arch}"
+
+    def _get_nvrtc_version(self):
+        return (13, 0)
+
+    def _get_cupy_cache_key(self):
+        return "k14"
+
+    def get_cache_dir(self):
+        return self.cache_dir
+
+
+@pytest.fixture
+def fake_cupy(tmp_path, monkeypatch):
+    """A cupy package whose compiler is FakeCompiler (bound functions, as module functions are called)."""
+    def install():
+        comp = FakeCompiler(tmp_path / "cache")
+        for k in ("_compile_module_with_cache", "_preprocess", "_get_nvrtc_version", "_get_cupy_cache_key",
+                  "get_cache_dir"):
+            setattr(comp, k, getattr(comp, k))
+        cuda = types.ModuleType("cupy.cuda")
+        cuda.compiler = comp
+        cuda.Device = lambda: types.SimpleNamespace(id=0)
+        cp = types.ModuleType("cupy")
+        cp.cuda = cuda
+        for name, m in (("cupy", cp), ("cupy.cuda", cuda), ("cupy.cuda.compiler", comp)):
+            monkeypatch.setitem(sys.modules, name, m)
+        return comp
+    return install
+
+
+def _threads(fn, n):
+    out = [None] * n
+    ts = [threading.Thread(target=lambda k=k: out.__setitem__(k, fn())) for k in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return out
+
+
+def test_one_build_per_kernel(fake_cupy):
+    comp = fake_cupy()
+    loader.cupy_compile_once()
+    loader.cupy_compile_once()  # idempotent: not wrapped twice
+    got = _threads(lambda: comp._compile_module_with_cache("src A", ("-x",)), 3)
+    assert comp.builds == ["src A"] and got[0] is got[1] is got[2]
+    other = comp._compile_module_with_cache("src A", ("-y",))  # other options: another kernel
+    assert comp.builds == ["src A", "src A"] and other is not got[0]
+
+
+def test_empty_program_text_kept_in_a_file(fake_cupy):
+    comp = fake_cupy()
+    loader.cupy_compile_once()
+    texts = _threads(lambda: comp._preprocess("", ("-x",), "90", "nvrtc"), 3)
+    assert comp.passes == [""] and len(set(texts)) == 1
+    assert comp._preprocess("int a;", ("-x",), "90", "nvrtc") and comp.passes == ["", "int a;"]
+    comp2 = fake_cupy()  # a later process: the text from the file, no NVRTC pass
+    loader.cupy_compile_once()
+    assert comp2._preprocess("", ("-x",), "90", "nvrtc") == texts[0] and comp2.passes == []
+    assert comp2._preprocess("", ("-x",), "80", "nvrtc") and comp2.passes == [""]  # another architecture
+
+
+def test_off_switch(fake_cupy, monkeypatch):
+    comp = fake_cupy()
+    monkeypatch.setattr(loader, "CUPY_ONCE", False)
+    orig = comp._compile_module_with_cache
+    loader.cupy_compile_once()
+    assert comp._compile_module_with_cache is orig
