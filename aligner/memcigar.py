@@ -189,7 +189,8 @@ def job_table(plan, keys, j_read, ws_bytes, by_size=True):
 def cigar_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, keys, j_read, block: int = 128,
                    ws_bytes: int = 256 << 20) -> tuple:
     """cigar_jobs_cpu on the GPU (kernels/memcigar.cu, one thread per job, in job_table's order): jobs in
-    consecutive chunks whose DP scratch fits ws_bytes; the slots compacted on the GPU; host arrays out, equal to the twin's."""
+    consecutive chunks whose DP scratch fits ws_bytes; the slots compacted on the GPU; host arrays out, equal
+    to the twin's."""
     import cupy as cp
     from g3align.aligner import memstage
     from g3align.aligner.memstage import to_device, to_host

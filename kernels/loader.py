@@ -114,41 +114,40 @@ def cupy_compile_once() -> None:
         built: dict = {}
         locks: dict = {}
 
-        def build_once(source, options=(), arch=None, cache_dir=None, extra_source=None, backend="nvrtc", **kw):
+        def build_once(*a, **kw):  # CuPy's own arguments, passed on as given (they differ between versions)
             import cupy
             try:
-                key = (cupy.cuda.Device().id, source, tuple(options), arch, cache_dir, extra_source, backend,
-                       tuple(sorted(kw.items())))
+                key = (cupy.cuda.Device().id, a, tuple(sorted(kw.items())))
                 hash(key)
             except TypeError:  # an argument we cannot key on: CuPy's own path
-                return build(source, options, arch, cache_dir, extra_source, backend, **kw)
+                return build(*a, **kw)
             mod = built.get(key)
             if mod is None:
                 with locks.setdefault(key, threading.Lock()):
                     mod = built.get(key)
                     if mod is None:
-                        mod = built[key] = build(source, options, arch, cache_dir, extra_source, backend, **kw)
+                        mod = built[key] = build(*a, **kw)
             return mod
 
-        def preprocess_once(source, options, arch, backend):
-            if source != "":
-                return pre(source, options, arch, backend)
+        def preprocess_once(*a, **kw):  # (source, options, arch, backend)
+            if (a[0] if a else kw.get("source")) != "":
+                return pre(*a, **kw)
             import hashlib
             import os
             try:
-                tag = repr((tuple(options), arch, backend, compiler._get_nvrtc_version(),
+                tag = repr((a[1:], sorted(kw.items()), compiler._get_nvrtc_version(),
                             compiler._get_cupy_cache_key()))
+                cache_dir = compiler.get_cache_dir()
             except Exception:  # CuPy internals not as expected: its own path
-                return pre(source, options, arch, backend)
-            path = os.path.join(compiler.get_cache_dir(),
-                                "g3align-empty-" + hashlib.sha1(tag.encode()).hexdigest() + ".txt")
+                return pre(*a, **kw)
+            path = os.path.join(cache_dir, "g3align-empty-" + hashlib.sha1(tag.encode()).hexdigest() + ".txt")
             with locks.setdefault(path, threading.Lock()):
                 try:
                     with open(path, encoding="utf-8") as fh:
                         return fh.read()
                 except OSError:
                     pass
-                text = pre(source, options, arch, backend)
+                text = pre(*a, **kw)
                 try:  # written whole, then renamed: a reader sees all of it or nothing
                     os.makedirs(os.path.dirname(path), exist_ok=True)
                     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}"

@@ -75,6 +75,8 @@ def test_one_build_per_kernel(fake_cupy):
     assert comp.builds == ["src A"] and got[0] is got[1] is got[2]
     other = comp._compile_module_with_cache("src A", ("-y",))  # other options: another kernel
     assert comp.builds == ["src A", "src A"] and other is not got[0]
+    kw = comp._compile_module_with_cache("src A", options=("-y",), arch="90")  # keywords passed on as keywords
+    assert comp.builds == ["src A"] * 3 and kw is comp._compile_module_with_cache("src A", options=("-y",), arch="90")
 
 
 def test_empty_program_text_kept_in_a_file(fake_cupy):
@@ -87,6 +89,7 @@ def test_empty_program_text_kept_in_a_file(fake_cupy):
     loader.cupy_compile_once()
     assert comp2._preprocess("", ("-x",), "90", "nvrtc") == texts[0] and comp2.passes == []
     assert comp2._preprocess("", ("-x",), "80", "nvrtc") and comp2.passes == [""]  # another architecture
+    assert comp2._preprocess(source="", options=("-x",), arch="80", backend="nvrtc") and comp2.passes == [""] * 2
 
 
 def test_off_switch(fake_cupy, monkeypatch):
