@@ -147,52 +147,38 @@ def cigar_params(opt) -> np.ndarray:
 
 
 @nb.njit(cache=True, nogil=True)
-def job_table(plan, keys, j_read, ws_bytes, by_size=True):
-    """The GPU's packed jobs J (m, 8) int64 = keys, read, scratch offset (kernels/memcigar.cu) in launch order,
-    dst (each packed row's job), the launches as bounds (consecutive packed rows whose DP scratch, cigar_plan,
-    fits ws_bytes; offsets within it; a single job may exceed it) and the scratch bytes the largest launch
-    needs. Launch order: the jobs that need the DP first, largest scratch first (stable), then the rest in
-    job order. One thread runs each job and a warp waits for its slowest thread: in job order about one
-    job in six needs the DP, and nearly every warp held one (chr20 reads); sorted, only their own warps do.
-    by_size False: job order (memstage.SORT_JOBS, A/B runs)."""
+def job_table(plan, keys, j_read, ws_bytes):
+    """The GPU's packed jobs J (m, 8) int64 = keys, read, scratch offset (kernels/memcigar.cu), the
+    launches as bounds (consecutive jobs whose DP scratch, cigar_plan, fits ws_bytes; offsets within it;
+    a single job may exceed it) and the scratch bytes the largest launch needs."""
     n = keys.shape[0]
-    if by_size:
-        dp = np.flatnonzero(plan > 0)
-        dst = np.empty(n, np.int64)
-        dst[:dp.shape[0]] = dp[np.argsort(-plan[dp], kind="mergesort")]
-        dst[dp.shape[0]:] = np.flatnonzero(plan <= 0)
-    else:
-        dst = np.arange(n)
     J = np.empty((n, 8), np.int64)
     bounds = np.empty(n + 1, np.int64)
     nb_ = 1
     bounds[0] = 0
     extent = 0
     used = 0
-    for t in range(n):
-        j = dst[t]
+    for j in range(n):
         for c in range(6):
-            J[t, c] = keys[j, c]
-        J[t, 6] = j_read[j]
+            J[j, c] = keys[j, c]
+        J[j, 6] = j_read[j]
         need = plan[j] if plan[j] > 0 else 0
-        if used + need > ws_bytes and t > bounds[nb_ - 1]:
-            bounds[nb_] = t
+        if used + need > ws_bytes and j > bounds[nb_ - 1]:
+            bounds[nb_] = j
             nb_ += 1
             used = 0
-        J[t, 7] = used if plan[j] > 0 else (-2 if plan[j] < 0 else -1)
+        J[j, 7] = used if plan[j] > 0 else (-2 if plan[j] < 0 else -1)
         used += need
         extent = used if used > extent else extent
     bounds[nb_] = n
-    return J, dst, bounds[:nb_ + 1], extent
+    return J, bounds[:nb_ + 1], extent
 
 
 def cigar_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, keys, j_read, block: int = 128,
                    ws_bytes: int = 256 << 20) -> tuple:
-    """cigar_jobs_cpu on the GPU (kernels/memcigar.cu, one thread per job, in job_table's order): jobs in
-    consecutive chunks whose DP scratch fits ws_bytes; the slots compacted on the GPU; host arrays out, equal
-    to the twin's."""
+    """cigar_jobs_cpu on the GPU (kernels/memcigar.cu, one thread per job): jobs in consecutive chunks whose
+    DP scratch fits ws_bytes; the slots compacted on the GPU; host arrays out, equal to the twin's."""
     import cupy as cp
-    from g3align.aligner import memstage
     from g3align.aligner.memstage import to_device, to_host
     from g3align.kernels.loader import get_module
 
@@ -200,22 +186,21 @@ def cigar_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, keys, j_read, block
     if n == 0:
         return cigar_jobs_cpu(opt, mat, l_pac, None, None, None, keys, j_read)
     plan = cigar_plan(opt, mat, keys)
-    J, dst, bounds, extent = job_table(plan, keys, j_read, ws_bytes, memstage.SORT_JOBS)
+    J, bounds, extent = job_table(plan, keys, j_read, ws_bytes)
     chunks = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
     mod = get_module("memcigar", {"CAP_CIG": CAP_CIG, "CAP_MD": CAP_MD})
     res = cp.empty((n, 4), cp.int32)
     cig_cap = cp.empty((n, CAP_CIG), cp.uint32)
     md_cap = cp.empty((n, CAP_MD), cp.uint8)
     J_d = to_device(J)
-    dst_d = to_device(dst)
     ws = cp.empty(extent + 8, cp.uint8)
     k = mod.get_function("mem_cigar_kernel")
     P = cp.asarray(cigar_params(opt))
     m8 = cp.asarray(mat.astype(np.int8))
     for a, b in chunks:
         k(((b - a + block - 1) // block,), (block,),
-          (seq_d, seq_off_d, pac_d, np.int64(l_pac), P, m8, np.int64(b - a), J_d[a:b], dst_d[a:b], ws, res, cig_cap,
-           md_cap))
+          (seq_d, seq_off_d, pac_d, np.int64(l_pac), P, m8, np.int64(b - a), J_d[a:b], ws, res[a:b], cig_cap[a:b],
+           md_cap[a:b]))
     r = to_host(res)
     nc = np.maximum(r[:, 2], 0).astype(np.int64)
     coff = np.zeros(n + 1, np.int64)

@@ -494,19 +494,6 @@ FLT_WARP_BLOCKS = 128  # blocks of 4 warps of chain_flt_warp_kernel (grid-stride
 FLT_WARP = True  # False: every read's chain filter in chain_kernel's thread (A/B runs)
 
 
-SORT_JOBS = True  # chain_kernel's reads and mem_cigar_kernel's jobs in order of work (0: input order, A/B runs)
-
-
-def chain_read_order(s_off, xp=np, n_seeds=None):
-    """The reads of chain_kernel in ascending seed count (int64; the kernel takes them from the last): one
-    thread chains a read and a warp waits for its slowest thread, so reads with like seed counts share
-    warps, and the heaviest start first. The order changes no result. SORT_JOBS off: read order."""
-    if not SORT_JOBS:
-        return xp.arange(s_off.shape[0] - 1, dtype=xp.int64)
-    n_seeds = xp.diff(s_off) if n_seeds is None else n_seeds
-    return xp.argsort(n_seeds).astype(xp.int64, copy=False)
-
-
 def _slot_positions(starts, counts):
     """The flat positions starts[k] + [0, counts[k]) of every k, in order (int64)."""
     counts = np.asarray(counts, np.int64)
@@ -537,9 +524,7 @@ def chain_gpu(opt, mat, offsets, l_pac, pac, seq, seq_off, seq_off_d, seeds_d, r
         defs["FLT_WARP_MIN"] = 0x7fffffff
     mod = get_module("memchain", defs or None)
     scr_off = cp.zeros(n + 1, cp.int64)
-    n_seeds = cp.diff(s_off)
-    cp.cumsum(chain_scratch_words(n_seeds, cp), out=scr_off[1:])
-    rord = chain_read_order(s_off, cp, n_seeds)
+    cp.cumsum(chain_scratch_words(cp.diff(s_off), cp), out=scr_off[1:])
     scr = cp.empty(int(scr_off[-1]) if n > 0 else 0, cp.int32)
     sl = [cp.empty(tot, cp.int64) for _ in range(5)]  # rid, r0, r1, n, seed
     n_ch = cp.empty(n, cp.int64)
@@ -554,7 +539,7 @@ def chain_gpu(opt, mat, offsets, l_pac, pac, seq, seq_off, seq_off_d, seeds_d, r
         common = (seq_off_d, s_off, s_rbeg, s_qbeg, s_len, s_rid, ctg, np.int64(ctg.shape[0] - 1), np.int64(l_pac), P,
                   np.float32(opt.mask_level), np.float32(opt.drop_ratio))
         mod.get_function("chain_kernel")(grid, (block,), common + (np.int64(n), scr_off, scr, *sl, n_ch, n_cs, cpu,
-                                                                   pend, n_pend, rord))
+                                                                   pend, n_pend))
         # a fixed grid of warps over however many reads were left (no host wait for the count)
         mod.get_function("chain_flt_warp_kernel")((FLT_WARP_BLOCKS,), (128,),
                                                   common + (scr_off, scr, *sl, n_ch, n_cs, pend, n_pend))

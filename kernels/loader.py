@@ -135,8 +135,9 @@ def cupy_compile_once() -> None:
             import hashlib
             import os
             try:
-                tag = repr((a[1:], sorted(kw.items()), compiler._get_nvrtc_version(),
-                            compiler._get_cupy_cache_key()))
+                import cupy
+                from cupy.cuda import nvrtc
+                tag = repr((a[1:], sorted(kw.items()), nvrtc.getVersion(), cupy.__version__))
                 cache_dir = compiler.get_cache_dir()
             except Exception:  # CuPy internals not as expected: its own path
                 return pre(*a, **kw)

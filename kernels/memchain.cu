@@ -11,8 +11,6 @@
 //   seeds) into sl_seed. n_ch[r] / n_cs[r]: kept chains / their seeds. cpu[r] = 1 when the read needs
 //   mem_flt_chained_seeds (long reads: it aligns seeds with SW), which stays on the CPU twin.
 //   Scratch: int32 words [scr_off[r], scr_off[r+1]) of scr, at least chain_scratch_words(n) of them.
-//   Thread t chains read rord[n_reads - 1 - t] (the host sorts the reads by seed count: a warp's threads then
-//   have like work, and the heaviest reads start first).
 // chain_compact_kernel: the kept chains in read order (c_off, g_off: exclusive scans of n_ch, n_cs) ->
 //   ch_rid, cs_off, ch_seed and the extension job list (memext.cu mem_ext_kernel's j_* arrays).
 typedef long long i64;
@@ -485,10 +483,9 @@ extern "C" __global__ void chain_kernel(
     float drop_ratio, i64 n_reads, const i64* __restrict__ scr_off, int* __restrict__ scr,
     i64* __restrict__ sl_rid, i64* __restrict__ sl_r0, i64* __restrict__ sl_r1, i64* __restrict__ sl_n,
     i64* __restrict__ sl_seed, i64* __restrict__ n_ch, i64* __restrict__ n_cs, int* __restrict__ cpu,
-    int* __restrict__ pend, int* __restrict__ n_pend, const i64* __restrict__ rord) {
-    const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (tid >= n_reads) return;
-    const i64 r = rord[n_reads - 1 - tid];
+    int* __restrict__ pend, int* __restrict__ n_pend) {
+    i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n_reads) return;
     n_ch[r] = 0;
     n_cs[r] = 0;
     cpu[r] = 0;

@@ -6,10 +6,9 @@
 // Job j: J[8j..8j+7] = qb, qe, rb, re, truesc, w of a region (query [qb, qe) of the read, reference
 // [rb, re) in forward-reverse coordinates), the read, zoff: byte offset of the job's DP scratch in ws
 // (H and E rows of (qe-qb+1) int32 each, then the banded direction matrix, ncol * (re-rb) bytes), -1 when
-// the job never needs the DP, -2 to skip the job (left to the SAM stage). The host lists the jobs with the
-// largest DP first (memcigar.job_table) so that a warp's threads have like work; dst[j] is job j's row.
-// Out, with d = dst[j]: res[4d..4d+3] = score, NM, CIGAR ops (-1: not computed), MD length; the CIGAR in
-// cig[d*CAP_CIG ...] and the MD in md[d*CAP_MD ...]. A CIGAR or MD longer than its slot gives
+// the job never needs the DP, -2 to skip the job (left to the SAM stage).
+// Out: res[4j..4j+3] = score, NM, CIGAR ops (-1: not computed), MD length; the CIGAR in
+// cig[j*CAP_CIG ...] and the MD in md[j*CAP_MD ...]. A CIGAR or MD longer than its slot gives
 // (0, 0, -1, 0), as the twin.
 typedef unsigned char u8;  // NVRTC has no <stdint.h>
 typedef signed char i8;
@@ -286,13 +285,12 @@ __device__ CgOut gen_cigar(const int* mat, int o_del, int e_del, int o_ins, int 
 extern "C" __global__ void mem_cigar_kernel(const u8* __restrict__ seq, const i64* __restrict__ seq_off,
                                             const u8* __restrict__ pac, i64 l_pac, const int* __restrict__ P,
                                             const i8* __restrict__ mat_g, i64 n_job, const i64* __restrict__ J,
-                                            const i64* __restrict__ dst, u8* ws, int* res, u32* cig_g, u8* md_g) {
+                                            u8* ws, int* res, u32* cig_g, u8* md_g) {
     int mat[25];
     for (int k = 0; k < 25; ++k) mat[k] = mat_g[k];
     const int a = P[0], o_del = P[1], e_del = P[2], o_ins = P[3], e_ins = P[4], w = P[5];
     for (i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x; j < n_job; j += (i64)gridDim.x * blockDim.x) {
-        const i64 d = dst[j];
-        int* r = res + 4 * d;
+        int* r = res + 4 * j;
         r[0] = 0;
         r[1] = 0;
         r[2] = -1;
@@ -302,8 +300,8 @@ extern "C" __global__ void mem_cigar_kernel(const u8* __restrict__ seq, const i6
         if (zoff == -2) continue;
         const i64 qb = K[0], qe = K[1], rb = K[2], re = K[3], truesc = K[4], w_reg = K[5];
         const u8* q = seq + seq_off[K[6]] + qb;
-        u32* cig = cig_g + (i64)CAP_CIG * d;
-        u8* md = md_g + (i64)CAP_MD * d;
+        u32* cig = cig_g + (i64)CAP_CIG * j;
+        u8* md = md_g + (i64)CAP_MD * j;
         u8* scratch = zoff >= 0 ? ws + zoff : (u8*)0;
         // samout.region_cigar: the band from the score, doubled while short of truesc
         const i64 tmp = infer_bw(qe - qb, re - rb, truesc, a, o_del, e_del);

@@ -48,8 +48,10 @@ def run_cli(args, out_path, env_extra, trace_path, py_spy=None, spy_out=None, gi
     env.update(env_extra)  # a variant may set G3ALIGN_TRACE too ('env:G3ALIGN_TRACE=': untraced)
     cmd = [sys.executable, "-m", "g3align.aligner.cli", "mem", *args]
     if py_spy:
+        # --native (all-thread run): CuPy's, the CUDA driver's and the interpreter's frames too (a GPU wait, a
+        # GIL wait); the --gil run samples only the GIL's holder
         cmd = [py_spy, "record", "-r", "200", "--threads", "--nonblocking", "-f", "raw", "-o", spy_out,
-               *(["--gil"] if gil else []), "--"] + cmd
+               *(["--gil"] if gil else ["--native"]), "--"] + cmd
     smi = None
     if shutil.which("nvidia-smi"):  # the GPU's busy share every 50 ms beside the run (gpu_busy_row)
         smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,utilization.gpu", "--format=csv,noheader,nounits",
@@ -198,7 +200,9 @@ def main():
     if a.py_spy:
         # all threads' stacks, then only the thread holding the GIL (its samples' share of the run: how busy the
         # GIL is)
-        runs += [("pe", "default under py-spy", {}), ("pe", "default under py-spy --gil", {})]
+        # (not detached: py-spy samples the process it started)
+        runs += [("pe", "default under py-spy", {"G3ALIGN_DETACH": "0"}),
+                 ("pe", "default under py-spy --gil", {"G3ALIGN_DETACH": "0"})]
     for k, (mode, name, env) in enumerate(runs):
         files = [f1, f2] if mode == "pe" else [f1]
         out = os.path.join(work, f"g3_{k}.sam")

@@ -66,13 +66,8 @@ def main():
     bench("SA lookups -> seeds (seed_pos_batch_gpu)",
           lambda: seed_pos_batch_gpu(al._fm_dev, al.offsets, mb, me, mk, mss, ioff, p.max_occ))
     _, jobs = ms.chain_gpu(p, al.mat, al.offsets, al.l_pac, al.pac, batch.seq, seq_off, off_d, seeds)
-    for order in (True, False):  # reads by seed count (SORT_JOBS) or in input order
-        ms.SORT_JOBS = order
-        j2 = ms.chain_gpu(p, al.mat, al.offsets, al.l_pac, al.pac, batch.seq, seq_off, off_d, seeds)[1]
-        assert all(bool((x == y).all()) for x, y in zip(j2, jobs)), "the two read orders differ"
-        bench(f"chaining + filtering (chain_gpu), reads {'by seed count' if order else 'in input order'}",
-              lambda: ms.chain_gpu(p, al.mat, al.offsets, al.l_pac, al.pac, batch.seq, seq_off, off_d, seeds))
-    ms.SORT_JOBS = True
+    bench("chaining + filtering (chain_gpu)",
+          lambda: ms.chain_gpu(p, al.mat, al.offsets, al.l_pac, al.pac, batch.seq, seq_off, off_d, seeds))
     X = ms.ext_jobs_gpu(p, al.mat, al._pac_dev, al.l_pac, seq_d, off_d, jobs)
     j_read = cp.asnumpy(jobs[0])
     rl = np.diff(seq_off)[j_read]
@@ -99,14 +94,8 @@ def main():
     # traceback: CIGAR, NM, MD of every region of the part (memcigar.py)
     from g3align.aligner.memcigar import cigar_jobs_gpu, cigar_keys
     keys, j_read = cigar_keys(st[2], st[3])
-    cg = cigar_jobs_gpu(p, al.mat, al._pac_dev, al.l_pac, seq_d, off_d, keys, j_read)
-    for order in (True, False):  # the DP jobs first, largest first (SORT_JOBS), or in job order
-        ms.SORT_JOBS = order
-        cg2 = cigar_jobs_gpu(p, al.mat, al._pac_dev, al.l_pac, seq_d, off_d, keys, j_read)
-        assert all(np.array_equal(x, y) for x, y in zip(cg, cg2)), "the two job orders differ"
-        bench(f"traceback (cigar_jobs_gpu), {len(keys)} regions, {'by DP size' if order else 'in job order'}",
-              lambda: cigar_jobs_gpu(p, al.mat, al._pac_dev, al.l_pac, seq_d, off_d, keys, j_read))
-    ms.SORT_JOBS = True
+    bench(f"traceback (cigar_jobs_gpu), {len(keys)} regions",
+          lambda: cigar_jobs_gpu(p, al.mat, al._pac_dev, al.l_pac, seq_d, off_d, keys, j_read))
     gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     md = [f"{n:,} reads (one part), {gpu} idle otherwise, median of {a.repeat}", "",
           "| stage | GPU time | host time | GPU s per 1M reads | rate |", "|---|---|---|---|---|"]

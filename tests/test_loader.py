@@ -28,12 +28,6 @@ class FakeCompiler(types.ModuleType):
         self.passes.append(source)
         return f"// version text for {options} {arch}"
 
-    def _get_nvrtc_version(self):
-        return (13, 0)
-
-    def _get_cupy_cache_key(self):
-        return "k14"
-
     def get_cache_dir(self):
         return self.cache_dir
 
@@ -43,15 +37,16 @@ def fake_cupy(tmp_path, monkeypatch):
     """A cupy package whose compiler is FakeCompiler (bound functions, as module functions are called)."""
     def install():
         comp = FakeCompiler(tmp_path / "cache")
-        for k in ("_compile_module_with_cache", "_preprocess", "_get_nvrtc_version", "_get_cupy_cache_key",
-                  "get_cache_dir"):
+        for k in ("_compile_module_with_cache", "_preprocess", "get_cache_dir"):
             setattr(comp, k, getattr(comp, k))
+        nvrtc = types.ModuleType("cupy.cuda.nvrtc")
+        nvrtc.getVersion = lambda: (13, 0)
         cuda = types.ModuleType("cupy.cuda")
-        cuda.compiler = comp
+        cuda.compiler, cuda.nvrtc = comp, nvrtc
         cuda.Device = lambda: types.SimpleNamespace(id=0)
         cp = types.ModuleType("cupy")
-        cp.cuda = cuda
-        for name, m in (("cupy", cp), ("cupy.cuda", cuda), ("cupy.cuda.compiler", comp)):
+        cp.cuda, cp.__version__ = cuda, "14.0.0"
+        for name, m in (("cupy", cp), ("cupy.cuda", cuda), ("cupy.cuda.compiler", comp), ("cupy.cuda.nvrtc", nvrtc)):
             monkeypatch.setitem(sys.modules, name, m)
         return comp
     return install

@@ -38,12 +38,12 @@ static dim3h threadIdx, blockIdx, blockDim, gridDim;
 extern "C" void host_chain(i64 n, const i64* seq_off, const i64* s_off, const i64* s_rbeg, const int* s_qbeg,
     const int* s_len, const int* s_rid, const i64* ctg, i64 n_ctg, i64 l_pac, const int* P, float mask_level,
     float drop_ratio, const i64* scr_off, int* scr, i64* sl_rid, i64* sl_r0, i64* sl_r1, i64* sl_n, i64* sl_seed,
-    i64* n_ch, i64* n_cs, int* cpu, const i64* rord) {
+    i64* n_ch, i64* n_cs, int* cpu) {
   blockDim.x = 1; gridDim.x = (unsigned)n; threadIdx.x = 0;
   for (i64 r = 0; r < n; ++r) {
     blockIdx.x = (unsigned)r;
     chain_kernel(seq_off, s_off, s_rbeg, s_qbeg, s_len, s_rid, ctg, n_ctg, l_pac, P, mask_level, drop_ratio, n,
-                 scr_off, scr, sl_rid, sl_r0, sl_r1, sl_n, sl_seed, n_ch, n_cs, cpu, nullptr, nullptr, rord);
+                 scr_off, scr, sl_rid, sl_r0, sl_r1, sl_n, sl_seed, n_ch, n_cs, cpu, nullptr, nullptr);
   }
 }
 extern "C" void host_compact(i64 n, const i64* s_off, const i64* s_rbeg, const int* s_qbeg, const int* s_len,
@@ -110,11 +110,9 @@ def _host(lib, ref, batch, opt, seeds, seq_off, read_base=0):
     cpu = np.full(n, 9, np.int32)
     ctg = np.ascontiguousarray(ref.offsets, np.int64)
     i64 = ctypes.c_int64
-    rord = ms.chain_read_order(s_off, np)  # held here: _p keeps only the address
     lib.host_chain(i64(n), _p(seq_off), _p(s_off), _p(s_rbeg), _p(s_qbeg), _p(s_len), _p(s_rid), _p(ctg),
                    i64(len(ctg) - 1), i64(int(ref.l_pac)), _p(ms.chain_params(p)), ctypes.c_float(p.mask_level),
-                   ctypes.c_float(p.drop_ratio), _p(scr_off), _p(scr), *map(_p, sl), _p(n_ch), _p(n_cs), _p(cpu),
-                   _p(rord))
+                   ctypes.c_float(p.drop_ratio), _p(scr_off), _p(scr), *map(_p, sl), _p(n_ch), _p(n_cs), _p(cpu))
     s_score = s_len.copy()
     idx = np.nonzero(cpu)[0].astype(np.int64)
     ms.chain_reads(idx, ctg, np.int64(ref.l_pac), ref.pac, batch.seq, seq_off, p, mat, s_off, s_rbeg, s_qbeg,

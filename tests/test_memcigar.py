@@ -179,12 +179,12 @@ static dim3h threadIdx, blockIdx, blockDim, gridDim;
 #define __constant__ static
 #include KERNEL_FILE
 extern "C" void host_cigar(long long n_thr, unsigned block, const uint8_t* seq, const i64* seq_off,
-    const uint8_t* pac, i64 l_pac, const int* P, const int8_t* mat, i64 n_job, const i64* J, const i64* dst,
-    uint8_t* ws, int* res, uint32_t* cig, uint8_t* md) {
+    const uint8_t* pac, i64 l_pac, const int* P, const int8_t* mat, i64 n_job, const i64* J, uint8_t* ws, int* res,
+    uint32_t* cig, uint8_t* md) {
   blockDim.x = block; gridDim.x = (unsigned)(n_thr / block);
   for (long long t = 0; t < n_thr; ++t) {
     blockIdx.x = (unsigned)(t / block); threadIdx.x = (unsigned)(t % block);
-    mem_cigar_kernel(seq, seq_off, pac, l_pac, P, (const i8*)mat, n_job, J, dst, ws, res, cig, md);
+    mem_cigar_kernel(seq, seq_off, pac, l_pac, P, (const i8*)mat, n_job, J, ws, res, cig, md);
   }
 }
 extern "C" void host_compact(long long n_thr, unsigned block, i64 n_job, const int* res, const uint32_t* cig_g,
@@ -208,12 +208,12 @@ def _p(a):
     return ctypes.c_void_p(a.ctypes.data)
 
 
-def _host_run(lib, al, seq, seq_off, keys, j_read, cap_c, cap_m, rng, ws_bytes=256 << 20, by_size=True):
+def _host_run(lib, al, seq, seq_off, keys, j_read, cap_c, cap_m, rng, ws_bytes=256 << 20):
     """The kernels over all jobs with cigar_jobs_gpu's job table and launches (a small grid: the grid-stride
     loop runs), then the compaction kernel, as the wrapper does."""
     n = keys.shape[0]
     plan = mc.cigar_plan(al.params, al.mat, keys)
-    J, dst, bounds, extent = mc.job_table(plan, keys, j_read, ws_bytes, by_size)
+    J, bounds, extent = mc.job_table(plan, keys, j_read, ws_bytes)
     chunks = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
     assert len(chunks) == 1 or ws_bytes < 1 << 20
     ws = rng.integers(0, 256, extent + 8).astype(np.uint8)  # garbage: the kernel initialises its rows
@@ -224,8 +224,8 @@ def _host_run(lib, al, seq, seq_off, keys, j_read, cap_c, cap_m, rng, ws_bytes=2
     m8 = np.ascontiguousarray(al.mat.astype(np.int8))
     for a, b in chunks:
         lib.host_cigar(ctypes.c_longlong(256), ctypes.c_uint(64), _p(seq), _p(seq_off), _p(al.pac),
-                       ctypes.c_longlong(al.l_pac), _p(P), _p(m8), ctypes.c_longlong(b - a), _p(J[a:b]), _p(dst[a:b]),
-                       _p(ws), _p(res), _p(cig), _p(md))
+                       ctypes.c_longlong(al.l_pac), _p(P), _p(m8), ctypes.c_longlong(b - a), _p(J[a:b]), _p(ws),
+                       _p(res[a:b]), _p(cig[a:b]), _p(md[a:b]))
     coff = np.zeros(n + 1, np.int64)
     np.cumsum(np.maximum(res[:, 2], 0), out=coff[1:])
     moff = np.zeros(n + 1, np.int64)
@@ -247,14 +247,14 @@ def _twin(al, seq, seq_off, keys, j_read, cap_c, cap_m):
     return (res,) + mc._compact(res, cig, md)
 
 
-@pytest.mark.parametrize("caps", ["default", "tiny", "chunks", "job order"])
+@pytest.mark.parametrize("caps", ["default", "tiny", "chunks"])
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_host_emulated_kernel(data, host_libs, variant, caps):
     al, seq, seq_off, keys, j_read = _jobs(data, variant)
     cap_c, cap_m = (2, 6) if caps == "tiny" else (mc.CAP_CIG, mc.CAP_MD)
     rng = np.random.default_rng(3)
     got = _host_run(host_libs["tiny" if caps == "tiny" else "default"], al, seq, seq_off, keys, j_read, cap_c, cap_m,
-                    rng, 1 << 16 if caps == "chunks" else 256 << 20, caps != "job order")
+                    rng, 1 << 16 if caps == "chunks" else 256 << 20)
     want = _twin(al, seq, seq_off, keys, j_read, cap_c, cap_m)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
@@ -263,29 +263,6 @@ def test_host_emulated_kernel(data, host_libs, variant, caps):
                                                                  keys, j_read)[1])
     else:
         assert (want[0][:, 2] < 0).sum() > keys.shape[0] // 4 and (want[0][:, 2] >= 0).sum() > 100
-
-
-def test_job_table_order(data):
-    """Launch order: the DP jobs first, largest scratch first (ties in job order), then the others in job
-    order; each packed row is its job's, and a launch's scratch offsets do not overlap."""
-    al, seq, seq_off, keys, j_read = _jobs(data, "default")
-    plan = mc.cigar_plan(al.params, al.mat, keys)
-    J, dst, bounds, extent = mc.job_table(plan, keys, j_read, 1 << 16)
-    n = keys.shape[0]
-    assert np.array_equal(np.sort(dst), np.arange(n))
-    m = int((plan > 0).sum())
-    assert 0 < m < n and (plan[dst[:m]] > 0).all() and (plan[dst[m:]] <= 0).all()
-    assert np.array_equal(dst[:m], np.flatnonzero(plan > 0)[np.argsort(-plan[plan > 0], kind="stable")])
-    assert np.array_equal(dst[m:], np.flatnonzero(plan <= 0))
-    np.testing.assert_array_equal(J[:, :6], keys[dst])
-    np.testing.assert_array_equal(J[:, 6], j_read[dst])
-    assert len(bounds) > 2
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        rows = [t for t in range(a, b) if J[t, 7] >= 0]
-        ends = [J[t, 7] + plan[dst[t]] for t in rows]
-        assert all(J[u, 7] >= e for u, e in zip(rows[1:], ends)) and max(ends, default=0) <= extent
-    J0, dst0, _, _ = mc.job_table(plan, keys, j_read, 1 << 16, False)
-    assert np.array_equal(dst0, np.arange(n)) and np.array_equal(J0[:, :6], keys)
 
 
 # ------------------------------------------------------------------------------------------------
