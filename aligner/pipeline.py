@@ -261,7 +261,7 @@ class MemAligner:
                 sd = seq_d[int(seq_off[a]):int(seq_off[b])]
                 # the offsets of [a, b) from 0: the part's own when it is whole (no device subtraction)
                 od = off_d if a == 0 and b == n and seq_off[0] == 0 else to_device(seq_off[a:b + 1] - seq_off[a])
-                mb, me, mk, ms, ioff = collect_intv_batch_gpu(self._fm_dev, sd, od, p)
+                mb, me, mk, ms, ioff = collect_intv_batch_gpu(self._fm_dev, sd, od, p, cap=SMEM_CAP)
                 fr = to_host(rep_len_gpu(mb, me, ms, ioff, p.max_occ))
                 seeds = seed_pos_batch_gpu(self._fm_dev, self.offsets, mb, me, mk, ms, ioff, p.max_occ)
                 del mb, me, mk, ms, ioff
@@ -645,6 +645,7 @@ def _ahead_pool(fn, items, depth, name, workers):
 
 
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
+SMEM_CAP = 64  # interval records per read in the first SMEM launch (more: the read runs again with 4x as many)
 PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
 SE_PREP_WORKERS = 1  # single-end batches prepared at once on the GPU path (see run_mem_se)
 CUDA_WARM = True  # the CLI starts the CUDA driver and context on a thread first (cli._cuda_driver_warm)

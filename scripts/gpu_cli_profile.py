@@ -48,10 +48,11 @@ def run_cli(args, out_path, env_extra, trace_path, py_spy=None, spy_out=None, gi
     env.update(env_extra)  # a variant may set G3ALIGN_TRACE too ('env:G3ALIGN_TRACE=': untraced)
     cmd = [sys.executable, "-m", "g3align.aligner.cli", "mem", *args]
     if py_spy:
-        # --native (all-thread run): CuPy's, the CUDA driver's and the interpreter's frames too (a GPU wait, a
-        # GIL wait); the --gil run samples only the GIL's holder
-        cmd = [py_spy, "record", "-r", "200", "--threads", "--nonblocking", "-f", "raw", "-o", spy_out,
-               *(["--gil"] if gil else ["--native"]), "--"] + cmd
+        # all-thread run: --native, CuPy's, the CUDA driver's and the interpreter's frames too (a GPU wait, a GIL
+        # wait; py-spy then pauses the process for each sample: 100 a second); the --gil run samples only the GIL's
+        # holder, without pausing it
+        mode = ["--gil", "--nonblocking", "-r", "200"] if gil else ["--native", "-r", "100"]
+        cmd = [py_spy, "record", "--threads", "-f", "raw", "-o", spy_out, *mode, "--"] + cmd
     smi = None
     if shutil.which("nvidia-smi"):  # the GPU's busy share every 50 ms beside the run (gpu_busy_row)
         smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,utilization.gpu", "--format=csv,noheader,nounits",
@@ -251,7 +252,7 @@ def main():
         if spy:
             from gpu_pe_profile import summarise
             md = "cli_pyspy_gil.md" if "--gil" in name else "cli_pyspy.md"
-            open(os.path.join(a.out, md), "w").write(summarise(spy, wall, 200))
+            open(os.path.join(a.out, md), "w").write(summarise(spy, wall, 200 if "--gil" in name else 100))
     if a.bwa:
         gold["se"] = run_bwa("se", [f1])
         for mode in ("pe", "se"):
