@@ -194,14 +194,32 @@ def _in_ranges(n, parts, map_fn, fn):
 PINNED_MIN = 1 << 16  # bytes: smaller host <-> device copies go the plain way
 
 
+PINNED_CLASSES = True  # pinned blocks in size classes (pinned_class), so that CuPy's pool reuses them (0: A/B runs)
+
+
+def pinned_class(nbytes: int) -> int:
+    """The bytes of the pinned block that holds `nbytes`: at least 4 KiB, else `nbytes` rounded up to one of
+    16 sizes per power of two (at most 1/16 more). CuPy's pinned pool hands a freed block out again only
+    for a request of the same size (rounded to 512 bytes), and every part's arrays have sizes of their own
+    (seeds, jobs), so without classes each part called cudaHostAlloc afresh (page-locking tens of MB) and
+    the pool kept every older block."""
+    if not PINNED_CLASSES:
+        return nbytes
+    if nbytes <= 4096:
+        return 4096
+    step = 1 << (nbytes.bit_length() - 5)
+    return (nbytes + step - 1) // step * step
+
+
 def empty_pinned(shape, dtype) -> np.ndarray:
     """An uninitialised NumPy array in page-locked memory from CuPy's pinned pool (what cupyx.empty_pinned
-    makes; `import cupyx` in full would load cupyx.linalg, cupyx.scipy.sparse and scipy at the first upload)."""
+    makes; `import cupyx` in full would load cupyx.linalg, cupyx.scipy.sparse and scipy at the first upload),
+    in a block of pinned_class's size."""
     import cupy as cp
 
     dtype = np.dtype(dtype)
     n = int(np.prod(shape, dtype=np.int64))
-    return np.ndarray(shape, dtype, buffer=cp.cuda.alloc_pinned_memory(n * dtype.itemsize))
+    return np.ndarray(shape, dtype, buffer=cp.cuda.alloc_pinned_memory(pinned_class(n * dtype.itemsize)))
 
 
 def to_device(a):

@@ -138,7 +138,8 @@ def cupy_compile_once() -> None:
                 import cupy
                 from cupy.cuda import nvrtc
                 tag = repr((a[1:], sorted(kw.items()), nvrtc.getVersion(), cupy.__version__))
-                cache_dir = compiler.get_cache_dir()
+                cache_dir = (compiler.get_cache_dir() if hasattr(compiler, "get_cache_dir")  # CuPy 14.2 has none
+                             else os.environ.get("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache")))
             except Exception:  # CuPy internals not as expected: its own path
                 return pre(*a, **kw)
             path = os.path.join(cache_dir, "g3align-empty-" + hashlib.sha1(tag.encode()).hexdigest() + ".txt")

@@ -87,6 +87,17 @@ def test_empty_program_text_kept_in_a_file(fake_cupy):
     assert comp2._preprocess(source="", options=("-x",), arch="80", backend="nvrtc") and comp2.passes == [""] * 2
 
 
+def test_cache_dir_without_get_cache_dir(fake_cupy, monkeypatch, tmp_path):
+    """CuPy 14.2's compiler has no get_cache_dir: the file goes to $CUPY_CACHE_DIR (CuPy's own setting)."""
+    comp = fake_cupy()
+    del comp.get_cache_dir
+    monkeypatch.delattr(FakeCompiler, "get_cache_dir")
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path / "cc"))
+    loader.cupy_compile_once()
+    comp._preprocess("", ("-x",), "90", "nvrtc")
+    assert [p.name.startswith("g3align-empty-") for p in (tmp_path / "cc").iterdir()] == [True]
+
+
 def test_off_switch(fake_cupy, monkeypatch):
     comp = fake_cupy()
     monkeypatch.setattr(loader, "CUPY_ONCE", False)

@@ -1099,3 +1099,22 @@ def test_priority_pool_runs_waiting_tasks_by_priority():
     threading.Timer(0.05, gate.set).start()
     pool.shutdown(wait=True, cancel_futures=True)
     assert all(f.cancelled() or f.done() for f in waiting)
+
+
+def test_pinned_class():
+    """Pinned block sizes: enough for the request, at most 1/16 more above 4 KiB, 16 sizes per power of two,
+    so that requests of nearby sizes share blocks; with PINNED_CLASSES off, the request itself."""
+    rng = np.random.default_rng(1)
+    sizes = np.concatenate([np.arange(1, 20000), rng.integers(1, 1 << 34, 20000)])
+    got = np.array([ms.pinned_class(int(n)) for n in sizes])
+    assert (got >= sizes).all() and (got[sizes <= 4096] == 4096).all()
+    big = sizes > 4096
+    assert (got[big] * 16 <= sizes[big] * 17).all()
+    octave = [ms.pinned_class(n) for n in range(1 << 20, 1 << 21, 997)]
+    assert set(octave) == {(1 << 20) + k * (1 << 16) for k in range(17)} and octave == sorted(octave)
+    old = ms.PINNED_CLASSES
+    try:
+        ms.PINNED_CLASSES = False
+        assert ms.pinned_class(12345) == 12345
+    finally:
+        ms.PINNED_CLASSES = old
