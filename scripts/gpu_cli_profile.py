@@ -172,6 +172,7 @@ def main():
 
     def run_bwa(mode, files):
         out = os.path.join(work, f"bwa_{mode}.sam")
+        os.sync()  # as before every timed run: no earlier run's dirty pages written back during this one
         t, ru = time.time(), cpu_children()
         with open(out, "wb") as fh:
             subprocess.run([a.bwa, "mem", "-t", str(a.threads), fa, *files], stdout=fh, stderr=subprocess.DEVNULL,
@@ -209,6 +210,10 @@ def main():
         out = os.path.join(work, f"g3_{k}.sam")
         tr = os.path.join(a.out, f"cli_trace_{k}.json")
         spy = os.path.join(a.out, f"cli_pyspy_{k}.txt") if "py-spy" in name else None
+        # every timed run (bwa's too) starts with no dirty pages: each run writes ~0.7 GB of SAM, and earlier runs'
+        # files were all kept; in two runs of step 18's call 5 the SAM writer ended 0.46 and 0.69 s after the last
+        # pairing, against 0.06-0.15 s in the others
+        os.sync()
         wall, err = run_cli([*th, prefix, *files], out, env, tr, a.py_spy if spy else None, spy, "--gil" in name)
         proc = [ln for ln in err.splitlines() if "[M::main] Processed" in ln]
         if env.get("G3ALIGN_TRACE") == "":  # an untraced run (variant 'env:G3ALIGN_TRACE='): its wall only
@@ -239,6 +244,7 @@ def main():
         same = ""
         if mode in first:
             same = "SAM identical to the first run" if sam == first[mode] else "SAM DIFFERENT from the first run"
+            os.remove(out)  # compared: only each mode's first SAM stays on disk
         else:
             first[mode] = sam
         n = a.pairs * len(files)
