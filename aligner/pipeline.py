@@ -253,6 +253,7 @@ class MemAligner:
             from g3align.aligner.smem_gpu import collect_intv_batch_gpu, seed_pos_batch_gpu
             seq_d = to_device(batch.seq)
             off_d = to_device(seq_off)
+            trace_event("upload", t, time.perf_counter())
             batch.dev_seq = (seq_d, off_d)  # for the part's traceback (region_cigars), which drops it
             ts = [0.0, 0.0]
 
@@ -262,6 +263,8 @@ class MemAligner:
                 # the offsets of [a, b) from 0: the part's own when it is whole (no device subtraction)
                 od = off_d if a == 0 and b == n and seq_off[0] == 0 else to_device(seq_off[a:b + 1] - seq_off[a])
                 mb, me, mk, ms, ioff = collect_intv_batch_gpu(self._fm_dev, sd, od, p, cap=SMEM_CAP)
+                t_smem = time.perf_counter()
+                trace_event("smem", t0, t_smem)  # with G3ALIGN_TRACE: the prepare's steps
                 fr = to_host(rep_len_gpu(mb, me, ms, ioff, p.max_occ))
                 seeds = seed_pos_batch_gpu(self._fm_dev, self.offsets, mb, me, mk, ms, ioff, p.max_occ)
                 del mb, me, mk, ms, ioff
@@ -271,8 +274,11 @@ class MemAligner:
                 ch, jobs = chain_gpu(p, self.mat, self.offsets, self.l_pac, self.pac,
                                      batch.seq[int(seq_off[a]):int(seq_off[b])], so, od, seeds, read_base=a,
                                      host_seeds=h_seeds)
+                t2 = time.perf_counter()
+                trace_event("seeds", t_smem, t1)
+                trace_event("chaining", t1, t2)
                 ts[0] += t1 - t0
-                ts[1] += time.perf_counter() - t1
+                ts[1] += t2 - t1
                 return h_seeds, ch, fr, jobs
             got = gpu_halving(seed_chain, n)
             pre, jobs = join_pieces(got)
