@@ -812,6 +812,8 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, index):
     from g3align.aligner.reads import ReadFormatError
     from g3align.kernels import loader
     _tune(pipeline, reads, memstage, loader)  # G3ALIGN_TUNE (A/B runs): the constants now, unknown names an error
+    if pipeline.SWITCH_INTERVAL_US > 0:
+        sys.setswitchinterval(pipeline.SWITCH_INTERVAL_US * 1e-6)
     from g3align.aligner.samhdr import OutputSink, parse_header_arg, parse_rg, sam_header
     from g3align.index.store import IndexFormatError
     t = _mark(trace, "start-up: imports", t)
