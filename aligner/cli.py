@@ -812,8 +812,6 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, index):
     from g3align.aligner.reads import ReadFormatError
     from g3align.kernels import loader
     _tune(pipeline, reads, memstage, loader)  # G3ALIGN_TUNE (A/B runs): the constants now, unknown names an error
-    if pipeline.SWITCH_INTERVAL_US > 0:
-        sys.setswitchinterval(pipeline.SWITCH_INTERVAL_US * 1e-6)
     from g3align.aligner.samhdr import OutputSink, parse_header_arg, parse_rg, sam_header
     from g3align.index.store import IndexFormatError
     t = _mark(trace, "start-up: imports", t)
@@ -844,6 +842,10 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, index):
             raise G3Error(str(e))
     try:
         device = _pick_device(kw["device"], verbose)
+        if device == "gpu" and pipeline.SWITCH_INTERVAL_US > 0:
+            # a prepare thread takes the GIL back after each of its ~15 GPU waits per part; with Python's 5 ms
+            # interval it waited up to that long each time behind a thread running Python (step 18)
+            sys.setswitchinterval(pipeline.SWITCH_INTERVAL_US * 1e-6)
         t = _mark(trace, "start-up: device", t)
         try:
             ref, fm = index()

@@ -651,7 +651,7 @@ def _ahead_pool(fn, items, depth, name, workers):
 
 
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
-SWITCH_INTERVAL_US = 0  # sys.setswitchinterval for mem's pipeline, microseconds (0: Python's 5 ms; A/B runs)
+SWITCH_INTERVAL_US = 500  # sys.setswitchinterval of mem's GPU path, microseconds (0: Python's 5 ms)
 SMEM_CAP = 64  # interval records per read in the first SMEM launch (more: the read runs again with 4x as many)
 PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
 SE_PREP_WORKERS = 1  # single-end batches prepared at once on the GPU path (see run_mem_se)
