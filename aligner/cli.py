@@ -301,12 +301,15 @@ def _map_index(ref_path, opt):
 
 def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, index, trace=None):
     from g3align.aligner import mmopt as MO
+    from g3align.aligner import mmpipeline
     from g3align.aligner.mmpipeline import MapAligner, log, run_map
     from g3align.aligner.reads import ReadFormatError
     from g3align.aligner.samhdr import OutputSink, sam_header
 
     t_device = time.perf_counter()
     device = _pick_device(opt.device, opt.verbose, "map") if queries else "cpu"
+    if device == "gpu" and mmpipeline.MAP_SWITCH_INTERVAL_US > 0:  # as mem's SWITCH_INTERVAL_US (A/B for map)
+        sys.setswitchinterval(mmpipeline.MAP_SWITCH_INTERVAL_US * 1e-6)
     t_index = time.perf_counter()
     try:
         idx = index()
