@@ -308,7 +308,7 @@ def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, 
 
     t_device = time.perf_counter()
     device = _pick_device(opt.device, opt.verbose, "map") if queries else "cpu"
-    if device == "gpu" and mmpipeline.MAP_SWITCH_INTERVAL_US > 0:  # as mem's SWITCH_INTERVAL_US (A/B for map)
+    if device == "gpu" and mmpipeline.MAP_SWITCH_INTERVAL_US > 0:  # as mem's SWITCH_INTERVAL_US
         sys.setswitchinterval(mmpipeline.MAP_SWITCH_INTERVAL_US * 1e-6)
     t_index = time.perf_counter()
     try:

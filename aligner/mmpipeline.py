@@ -87,7 +87,7 @@ MAP_DEPTH = 4
 MAP_QUEUED = 4
 # the staged path's kernels' cached code loaded on a thread at start-up (MapAligner.preload; False: at first call)
 MAP_PRELOAD = True
-MAP_SWITCH_INTERVAL_US = 0  # sys.setswitchinterval of map's GPU path, microseconds (0: Python's 5 ms; A/B runs)
+MAP_SWITCH_INTERVAL_US = 500  # sys.setswitchinterval of map's GPU path, microseconds (0: Python's 5 ms)
 CUDA_WARM = True  # the CLI starts the CUDA driver and context on a thread first (cli._cuda_driver_warm)
 DETACH = True  # the CLI runs in a forked worker; its parent returns once the output is closed (cli._detach)
 # compile-time variants of kernels/ksw2.cu for A/B runs, 'NAME=VALUE:NAME=VALUE' (e.g. G3ALIGN_TUNE=
