@@ -93,7 +93,8 @@ CUPY_ONCE = True  # cupy_compile_once's patches (G3ALIGN_TUNE CUPY_ONCE=0: off, 
 
 
 def cupy_compile_once() -> None:
-    """Two of CuPy's module builds done once per process, and the first once per machine (idempotent).
+    """Each CuPy kernel build made once per process, and CuPy's NVRTC version pass once per machine
+    (idempotent).
 
     CuPy builds a kernel (its elementwise and reduction kernels, our RawModules) at its first use: the
     cubin from its disk cache (hash, read, check) and then the load. Its per-device memo is filled only
