@@ -52,6 +52,15 @@ def _cuda_driver_warm(choice: str) -> None:
     threading.Thread(target=run, name="g3align-cuda-warm", daemon=True).start()
 
 
+def _gil_switch_interval(device: str, us: int) -> None:
+    """On the GPU path, the GIL's switch interval in microseconds (mem's SWITCH_INTERVAL_US, map's
+    MAP_SWITCH_INTERVAL_US; 0: Python's 5 ms). A pipeline thread takes the GIL back after each GPU wait (a mem
+    part makes ~15), and with 5 ms it waited up to that long each time behind a thread running Python (docs/
+    BENCHMARKS.md step 18)."""
+    if device == "gpu" and us > 0:
+        sys.setswitchinterval(us * 1e-6)
+
+
 def _gpu_machine(choice: str) -> bool:
     """--device CHOICE may run on the GPU here: not cpu, and an NVIDIA driver's device file exists (checked
     before CuPy is imported)."""
@@ -308,8 +317,7 @@ def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, 
 
     t_device = time.perf_counter()
     device = _pick_device(opt.device, opt.verbose, "map") if queries else "cpu"
-    if device == "gpu" and mmpipeline.MAP_SWITCH_INTERVAL_US > 0:  # as mem's SWITCH_INTERVAL_US
-        sys.setswitchinterval(mmpipeline.MAP_SWITCH_INTERVAL_US * 1e-6)
+    _gil_switch_interval(device, mmpipeline.MAP_SWITCH_INTERVAL_US)
     t_index = time.perf_counter()
     try:
         idx = index()
@@ -845,10 +853,7 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, index):
             raise G3Error(str(e))
     try:
         device = _pick_device(kw["device"], verbose)
-        if device == "gpu" and pipeline.SWITCH_INTERVAL_US > 0:
-            # a prepare thread takes the GIL back after each of its ~15 GPU waits per part; with Python's 5 ms
-            # interval it waited up to that long each time behind a thread running Python (step 18)
-            sys.setswitchinterval(pipeline.SWITCH_INTERVAL_US * 1e-6)
+        _gil_switch_interval(device, pipeline.SWITCH_INTERVAL_US)
         t = _mark(trace, "start-up: device", t)
         try:
             ref, fm = index()

@@ -88,6 +88,15 @@ def define_lines(defines: dict | None) -> str:
                    for k, v in sorted((defines or {}).items()))
 
 
+def cupy_cache_dir(compiler) -> str:
+    """CuPy's kernel cache directory: its compiler's get_cache_dir where it has one (CuPy 14.2 has none), else
+    CuPy's own setting, $CUPY_CACHE_DIR or ~/.cupy/kernel_cache."""
+    import os
+    if hasattr(compiler, "get_cache_dir"):
+        return compiler.get_cache_dir()
+    return os.environ.get("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache"))
+
+
 _ONCE_LOCK = threading.Lock()
 CUPY_ONCE = True  # cupy_compile_once's patches (G3ALIGN_TUNE CUPY_ONCE=0: off, for A/B runs)
 
@@ -139,8 +148,7 @@ def cupy_compile_once() -> None:
                 import cupy
                 from cupy.cuda import nvrtc
                 tag = repr((a[1:], sorted(kw.items()), nvrtc.getVersion(), cupy.__version__))
-                cache_dir = (compiler.get_cache_dir() if hasattr(compiler, "get_cache_dir")  # CuPy 14.2 has none
-                             else os.environ.get("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache")))
+                cache_dir = cupy_cache_dir(compiler)
             except Exception:  # CuPy internals not as expected: its own path
                 return pre(*a, **kw)
             path = os.path.join(cache_dir, "g3align-empty-" + hashlib.sha1(tag.encode()).hexdigest() + ".txt")

@@ -40,7 +40,8 @@ def main():
     print("cupy", cupy.__version__, "CUPY_CACHE_DIR", os.environ.get("CUPY_CACHE_DIR"))
     for k in ("_compile_module_with_cache", "_preprocess", "get_cache_dir", "_empty_file_preprocess_cache"):
         print(f"  compiler.{k}: {hasattr(compiler, k)}")
-    d = os.environ.get("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache"))
+    from g3align.kernels.loader import cupy_cache_dir
+    d = cupy_cache_dir(compiler)
     print("  cache dir", d, "writable", os.access(d, os.W_OK))
     for run in (1, 2):
         print(f"process {run}:")
