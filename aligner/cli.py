@@ -268,7 +268,11 @@ def _run_map(args):
     try:
         from g3align.aligner import mmpipeline
         from g3align.kernels import loader
-        _tune(mmpipeline, reads, loader)  # G3ALIGN_TUNE: unknown names an error
+        tuned = (mmpipeline, reads, loader)
+        if os.environ.get("G3ALIGN_TUNE"):  # (the seed kernels' launcher is imported later otherwise)
+            from g3align.aligner import mmseed_gpu
+            tuned += (mmseed_gpu,)
+        _tune(*tuned)  # G3ALIGN_TUNE: unknown names an error
     except BaseException:
         if first_parts is not None:
             first_parts.close()

@@ -54,6 +54,12 @@ __all__ = ["SeedBatch", "gpu_available", "index_to_device", "seed_batch_cpu", "s
 
 _BLOCK = 256       # thread-per-minimizer kernels
 _BLOCK_READ = 64   # thread-per-read kernels
+# the anchors' sort: sd_sort_block (a block of SB_THREADS per read, its anchors in shared memory up to SB_SMEM_MAX
+# bytes; kernels/mmseed.cu) or, with SORT_BLOCK False, sd_sort (one thread per read in global memory: on chr20
+# pbsim CLR reads ~55 ms a 20 Mbp part, bound by the longest reads)
+SORT_BLOCK = True
+SB_THREADS = 128   # = kernels/mmseed.cu's SD_SB_THREADS
+SB_SMEM_MAX = 200 << 10
 _SKIP_FLAGS = MM_F_NO_DIAG | MM_F_NO_DUAL | MM_F_FOR_ONLY | MM_F_REV_ONLY
 
 
@@ -282,14 +288,26 @@ def _seed_device(xp, launch, mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q
     del s_flt, kept, n_anc
     if n_a:
         n_ar = a_off[1:] - a_off[:-1]
-        reads = xp.argsort(-n_ar).astype(xp.int64) if sort_by_length else None
         if heap:
+            reads = xp.argsort(-n_ar).astype(xp.int64) if sort_by_length else None
             hx = xp.empty(n_mp, xp.uint64)
             hy = xp.empty(n_mp, xp.uint64)
             rev = xp.empty((n_a, 2), xp.uint64)
             launch("sd_heap", n, (reads, i64(n), mv, mp_off, kept_j, s_st, s_n, s_tan, qlen, i64(flag), pos, ref_len,
                                   diag_rid, dual_skip, n_dual, a_off, hx, hy, rev, a), _BLOCK_READ)
+        elif SORT_BLOCK:
+            # the counts on the host (one number per read): the reads to sort, longest first, and the block's
+            # shared memory from the longest (anchors of reads above SB_SMEM_MAX stay in global memory)
+            nh = np.asarray(n_ar.get() if hasattr(n_ar, "get") else n_ar, np.int64)
+            if int(nh.max()) >= 1 << 32:
+                raise NotImplementedError("a read with 2^32 or more anchors (sd_sort_block counts in 32 bits)")
+            order = np.argsort(-nh, kind="stable")[:int(np.count_nonzero(nh > 1))]
+            if order.size:
+                cap = min(int(nh[order[0]]), SB_SMEM_MAX // 16)
+                launch("sd_sort_block", int(order.size) * SB_THREADS,
+                       (xp.asarray(order.astype(np.int64)), i64(order.size), a_off, a, i64(cap)), SB_THREADS, 16 * cap)
         else:
+            reads = xp.argsort(-n_ar).astype(xp.int64) if sort_by_length else None
             # a_off's total first (no reduction to compile, above): only a total of 2^32 anchors can hold such a read
             if int(a_off[-1]) >= 1 << 32 and int(n_ar.max()) >= 1 << 32:
                 raise NotImplementedError("a read with 2^32 or more anchors (sd_sort counts in 32 bits)")
@@ -348,9 +366,12 @@ def seed_batch_gpu(mz, mz_off, seq_off, mid_occ: int, max_max_occ: int, occ_dist
            cp.asarray(pos, cp.uint64))
     mod = _module()
 
-    def launch(name, n_threads, args, block):
+    def launch(name, n_threads, args, block, smem=0):
         args = tuple(np.uint64(0) if x is None else x for x in args)  # null pointer
-        mod.get_function(name)(((n_threads + block - 1) // block,), (block,), args)
+        f = mod.get_function(name)
+        if smem > 48 << 10 and f.max_dynamic_shared_size_bytes < SB_SMEM_MAX:  # the same value from every thread
+            f.max_dynamic_shared_size_bytes = SB_SMEM_MAX
+        f(((n_threads + block - 1) // block,), (block,), args, shared_mem=smem)
 
     ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
     ev0.record()

@@ -37,6 +37,12 @@ class _TimedKernel:
     def __getattr__(self, k):
         return getattr(self._f, k)
 
+    def __setattr__(self, k, v):  # kernel attributes (max_dynamic_shared_size_bytes, ...) go to the kernel
+        if k.startswith("_"):
+            object.__setattr__(self, k, v)
+        else:
+            setattr(self._f, k, v)
+
 
 class _TimedModule:
     """get_module's module with its functions timed (_TimedKernel); everything else passed through."""

@@ -56,6 +56,11 @@ typedef long long i64;
 
 #define SD_MAX_MAX_HIGH_OCC 128  // mm_seed_select keeps at most this many seeds per streak
 #define SD_RS_MIN_SIZE 64        // radix sort: insertion sort at or below this size
+#ifndef SD_SB_THREADS
+#define SD_SB_THREADS 128        // sd_sort_block: threads per block (the launcher's block size)
+#endif
+#define SD_SB_BIG 256            // sd_sort_block: ranges above this many anchors are partitioned by the block
+#define SD_SB_STACK 64           // sd_sort_block: pending block-partitioned ranges at most
 
 __device__ __forceinline__ i64 sd_thread() { return (i64)blockIdx.x * blockDim.x + threadIdx.x; }
 
@@ -424,19 +429,10 @@ __device__ __forceinline__ void sd_insertion(ulonglong2* a, unsigned beg, unsign
 
 __device__ __forceinline__ unsigned sd_digit(u64 x, int s) { return (unsigned)(x >> s) & 255u; }
 
-// One pass of rs_sort: distribute a[beg, end) into 256 buckets of digit (x >> s) & 255 by minimap2's
-// in-place cycle walk.  bb/be: 256 entries each (scratch).
-__device__ __forceinline__ void sd_partition(ulonglong2* a, unsigned beg, unsigned end, int s, unsigned* bb,
-                                             unsigned* be)
+// rs_sort's in-place cycle walk over one range whose bucket bounds are set: bucket c spans
+// [bb[c], be[c]) (bb advances to be as the bucket fills).  Shared by the thread's and the block's sorts.
+__device__ __forceinline__ void sd_walk(ulonglong2* a, int s, unsigned* bb, const unsigned* be)
 {
-    for (int c = 0; c < 256; ++c) be[c] = 0;
-    for (unsigned i = beg; i < end; ++i) ++be[sd_digit(a[i].x, s)];
-    unsigned acc = beg;
-    for (int c = 0; c < 256; ++c) {
-        bb[c] = acc;
-        acc += be[c];
-        be[c] = acc;
-    }
     unsigned c = 0;
     while (c < 256) {
         if (bb[c] != be[c]) {
@@ -459,20 +455,35 @@ __device__ __forceinline__ void sd_partition(ulonglong2* a, unsigned beg, unsign
     }
 }
 
-__device__ __forceinline__ void sd_radix_sort(ulonglong2* a, unsigned n)
+// One pass of rs_sort: distribute a[beg, end) into 256 buckets of digit (x >> s) & 255 by minimap2's
+// in-place cycle walk.  bb/be: 256 entries each (scratch).  When one bucket holds the whole range the
+// walk would move nothing, so it is skipped (the keys of a read share their top bytes).
+__device__ __forceinline__ void sd_partition(ulonglong2* a, unsigned beg, unsigned end, int s, unsigned* bb,
+                                             unsigned* be)
 {
-    if (n <= SD_RS_MIN_SIZE) {
-        sd_insertion(a, 0, n);
-        return;
+    for (int c = 0; c < 256; ++c) be[c] = 0;
+    for (unsigned i = beg; i < end; ++i) ++be[sd_digit(a[i].x, s)];
+    unsigned acc = beg, mx = 0;
+    for (int c = 0; c < 256; ++c) {
+        bb[c] = acc;
+        mx = be[c] > mx ? be[c] : mx;
+        acc += be[c];
+        be[c] = acc;
     }
+    if (mx < end - beg) sd_walk(a, s, bb, be);
+}
+
+// rs_sort on a[p0, q0) (more than SD_RS_MIN_SIZE entries) from shift s0 down, one thread.
+__device__ __noinline__ void sd_radix_range(ulonglong2* a, unsigned p0, unsigned q0, int s0)
+{
     unsigned bb[256], be[256];
     unsigned lv_end[8], lv_next[8];  // per level: end of the partitioned range, start of its next bucket
     int lv_s[8];                     // per level: the shift the range was partitioned on
-    sd_partition(a, 0, n, 56, bb, be);
+    sd_partition(a, p0, q0, s0, bb, be);
     int top = 0;
-    lv_end[0] = n;
-    lv_next[0] = 0;
-    lv_s[0] = 56;
+    lv_end[0] = q0;
+    lv_next[0] = p0;
+    lv_s[0] = s0;
     while (top >= 0) {
         const int s = lv_s[top];
         const unsigned p = lv_next[top], e = lv_end[top];
@@ -498,7 +509,14 @@ __device__ __forceinline__ void sd_radix_sort(ulonglong2* a, unsigned n)
     }
 }
 
-// Thread t: sort the anchors of read r = reads[t] (or t), a[a_off[r], a_off[r+1]) (< 2^32 of them).
+__device__ __forceinline__ void sd_radix_sort(ulonglong2* a, unsigned n)
+{
+    if (n <= SD_RS_MIN_SIZE)
+        sd_insertion(a, 0, n);
+    else
+        sd_radix_range(a, 0, n, 56);
+}
+
 extern "C" __global__ void sd_sort(const i64* __restrict__ reads, i64 n_reads, const i64* __restrict__ a_off,
                                    ulonglong2* __restrict__ a)
 {
@@ -508,6 +526,96 @@ extern "C" __global__ void sd_sort(const i64* __restrict__ reads, i64 n_reads, c
     const i64 o = a_off[r];
     const unsigned n = (unsigned)(a_off[r + 1] - o);
     if (n > 1) sd_radix_sort(a + o, n);
+}
+
+// radix_sort_x, one block of SD_SB_THREADS per read (reads longest first), the read's anchors in
+// dynamic shared memory when it has at most `cap` of them (else in place in global memory).  The same
+// rs_sort, so the same order, ties included: a range of more than `big` anchors is partitioned by the
+// whole block (digit counts with shared atomics, then one thread's cycle walk, skipped when one
+// bucket holds all), its buckets then go to the threads (bucket c to thread c % SD_SB_THREADS): a big
+// one back on the block's stack, the others sorted whole by that thread (sd_radix_range /
+// sd_insertion).  Pending big ranges are disjoint and larger than big = max(SD_SB_BIG, n /
+// SD_SB_STACK), so fewer than SD_SB_STACK are ever pending.
+#ifndef SD_HOST
+__device__ __forceinline__ ulonglong2* sd_dyn_smem()
+{
+    extern __shared__ __align__(16) unsigned char sd_dyn[];
+    return reinterpret_cast<ulonglong2*>(sd_dyn);
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(SD_SB_THREADS)
+    sd_sort_block(const i64* __restrict__ reads, i64 n_reads, const i64* __restrict__ a_off,
+                  ulonglong2* __restrict__ a, i64 cap)
+{
+    __shared__ unsigned cnt[256], bb[256], be[256];
+    __shared__ unsigned st_p[SD_SB_STACK], st_q[SD_SB_STACK];
+    __shared__ int st_s[SD_SB_STACK];
+    __shared__ int top;
+    ulonglong2* sh = sd_dyn_smem();
+    const unsigned tid = threadIdx.x, nt = blockDim.x;
+    for (i64 t = blockIdx.x; t < n_reads; t += gridDim.x) {
+        const i64 o = a_off[reads[t]];
+        const unsigned n = (unsigned)(a_off[reads[t] + 1] - o);
+        const unsigned big = n / SD_SB_STACK > SD_SB_BIG ? n / SD_SB_STACK : SD_SB_BIG;
+        ulonglong2* g = a + o;
+        ulonglong2* v = (i64)n <= cap ? sh : g;
+        if (v == sh)
+            for (unsigned i = tid; i < n; i += nt) sh[i] = g[i];
+        __syncthreads();  // the anchors are in
+        if (tid == 0) {
+            top = 0;
+            if (n > SD_RS_MIN_SIZE) {
+                st_p[0] = 0;
+                st_q[0] = n;
+                st_s[0] = 56;
+                top = 1;
+            } else if (n > 1) {
+                sd_insertion(v, 0, n);
+            }
+        }
+        __syncthreads();
+        while (top > 0) {
+            const unsigned p = st_p[top - 1], q = st_q[top - 1];
+            const int s = st_s[top - 1];
+            for (unsigned c = tid; c < 256; c += nt) cnt[c] = 0;
+            __syncthreads();  // the top is read by all, the counts are cleared
+            if (tid == 0) --top;
+            for (unsigned i = p + tid; i < q; i += nt) atomicAdd(&cnt[sd_digit(v[i].x, s)], 1u);
+            __syncthreads();
+            if (tid == 0) {
+                unsigned acc = p, mx = 0;
+                for (int c = 0; c < 256; ++c) {
+                    bb[c] = acc;
+                    mx = cnt[c] > mx ? cnt[c] : mx;
+                    acc += cnt[c];
+                    be[c] = acc;
+                }
+                if (mx < q - p) sd_walk(v, s, bb, be);
+            }
+            __syncthreads();
+            if (s > 0) {
+                const int s2 = s > 8 ? s - 8 : 0;
+                for (unsigned c = tid; c < 256; c += nt) {
+                    const unsigned m = cnt[c], e = be[c], b = e - m;
+                    if (m > big) {
+                        const int k = atomicAdd(&top, 1);
+                        st_p[k] = b;
+                        st_q[k] = e;
+                        st_s[k] = s2;
+                    } else if (m > SD_RS_MIN_SIZE) {
+                        sd_radix_range(v, b, e, s2);
+                    } else if (m > 1) {
+                        sd_insertion(v, b, e);
+                    }
+                }
+            }
+            __syncthreads();  // the pushes are seen before the top is read again
+        }
+        if (v == sh)
+            for (unsigned i = tid; i < n; i += nt) g[i] = sh[i];
+        __syncthreads();  // the anchors are out before the next read's come in
+    }
 }
 
 // ------------------------------------------------------------------------------------------------

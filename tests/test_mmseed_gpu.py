@@ -341,21 +341,40 @@ def test_cpu_ecoli(preset, reads, n):
 # ------------------------------------------------------------------------------------------------
 
 HOST_SHIM = r"""
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <thread>
 #include <type_traits>
 #include <utility>
+#include <vector>
 struct dim3h { unsigned x, y, z; };
-static dim3h threadIdx, blockIdx, blockDim;
+static thread_local dim3h threadIdx;
+static dim3h blockIdx, blockDim, gridDim;
 struct ulonglong2 { unsigned long long x, y; };
+// __syncthreads for the block kernels, whose threads run as std::threads of one block at a time
+struct Bar {
+  std::mutex m; std::condition_variable cv; unsigned n = 0, waiting = 0, gen = 0;
+  void wait() { std::unique_lock<std::mutex> l(m); unsigned g = gen;
+    if (++waiting == n) { waiting = 0; ++gen; cv.notify_all(); } else cv.wait(l, [&] { return g != gen; }); }
+};
+static Bar g_bar;
+static ulonglong2* g_dyn;  // the block's dynamic shared memory
+#define SD_HOST 1
+static inline ulonglong2* sd_dyn_smem() { return g_dyn; }
 #define __device__
 #define __global__
 #define __forceinline__ inline
+#define __noinline__
 #define __restrict__
+#define __shared__ static
+#define __launch_bounds__(x)
+#define __syncthreads() g_bar.wait()
 template <class T> static inline T __ldg(const T* p) { return *p; }
 static inline unsigned atomicCAS(unsigned* p, unsigned cmp, unsigned v) {
-  unsigned o = *p; if (o == cmp) *p = v; return o; }
-static inline unsigned atomicAdd(unsigned* p, unsigned v) { unsigned o = *p; *p += v; return o; }
+  __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); return cmp; }
+template <class T> static inline T atomicAdd(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 static inline float __fmul_rn(float a, float b) { volatile float c = a * b; return c; }
 #include KERNEL_FILE
 // every argument arrives as one 64-bit slot: a pointer, an integer, or a float's bits
@@ -370,25 +389,49 @@ template <class... P, size_t... I> static void call(void (*k)(P...), const uint6
 template <class... P> static void emulate(long long n, unsigned block, void (*k)(P...), const uint64_t* s, int nargs) {
   if (nargs != (int)sizeof...(P)) throw 1;
   blockDim.x = block;
+  gridDim.x = (unsigned)((n + block - 1) / block);
   for (long long t = 0; t < n; ++t) {  // one thread at a time, in order
     blockIdx.x = (unsigned)(t / block); threadIdx.x = (unsigned)(t % block);
     call(k, s, std::index_sequence_for<P...>{});
   }
 }
-extern "C" int host_launch(const char* name, long long n, unsigned block, const uint64_t* s, int nargs) {
+// a block kernel (grid-stride over its items): two blocks, one after the other, each as `block` threads
+template <class... P> static void emulate_block(long long n, unsigned block, long long smem, void (*k)(P...),
+                                                const uint64_t* s, int nargs) {
+  if (nargs != (int)sizeof...(P)) throw 1;
+  long long blocks = (n + block - 1) / block;
+  blockDim.x = block;
+  gridDim.x = (unsigned)(blocks < 2 ? blocks : 2);
+  std::vector<ulonglong2> dyn((size_t)(smem / 16 + 1));
+  g_dyn = dyn.data();
+  g_bar.n = block;
+  for (unsigned b = 0; b < gridDim.x; ++b) {
+    blockIdx.x = b;
+    std::vector<std::thread> th;
+    for (unsigned t = 0; t < block; ++t)
+      th.emplace_back([=]() { threadIdx.x = t; call(k, s, std::index_sequence_for<P...>{}); });
+    for (auto& x : th) x.join();
+  }
+}
+extern "C" int host_launch_smem(const char* name, long long n, unsigned block, long long smem, const uint64_t* s,
+                                int nargs) {
   try {
 #define K(f) if (!std::strcmp(name, #f)) { emulate(n, block, f, s, nargs); return 0; }
   K(sd_fill_rid) K(sd_qocc_insert) K(sd_qocc_keep) K(sd_compact) K(sd_lookup) K(sd_select) K(sd_count)
   K(sd_emit) K(sd_sort) K(sd_heap)
+  if (!std::strcmp(name, "sd_sort_block")) { emulate_block(n, block, smem, sd_sort_block, s, nargs); return 0; }
   } catch (int) { return -2; }
   return -1;
+}
+extern "C" int host_launch(const char* name, long long n, unsigned block, const uint64_t* s, int nargs) {
+  return host_launch_smem(name, n, block, 0, s, nargs);
 }
 """
 
 
 @pytest.fixture(scope="module")
 def host_lib(host_cuda):
-    return host_cuda(CU, HOST_SHIM, ("-O1",))
+    return host_cuda(CU, HOST_SHIM, ("-O1", "-pthread"))
 
 
 def _slot(x):
@@ -406,12 +449,13 @@ def _host_seed(lib, mz, mz_off, seq_off, o, idx, diag=None, dual=None, sort_by_l
     n = len(seq_off) - 1
     keep = []
 
-    def launch(name, n_threads, args, block):
+    def launch(name, n_threads, args, block, smem=0):
         assert n_threads > 0
         slots = np.array([_slot(x) for x in args], np.uint64)
         keep.append(args)
-        rc = lib.host_launch(name.encode(), ctypes.c_longlong(n_threads), ctypes.c_uint(block),
-                             slots.ctypes.data_as(ctypes.c_void_p), ctypes.c_int(len(args)))
+        rc = lib.host_launch_smem(name.encode(), ctypes.c_longlong(n_threads), ctypes.c_uint(block),
+                                  ctypes.c_longlong(smem), slots.ctypes.data_as(ctypes.c_void_p),
+                                  ctypes.c_int(len(args)))
         assert rc == 0, (name, rc)
 
     ref_len, diag, dual = sg._host_opts(n, idx.ref.lengths, diag, dual)
@@ -432,8 +476,10 @@ def _synth_case(synth, preset, over):
     return idx, seq_off, o, diag, dual, mz, mz_off, want
 
 
+@pytest.mark.parametrize("sort_block", [True, False], ids=["sort_block", "sort_thread"])
 @pytest.mark.parametrize("preset,over", VARIANTS, ids=VIDS)
-def test_host_emulated_kernels(synth, host_lib, preset, over):
+def test_host_emulated_kernels(synth, host_lib, preset, over, sort_block, monkeypatch):
+    monkeypatch.setattr(sg, "SORT_BLOCK", sort_block)
     idx, seq_off, o, diag, dual, mz, mz_off, want = _synth_case(synth, preset, over)
     for by_len in (True, False):
         _check(_host_seed(host_lib, mz, mz_off, seq_off, o, idx, diag, dual, by_len), want)
@@ -480,6 +526,16 @@ def test_host_emulated_radix_sort_ties(host_lib):
     assert host_lib.host_launch(b"sd_sort", ctypes.c_longlong(len(sizes)), ctypes.c_uint(64),
                                 slots.ctypes.data_as(ctypes.c_void_p), ctypes.c_int(4)) == 0
     np.testing.assert_array_equal(got, want)
+    # sd_sort_block, longest first as the launcher orders them: every read in shared memory, the large ones in
+    # global memory, all in global memory
+    order = np.argsort(-np.diff(off), kind="stable").astype(np.int64)
+    for cap in (1 << 20, 1000, 0):
+        got = a.copy()
+        slots = np.array([order.ctypes.data, len(sizes), off.ctypes.data, got.ctypes.data, cap], np.uint64)
+        assert host_lib.host_launch_smem(b"sd_sort_block", ctypes.c_longlong(len(sizes) * sg.SB_THREADS),
+                                         ctypes.c_uint(sg.SB_THREADS), ctypes.c_longlong(16 * min(cap, 30000)),
+                                         slots.ctypes.data_as(ctypes.c_void_p), ctypes.c_int(5)) == 0
+        np.testing.assert_array_equal(got, want)
     assert not np.array_equal(np.sort(a[off[-2]:, 0]), a[off[-2]:, 0])  # the input was not sorted
 
 
@@ -488,7 +544,7 @@ def test_host_emulated_radix_sort_ties(host_lib):
 # ------------------------------------------------------------------------------------------------
 
 def test_nvcc_compiles(nvcc_spill_free):
-    assert nvcc_spill_free(CU) == 10
+    assert nvcc_spill_free(CU, kernels=("sd_sort_block",)) == 13  # 11 kernels + sd_radix_range (noinline) in two
 
 # ------------------------------------------------------------------------------------------------
 # 4. GPU == CPU (skipped without a GPU)
