@@ -39,6 +39,7 @@ from .mm_types import (
     SEG_SPLIT,
     f32_bits,
 )
+from .nbshare import f32_as_u32, keep_alive, u32_as_f32, unowned
 
 INT32_MIN = -2147483648
 INT32_MAX = 2147483647
@@ -180,16 +181,17 @@ def radix_sort_a(a):
 # ---------------------------------------------------------------------------------------------
 @nb.njit(cache=True, nogil=True)
 def mg_log2(x):
-    """minimap2's fast single-precision log2 approximation (only meaningful for x >= 2)."""
-    buf = np.empty(1, np.float32)
-    buf[0] = np.float32(x)
-    bits = buf.view(np.uint32)
-    zi = bits[0]
+    """minimap2's fast single-precision log2 approximation (mmpriv.h; only meaningful for x >= 2), in float32
+    step by step as the C code computes it. The float's bits are moved through registers, not a scratch array
+    (an allocation per call in update_extra's and the chain scores' loops)."""
+    zi = f32_as_u32(np.float32(x))
     log_2 = np.float32(np.int64((zi >> np.uint32(23)) & np.uint32(255)) - 128)
-    bits[0] = (zi & np.uint32(~(255 << 23) & 0xFFFFFFFF)) + np.uint32(127 << 23)
-    zf = buf[0]
-    log_2 += (np.float32(-0.34484843) * zf + np.float32(2.02466578)) * zf - np.float32(0.67487759)
-    return log_2
+    zf = u32_as_f32(np.uint32((zi & np.uint32(~(255 << 23) & 0xFFFFFFFF)) + np.uint32(127 << 23)))
+    t = np.float32(np.float32(-0.34484843) * zf)
+    t = np.float32(t + np.float32(2.02466578))
+    t = np.float32(t * zf)
+    t = np.float32(t - np.float32(0.67487759))
+    return np.float32(log_2 + t)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -837,6 +839,11 @@ def lchain_rmq(max_dist, max_dist_inner, bw, max_chn_skip, cap_rmq_size, min_cnt
     sc3 = np.empty(64, np.int64)
     sc4 = np.empty(64, np.int64)
     stk = np.empty(64, np.int64)
+    # the tree's node walks pass these arrays to their helpers at every step: views without owners
+    # (nbshare.unowned) spare each pass its reference counts; `own` keeps the arrays alive, and a is the caller's
+    own = (p, f, t, v, T, P, sc1, sc2, sc3, sc4, stk)
+    p, f, t, v, T, P, sc1, sc2, sc3, sc4, stk = unowned(own)
+    a = unowned(a)
     root = -1
     root_inner = -1
     umd = np.uint64(max_dist)
@@ -940,7 +947,8 @@ def lchain_rmq(max_dist, max_dist_inner, bw, max_chn_skip, cap_rmq_size, min_cnt
         f[i] = max_f
         p[i] = max_j
         v[i] = v[max_j] if (max_j >= 0 and v[max_j] > max_f) else max_f
-    u, vv = chain_backtrack(f, p, t, min_cnt, min_sc, max_drop)
+    u, vv = chain_backtrack(f, p, t, min_cnt, min_sc, max_drop)  # new arrays: nothing returned is a view
+    keep_alive(own)
     if u.shape[0] == 0:
         return np.empty((0, 2), np.uint64), u
     return _compact_a(u, vv, a)

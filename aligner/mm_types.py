@@ -6,6 +6,8 @@ indices, CIGAR op codes and seed flag bits.  Everything here mirrors minimap2 2.
 import numpy as np
 from numba import njit
 
+from .nbshare import f32_as_u32, u32_as_f32
+
 # --- region matrix R[n, NR] ---------------------------------------------------------------
 (ID, CNT, RID, SCORE, QS, QE, RS, RE, PARENT, SUBSC, AS, MLEN, BLEN, N_SUB, SCORE0, MAPQ,
  SPLIT, REV, INV, SAM_PRI, PROPER_FRAG, PE_THRU, SEG_SPLIT, SEG_ID, SPLIT_INV, IS_ALT,
@@ -52,15 +54,11 @@ def new_regs(n: int) -> np.ndarray:
 
 @njit(cache=True, nogil=True)
 def f32_bits(x):
-    """float -> int64 holding the IEEE single-precision bit pattern (for the DIV column)."""
-    a = np.empty(1, np.float32)
-    a[0] = x
-    return np.int64(a.view(np.int32)[0])
+    """float -> int64 holding the IEEE single-precision bit pattern as an int32 (for the DIV column)."""
+    return np.int64(np.int32(f32_as_u32(np.float32(x))))
 
 
 @njit(cache=True, nogil=True)
 def bits_f32(b):
     """Inverse of f32_bits."""
-    a = np.empty(1, np.int32)
-    a[0] = np.int32(b)
-    return a.view(np.float32)[0]
+    return u32_as_f32(np.uint32(np.int32(b)))

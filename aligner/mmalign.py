@@ -41,6 +41,7 @@ import numpy as np
 from numba import njit
 
 from .ksw2 import extd2, extz2, gen_simple_mat, ll_i16
+from .lchain import mg_log2
 from .mm_types import (
     AS,
     BLEN,
@@ -93,6 +94,7 @@ from .mm_types import (
     f32_bits,
 )
 from .mmhit import filter_regs, hit_sort, split_reg, squeeze_a
+from .nbshare import keep_alive, unowned
 
 # mm_mapopt_t.flag bits read here (minimap.h)
 F_SPLICE = 0x080
@@ -147,25 +149,6 @@ def _cdiv(x, y):
 
 # ----------------------------------------------------------------------------------------------
 # small numeric helpers
-@njit(cache=True, nogil=True)
-def mg_log2(x):
-    """mmpriv.h's fast float log2 approximation, evaluated in float32 exactly as the C code does."""
-    buf = np.empty(1, np.float32)
-    buf[0] = np.float32(x)
-    bits = buf.view(np.uint32)
-    i = np.int64(bits[0])
-    log_2 = np.float32(((i >> 23) & 255) - 128)
-    i &= ~np.int64(255 << 23)
-    i += np.int64(127 << 23)
-    bits[0] = np.uint32(i)
-    f = buf[0]
-    t = np.float32(np.float32(-0.34484843) * f)
-    t = np.float32(t + np.float32(2.02466578))
-    t = np.float32(t * f)
-    t = np.float32(t - np.float32(0.67487759))
-    return np.float32(log_2 + t)
-
-
 @njit(cache=True, nogil=True)
 def _new_ez():
     """ksw_reset_extz."""
@@ -390,23 +373,26 @@ def test_zdrop(flag, q, e, zdrop, zdrop_inv, max_gap, min_chain_score, sc_a, min
         op = cigar[k] & 0xF
         ln = np.int64(cigar[k] >> 4)
         if op == CIG_M:
+            # along a match run the diagonal distance to the maximum stays (i - j) - (max_i - max_j) until a
+            # new maximum, which lies on the run's own diagonal (distance 0). z is computed at every base (at
+            # or above the maximum it is <= 0 and never recorded) and the maximum moves by selects: no branch
+            # on the score's ups and downs.
+            d = (i - j) - (max_i - max_j)
+            de = (d if d >= 0 else -d) * e
             for l in range(ln):
                 score += mat[tseq[i + l] * 5 + qseq[j + l]]
-                if score < mx:
-                    li = i + l - max_i
-                    lj = j + l - max_j
-                    diff = li - lj if li > lj else lj - li
-                    z = mx - score - diff * e
-                    if z > max_zdrop:
-                        max_zdrop = z
-                        p00 = max_i
-                        p01 = i + l
-                        p10 = max_j
-                        p11 = j + l
-                else:
-                    mx = score
-                    max_i = i + l
-                    max_j = j + l
+                z = mx - score - de
+                if z > max_zdrop:
+                    max_zdrop = z
+                    p00 = max_i
+                    p01 = i + l
+                    p10 = max_j
+                    p11 = j + l
+                up = score >= mx
+                mx = score if up else mx
+                max_i = i + l if up else max_i
+                max_j = j + l if up else max_j
+                de = 0 if up else de
             i += ln
             j += ln
         elif op == CIG_I or op == CIG_D or op == CIG_N:
@@ -634,6 +620,10 @@ def update_cigar_eqx(R, i, cigbuf, cig_used, qseq, tseq):
     return cigbuf, noff + m
 
 
+_FIX = 23  # update_extra's fixed point: the running score in units of 2^-23
+_FIX_ONE = float(1 << _FIX)
+
+
 @njit(cache=True, nogil=True)
 def update_extra(R, i, cigbuf, cig_used, qseq, tseq, mat, q, e, is_eqx, log_gap):
     """mm_update_extra on region i (qseq/tseq: the aligned stretch, both from qs/rs on the region's
@@ -649,8 +639,13 @@ def update_extra(R, i, cigbuf, cig_used, qseq, tseq, mat, q, e, is_eqx, log_gap)
     n_ambi_tot = 0
     toff = 0
     qoff = 0
-    s = 0.0
-    mx = 0.0
+    # mm_update_extra's running score is a double: integer match scores, minus gap costs q + e * mg_log2(1 + len)
+    # (a float32 >= 1 for len >= 1, so a multiple of 2^-23) or q + e. Every value it takes is then a multiple of
+    # 2^-23 far below 2^30, which a double holds exactly: the same sums are exact in int64 in units of 2^-23
+    # (S = s * 2^23), and the maximum converts back to the very same double. Integer adds and selects instead
+    # of a chain of dependent float adds and branches.
+    S = np.int64(0)
+    mxS = np.int64(0)
     off = R[i, CIG_OFF]
     for k in range(R[i, N_CIGAR]):
         op = cigbuf[off + k] & 0xF
@@ -661,15 +656,12 @@ def update_extra(R, i, cigbuf, cig_used, qseq, tseq, mat, q, e, is_eqx, log_gap)
             for l in range(ln):
                 cq = qs[qoff + l]
                 ct = ts[toff + l]
-                if ct > 3 or cq > 3:
-                    n_ambi += 1
-                elif ct != cq:
-                    n_diff += 1
-                s += mat[ct * 5 + cq]
-                if s < 0:
-                    s = 0.0
-                elif s > mx:
-                    mx = s
+                amb = (ct > 3) | (cq > 3)
+                n_ambi += amb
+                n_diff += (ct != cq) & (not amb)
+                S += np.int64(mat[ct * 5 + cq]) << _FIX
+                S = S if S > 0 else np.int64(0)
+                mxS = S if S > mxS else mxS
             blen += ln - n_ambi
             mlen += ln - (n_ambi + n_diff)
             n_ambi_tot += n_ambi
@@ -686,11 +678,10 @@ def update_extra(R, i, cigbuf, cig_used, qseq, tseq, mat, q, e, is_eqx, log_gap)
             blen += ln - n_ambi
             n_ambi_tot += n_ambi
             if log_gap:
-                s -= q + np.float64(e) * np.float64(mg_log2(1.0 + ln))
+                S -= np.int64((q + np.float64(e) * np.float64(mg_log2(1.0 + ln))) * _FIX_ONE)
             else:
-                s -= q + e
-            if s < 0:
-                s = 0.0
+                S -= np.int64(q + e) << _FIX
+            S = S if S > 0 else np.int64(0)
             if op == CIG_I:
                 qoff += ln
             else:
@@ -700,7 +691,7 @@ def update_extra(R, i, cigbuf, cig_used, qseq, tseq, mat, q, e, is_eqx, log_gap)
     R[i, BLEN] = blen
     R[i, MLEN] = mlen
     R[i, N_AMBI] = (R[i, N_AMBI] + n_ambi_tot) & 0x3FFFFFFF
-    R[i, DP_MAX] = np.int64(np.int32(mx + 0.499))
+    R[i, DP_MAX] = np.int64(np.int32(np.float64(mxS) / _FIX_ONE + 0.499))
     if is_eqx:
         return update_cigar_eqx(R, i, cigbuf, cig_used, qs, ts)
     return cigbuf, cig_used
@@ -1076,13 +1067,18 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
     qb = 0 if qstrand else rev * qlen  # offset of the query strand used in qseq0
     fwd = not qstrand  # the staged path keys forward-strand targets only (key rev: 1 left extension, else 0)
 
+    # a plan (JC_PLAN) records each ksw call's key and sizes only (align_pair): no sequence is copied for it
     if qs > 0 and rs > 0:  # left extension
-        if qstrand:
-            _getseq2(ref_seq, ref_off, rev, rid, rs0, rs, tseq)
+        if plan:
+            qrev = qseq0[qb + qs0:qb + qs]
+            trev = tseq[:rs - rs0]
         else:
-            _getseq(ref_seq, ref_off, rid, rs0, rs, tseq)
-        qrev = qseq0[qb + qs0:qb + qs][::-1].copy()
-        trev = tseq[:rs - rs0][::-1].copy()
+            if qstrand:
+                _getseq2(ref_seq, ref_off, rev, rid, rs0, rs, tseq)
+            else:
+                _getseq(ref_seq, ref_off, rid, rs0, rs, tseq)
+            qrev = qseq0[qb + qs0:qb + qs][::-1].copy()
+            trev = tseq[:rs - rs0][::-1].copy()
         zd = zdrop_inv if R[ri, SPLIT_INV] else zdrop
         kr = 1 if fwd and rs <= rlen else -1
         ez, cig = align_pair(jc, kr, qb + qs0, qb + qs, rid, rs0, rs, q, e, q2, e2, max_sw_mat, qrev, trev, mat, bw,
@@ -1117,7 +1113,9 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
             if long_join:
                 bw1 = qe - qs if qe - qs > re - rs else re - rs
             tseq = _tbuf(tseq, re - rs)
-            if qstrand:
+            if plan:
+                pass
+            elif qstrand:
                 _getseq2(ref_seq, ref_off, rev, rid, rs, re, tseq)
             else:
                 _getseq(ref_seq, ref_off, rid, rs, re, tseq)
@@ -1178,7 +1176,9 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
 
     if not dropped and qe < qe0 and re < re0:  # right extension
         tseq = _tbuf(tseq, re0 - re)
-        if qstrand:
+        if plan:
+            pass
+        elif qstrand:
             _getseq2(ref_seq, ref_off, rev, rid, re, re0, tseq)
         else:
             _getseq(ref_seq, ref_off, rid, re, re0, tseq)
@@ -1391,12 +1391,15 @@ def align_skeleton(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, sc_ambi, zdrop, 
     (jc_new(JC_DIRECT, 0) computes them all here; with JC_PLAN only the calls of every region are recorded,
     and R / a / the CIGARs are left half-done).  Returns (R, n_regs, cigbuf, cig_used)."""
     qlen = qseq.shape[0]
-    qseq0 = np.empty(2 * qlen, np.uint8)
+    qseq0_own = np.empty(2 * qlen, np.uint8)
     for i in range(qlen):
         c = qseq[i]
-        qseq0[i] = c
-        qseq0[2 * qlen - 1 - i] = 3 - c if c < 4 else 4
-    mat = gen_simple_mat(5, sc_a, sc_b, sc_ambi)
+        qseq0_own[i] = c
+        qseq0_own[2 * qlen - 1 - i] = 3 - c if c < 4 else 4
+    mat_own = gen_simple_mat(5, sc_a, sc_b, sc_ambi)
+    # views without owners (nbshare.unowned) of what is only read and never returned: the per-region and per-gap
+    # calls below pass them on without reference counts (the caller holds a, qseq and jc; keep_alive the rest)
+    qseq0, mat, qseq, a, jc = unowned((qseq0_own, mat_own, qseq, a, jc))
     clip = np.float64(np.float32(max_clip_ratio))
     frac = np.float64(np.float32(rank_frac))
     alt = np.float64(np.float32(alt_drop))
@@ -1419,6 +1422,7 @@ def align_skeleton(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, sc_ambi, zdrop, 
                 R, n_regs = insert_reg(R, n_regs, i, s)
                 i += 1
         i += 1
+    keep_alive((qseq0_own, mat_own))
     if jc[0][0] == JC_PLAN:
         return R, n_regs, cigbuf, cig_used
     n_regs = filter_regs(min_cnt, min_chain_score, min_dp_max, clip, qlen, R, n_regs)

@@ -41,7 +41,7 @@ from g3align.aligner.mm_types import (
     TRANS_STRAND,
     bits_f32,
 )
-from g3align.aligner.samout import put_bytes, put_char, put_int
+from g3align.aligner.samout import _reserve, put_bytes, put_char, put_int
 
 # option flags used here (aligner/mmopt.py)
 _F_OUT_SAM = 0x008
@@ -328,12 +328,13 @@ def _put_cs_md(buf, n, flag, R, i, cig, qcodes, ref_seq, ref_off):
 
 @nb.njit(cache=True)
 def _put_seq(buf, n, s, rev, comp):
-    if rev:
+    if rev:  # reversed (and complemented): room for all of it first, then one pass
         ln = s.shape[0]
+        buf = _reserve(buf, n, ln)
         for k in range(ln):
             c = s[ln - 1 - k]
-            buf, n = put_char(buf, n, COMP[c] if comp and c < 128 else c)
-        return buf, n
+            buf[n + k] = COMP[c] if comp and c < 128 else c
+        return buf, n + ln
     return put_bytes(buf, n, s)
 
 

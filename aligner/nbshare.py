@@ -79,6 +79,28 @@ def _fetch_add1(typingctx, counter):
     return types.int64(counter), codegen
 
 
+@intrinsic
+def f32_as_u32(typingctx, x):
+    """The bits of a float32 as a uint32 (a register bitcast: no array to view through)."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(types.uint32))
+    return types.uint32(x), codegen
+
+
+@intrinsic
+def u32_as_f32(typingctx, u):
+    """The float32 whose bits are the uint32 u (f32_as_u32's inverse)."""
+    if u != types.uint32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float32))
+    return types.float32(u), codegen
+
+
 @nb.njit(cache=True, inline="always")
 def claim(counter):
     """The next work item for the calling thread: counter[0] before an atomic increment. Threads running the
