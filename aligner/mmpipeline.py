@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numba as nb
 import numpy as np
 from g3align.aligner import ksw2_gpu as KG
-from g3align.aligner import lap, log
+from g3align.aligner import lap, log, trace_event
 from g3align.aligner import lchain as LC
 from g3align.aligner import mmalign as MA
 from g3align.aligner import mmhit as MH
@@ -564,9 +564,13 @@ class MapAligner:
                 int(iv[I_FLAG]))
         b, bkt_off, keys, key_off, pos = idx_arrays
         if self.device == "gpu":
+            t0 = time.perf_counter()
             mz, mz_off = SK.sketch_batch_gpu(seq, seq_off, w, k, hpc, to_host=False)
+            t1 = time.perf_counter()
             sd = SG.seed_batch_gpu(mz, mz_off, seq_off, *opts, b, *self._idx_dev, self.ref_len, diag,
                                    self.dual_skip)
+            trace_event("sketch", t0, t1)  # with G3ALIGN_TRACE: the seeding's two halves (each ends on a host wait)
+            trace_event("seed lookup+sort", t1, time.perf_counter())
         else:
             mz, mz_off = SK.sketch_batch_cpu(seq, seq_off, w, k, hpc)
             sd = SG.seed_batch_cpu(mz, mz_off, seq_off, *opts, b, bkt_off, keys, key_off, pos, self.ref_len, diag,
