@@ -28,6 +28,21 @@ def trace_event(stage: str, t0: float, t1: float) -> None:
         tr.append((stage, threading.current_thread().name, t0, t1))
 
 
+_MARK = threading.local()
+
+
+def trace_mark(step: str | None) -> None:
+    """With a trace kept: the time since this thread's previous mark as the event `step` (None: just start the
+    clock). For a stage's host steps, each ending where the host waits or launches."""
+    if TRACE is None:
+        return
+    t = time.perf_counter()
+    t0 = getattr(_MARK, "t", None)
+    if step is not None and t0 is not None:
+        trace_event(step, t0, t)
+    _MARK.t = t
+
+
 def lap(times: dict, stage: str, t0: float) -> float:
     """The stage's time since t0 added to times[stage] (and to TRACE); returns now (the next lap's t0)."""
     t = time.perf_counter()

@@ -822,11 +822,11 @@ def _default_chunk() -> int:
 
 
 def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, index):
-    from g3align.aligner import memstage, pipeline, reads
+    from g3align.aligner import memstage, pinned, pipeline, reads
     from g3align.aligner.pipeline import MemAligner, log, run_mem_pe, run_mem_se, user_pestat
     from g3align.aligner.reads import ReadFormatError
     from g3align.kernels import loader
-    _tune(pipeline, reads, memstage, loader)  # G3ALIGN_TUNE (A/B runs): the constants now, unknown names an error
+    _tune(pipeline, reads, memstage, loader, pinned)  # G3ALIGN_TUNE (A/B runs): unknown names an error
     from g3align.aligner.samhdr import OutputSink, parse_header_arg, parse_rg, sam_header
     from g3align.index.store import IndexFormatError
     t = _mark(trace, "start-up: imports", t)

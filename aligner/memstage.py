@@ -29,6 +29,7 @@ from g3align.aligner.bns import get_seq
 from g3align.aligner.chain import chain_seeds, rep_len
 from g3align.aligner.extend import XF, chain_window, ext_seed, flt_chained_seeds
 from g3align.aligner.nbshare import unowned
+from g3align.aligner.pinned import empty_pinned, pinned_class, to_device, to_host, upload_large  # noqa: F401
 
 # s_off: read r's seeds are [s_off[r], s_off[r+1]) of s_rbeg/s_qbeg/s_len/s_score;
 # c_off: read r's kept chains are [c_off[r], c_off[r+1]) of ch_rid; cs_off: chain c's seeds are
@@ -189,95 +190,6 @@ def _in_ranges(n, parts, map_fn, fn):
     """fn(a, b) over about `parts` equal job ranges covering [0, n), through map_fn."""
     cuts = np.linspace(0, n, max(1, min(parts, n)) + 1).astype(np.int64)
     list(map_fn(lambda r: fn(*r), [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]))
-
-
-PINNED_MIN = 1 << 16  # bytes: smaller host <-> device copies go the plain way
-
-
-PINNED_CLASSES = True  # pinned blocks in size classes (pinned_class), so that CuPy's pool reuses them (0: A/B runs)
-
-
-def pinned_class(nbytes: int) -> int:
-    """The bytes of the pinned block that holds `nbytes`: at least 4 KiB, else `nbytes` rounded up to one of
-    16 sizes per power of two (at most 1/16 more). CuPy's pinned pool hands a freed block out again only
-    for a request of the same size (rounded to 512 bytes), and every part's arrays have sizes of their own
-    (seeds, jobs), so without classes each part called cudaHostAlloc afresh (page-locking tens of MB) and
-    the pool kept every older block."""
-    if not PINNED_CLASSES:
-        return nbytes
-    if nbytes <= 4096:
-        return 4096
-    step = 1 << (nbytes.bit_length() - 5)
-    return (nbytes + step - 1) // step * step
-
-
-def empty_pinned(shape, dtype) -> np.ndarray:
-    """An uninitialised NumPy array in page-locked memory from CuPy's pinned pool (what cupyx.empty_pinned
-    makes; `import cupyx` in full would load cupyx.linalg, cupyx.scipy.sparse and scipy at the first upload),
-    in a block of pinned_class's size."""
-    import cupy as cp
-
-    dtype = np.dtype(dtype)
-    n = int(np.prod(shape, dtype=np.int64))
-    return np.ndarray(shape, dtype, buffer=cp.cuda.alloc_pinned_memory(pinned_class(n * dtype.itemsize)))
-
-
-def to_device(a):
-    """numpy -> a new cupy array, copied through pinned host memory (CuPy's pinned pool): a copy from
-    pageable memory runs at a fraction of the bus speed (10 Mbases of reads took ~5 ms on the box)."""
-    import cupy as cp
-
-    a = np.ascontiguousarray(a)
-    if a.nbytes < PINNED_MIN:
-        return cp.asarray(a)
-    h = empty_pinned(a.shape, a.dtype)
-    np.copyto(h, a)
-    d = cp.empty(a.shape, a.dtype)
-    d.set(h)
-    cp.cuda.get_current_stream().synchronize()  # h returns to the pool when this function returns
-    return d
-
-
-def upload_large(a, chunk: int = 16 << 20):
-    """numpy -> a new cupy array for large, long-lived arrays (the index at start-up): copied in `chunk`-byte
-    pieces through two pinned buffers, each piece's host copy (which also faults in the pages of a mapped
-    index file) overlapping the previous piece's transfer. One big pageable copy ran at ~0.9 GB/s on the
-    box, and a pinned buffer of the whole array costs a long cudaHostAlloc."""
-    import cupy as cp
-
-    a = np.ascontiguousarray(a)
-    d = cp.empty(a.shape, a.dtype)
-    n = a.nbytes
-    if n <= PINNED_MIN:
-        d.set(a)
-        return d
-    src = a.reshape(-1).view(np.uint8)
-    dst = d.reshape(-1).view(cp.uint8)
-    st = cp.cuda.Stream(non_blocking=True)
-    bufs = [empty_pinned(min(chunk, n), np.uint8) for _ in range(2)]
-    done = [None, None]
-    for k, o in enumerate(range(0, n, chunk)):
-        m = min(chunk, n - o)
-        b = k & 1
-        if done[b] is not None:
-            done[b].synchronize()  # the buffer's previous piece has left it
-        np.copyto(bufs[b][:m], src[o:o + m])
-        dst[o:o + m].set(bufs[b][:m], stream=st)
-        done[b] = st.record()
-    st.synchronize()
-    return d
-
-
-def to_host(x) -> np.ndarray:
-    """cupy -> numpy in pinned host memory (waits for the copy, on the current stream); see to_device."""
-    import cupy as cp
-
-    x = cp.ascontiguousarray(x)
-    if x.nbytes < PINNED_MIN:
-        return cp.asnumpy(x)
-    h = empty_pinned(x.shape, x.dtype)
-    x.get(out=h)
-    return h
 
 
 _to_host = to_host  # the launchers' `to_host` flag shadows the function inside them

@@ -96,6 +96,11 @@ MAP_KSW2_DEFINES = ""
 # GPU scratch of one ksw2 launch (bytes): a part's jobs run in as many launches as their scratch needs, each
 # launch ending in a tail where its longest jobs run alone
 MAP_KSW2_SCRATCH = KG.SCRATCH_BYTES
+# GPU memory (bytes) each part worker takes into CuPy's pool for its stream at its start (MapAligner.worker_init), at
+# most a 2 * MAP_DEPTH-th of the free memory; 0: none. A cudaMalloc serialises with the work of every stream, and
+# CuPy keeps freed blocks per stream and splits big ones: so the first parts, which grow the pool, no longer wait for
+# each other's kernels at each new allocation
+MAP_POOL_RESERVE = 4 << 30
 
 
 @nb.njit(cache=True, nogil=True)
@@ -438,6 +443,11 @@ class MapAligner:
             import cupy as cp
             _WORKER.stream = cp.cuda.Stream(non_blocking=True)
             _WORKER.stream.use()
+            if MAP_POOL_RESERVE > 0:  # one block for this stream's arena, freed at once (kept by the pool)
+                free = cp.cuda.runtime.memGetInfo()[0]
+                size = min(MAP_POOL_RESERVE, free // (2 * max(1, MAP_DEPTH))) >> 20 << 20
+                if size > 0:
+                    cp.get_default_memory_pool().malloc(size)
 
     def map_batch(self, batch, n_threads: int = 1, pool: ThreadPoolExecutor | None = None) -> bytes:
         """The batch's PAF/SAM bytes. pool: a thread pool of n_threads workers to run the per-read ranges on
@@ -488,6 +498,9 @@ class MapAligner:
         sd = self._seed_batch(batch.seq, seq_off, diag, self.idx.arrays()) if self.batch_seed else _NO_SEEDS
         t = self._lap("seeding", t)
         fp = self._chain_scores(np.diff(seq_off), sd[2], sd[3]) if self.batch_chain else _NO_FP
+        if self.device == "gpu" and self.batch_seed:  # the seeds stayed on the GPU for the chaining scores
+            from g3align.aligner.pinned import to_host
+            sd = tuple(to_host(x) for x in sd)
         self._lap("chaining scores", t)
         return names, name_off, seq_off, diag, sd, fp
 
@@ -568,14 +581,15 @@ class MapAligner:
             mz, mz_off = SK.sketch_batch_gpu(seq, seq_off, w, k, hpc, to_host=False)
             t1 = time.perf_counter()
             sd = SG.seed_batch_gpu(mz, mz_off, seq_off, *opts, b, *self._idx_dev, self.ref_len, diag,
-                                   self.dual_skip)
+                                   self.dual_skip, to_host=False)  # on the device: see _batch_stages
             trace_event("sketch", t0, t1)  # with G3ALIGN_TRACE: the seeding's two halves (each ends on a host wait)
             trace_event("seed lookup+sort", t1, time.perf_counter())
         else:
             mz, mz_off = SK.sketch_batch_cpu(seq, seq_off, w, k, hpc)
             sd = SG.seed_batch_cpu(mz, mz_off, seq_off, *opts, b, bkt_off, keys, key_off, pos, self.ref_len, diag,
                                    self.dual_skip)
-        return (sd.mv, sd.mv_off, sd.a, sd.a_off, np.asarray(sd.rep_len, np.int64), sd.mini_pos, sd.mini_off)
+        rep = sd.rep_len if self.device == "gpu" else np.asarray(sd.rep_len, np.int64)  # (int64 on the GPU)
+        return (sd.mv, sd.mv_off, sd.a, sd.a_off, rep, sd.mini_pos, sd.mini_off)
 
 
     def _chain_scores(self, qlen, a, a_off):

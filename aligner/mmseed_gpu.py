@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 import numba as nb
 import numpy as np
+from g3align.aligner import trace_mark
 from g3align.aligner.mmseed import (
     MM_F_FOR_ONLY,
     MM_F_HEAP_SORT,
@@ -238,6 +239,7 @@ def _seed_device(xp, launch, mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q
         # chr20's size cost 9 s of NVRTC on a fresh box (2026-11-26, py-spy); the table sizes' sum says the same
         tbl_off = _exclusive(xp, xp.where(filt, _pow2_at_least(xp, xp.multiply(xp.maximum(nz, 1), 2)), 0))
         n_tbl = int(tbl_off[-1])
+        trace_mark("seed: read ids, q-occ table sizes")
         if n_tbl:
             tkey = xp.zeros(n_tbl, xp.uint32)
             tcnt = xp.zeros(n_tbl, xp.uint32)
@@ -254,6 +256,7 @@ def _seed_device(xp, launch, mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q
                 launch("sd_compact", n_mz, (mz, rid, i64(n_mz), kscan, mv, rid_f), _BLOCK)
                 mv_off = kscan[mz_off]
     n_mv = int(mv.shape[0])
+    trace_mark("seed: q-occ filter")
 
     # lookup, seed selection, counts
     s_st = xp.empty(n_mv, xp.int64)
@@ -276,6 +279,7 @@ def _seed_device(xp, launch, mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q
     a_scan = _exclusive(xp, n_anc)
     n_mp = int(mp_scan[-1])
     n_a = int(a_scan[-1])
+    trace_mark("seed: lookup, select, count")
     mini_pos = xp.empty(n_mp, xp.uint64)
     a = xp.empty((n_a, 2), xp.uint64)
     heap = bool(flag & MM_F_HEAP_SORT)
@@ -299,6 +303,7 @@ def _seed_device(xp, launch, mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q
             # the counts on the host (one number per read): the reads to sort, longest first, and the block's
             # shared memory from the longest (anchors of reads above SB_SMEM_MAX stay in global memory)
             nh = np.asarray(n_ar.get() if hasattr(n_ar, "get") else n_ar, np.int64)
+            trace_mark("seed: emit, counts to the host")
             if int(nh.max()) >= 1 << 32:
                 raise NotImplementedError("a read with 2^32 or more anchors (sd_sort_block counts in 32 bits)")
             order = np.argsort(-nh, kind="stable")[:int(np.count_nonzero(nh > 1))]
@@ -312,6 +317,7 @@ def _seed_device(xp, launch, mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q
             if int(a_off[-1]) >= 1 << 32 and int(n_ar.max()) >= 1 << 32:
                 raise NotImplementedError("a read with 2^32 or more anchors (sd_sort counts in 32 bits)")
             launch("sd_sort", n, (reads, i64(n), a_off, a), _BLOCK_READ)
+    trace_mark("seed: sort launch")
     return SeedBatch(mv, mv_off, a, a_off, rep_len, mini_pos, mp_off)
 
 
@@ -346,6 +352,7 @@ def seed_batch_gpu(mz, mz_off, seq_off, mid_occ: int, max_max_occ: int, occ_dist
     """
     import cupy as cp
 
+    trace_mark(None)
     flag = int(flag)
     mz_d = cp.ascontiguousarray(cp.asarray(mz, cp.uint64)).reshape(-1, 2)
     mz_off_d = cp.ascontiguousarray(cp.asarray(mz_off, cp.int64))
@@ -365,6 +372,7 @@ def seed_batch_gpu(mz, mz_off, seq_off, mid_occ: int, max_max_occ: int, occ_dist
     idx = (cp.asarray(bkt_off, cp.int64), cp.asarray(keys, cp.uint64), cp.asarray(key_off, cp.int64),
            cp.asarray(pos, cp.uint64))
     mod = _module()
+    trace_mark("seed: inputs")
 
     def launch(name, n_threads, args, block, smem=0):
         args = tuple(np.uint64(0) if x is None else x for x in args)  # null pointer
@@ -380,6 +388,7 @@ def seed_batch_gpu(mz, mz_off, seq_off, mid_occ: int, max_max_occ: int, occ_dist
                        float(q_occ_frac), flag, int(b), *idx, ref_len_d, diag_d, dual_d, sort_by_length)
     ev1.record()
     ev1.synchronize()
+    trace_mark("seed: wait for the kernels")
     if timings is not None:
         timings["kernels_ms"] = cp.cuda.get_elapsed_time(ev0, ev1)
     if to_host:

@@ -125,7 +125,11 @@ def _device_seq(cp, seq):
         return seq
     n = int(seq.size)
     d = cp.zeros(max((n + 7) // 8 * 8, 8), cp.uint8)
-    d[:n] = cp.asarray(seq, cp.uint8).ravel()
+    if isinstance(seq, cp.ndarray):
+        d[:n] = cp.asarray(seq, cp.uint8).ravel()
+    else:  # host codes through pinned memory (a pageable copy runs at a fraction of the bus speed)
+        from g3align.aligner.pinned import to_device
+        d[:n] = to_device(np.ascontiguousarray(seq, np.uint8).ravel())
     return d
 
 
@@ -138,7 +142,9 @@ def sketch_batch_gpu(seq, seq_off, w: int, k: int, is_hpc: bool, cap: int | None
     overflow re-runs).
     """
     import cupy as cp
+    from g3align.aligner import trace_mark
 
+    trace_mark(None)
     _check_wk(w, k)
     mod = _module(w, k, is_hpc)
     f_sketch = mod.get_function("mm_sketch")
@@ -166,9 +172,11 @@ def sketch_batch_gpu(seq, seq_off, w: int, k: int, is_hpc: bool, cap: int | None
     slot = cp.empty((max(n_slot, 1), 2), cp.uint64)
     count = cp.empty(n, cp.int64)
     grid = ((n + _BLOCK - 1) // _BLOCK,)
+    trace_mark("sketch: inputs")
     f_sketch(grid, (_BLOCK,), (seq_d, off_in, reads if reads is not None else np.uint64(0), np.int64(n), base,
                                caps, slot, count))
     count_h = cp.asnumpy(count)
+    trace_mark("sketch: kernel, counts to the host")
     off_h2 = _exclusive(count_h)
     total = int(off_h2[-1])
     off = cp.asarray(off_h2)
@@ -182,6 +190,7 @@ def sketch_batch_gpu(seq, seq_off, w: int, k: int, is_hpc: bool, cap: int | None
                  (seq_d, off_in, over, np.int64(n_over), off, count, out, np.uint64(0)))
     ev1.record()
     ev1.synchronize()
+    trace_mark("sketch: compaction, overflow")
     if timings is not None:
         timings["kernels_ms"] = cp.cuda.get_elapsed_time(ev0, ev1)
         timings["overflow_reads"] = n_over

@@ -17,7 +17,7 @@
 # Modes: cpu (--device cpu), gpu (--device gpu --cpu-align: sketch, seeds, chaining scores on the GPU, base
 # alignment on CPU threads), gpu-align (--device gpu, whose default is the base alignment on the GPU too). DEVS default "cpu gpu gpu-align",
 # PB_MODES default "gpu gpu-align cpu"; MODE@NAME=VALUE,... runs MODE with G3ALIGN_TUNE=NAME=VALUE,... (e.g.
-# gpu-align@MAP_DEPTH=1). PB_REF: another reference for step 4 (default chr20).
+# gpu-align@MAP_DEPTH=1); MODE@env:NAME=VALUE,... sets environment variables instead. PB_REF: another reference for step 4 (default chr20).
 # NBCACHE=1: numba's cache carried between calls (.devcache/map/, see below); PYSPY=N: the N-th chr20 run under py-spy;
 # TRACE=1: each chr20 run's G3ALIGN_TRACE timeline (trace.N.json in logs.tgz)
 # (wheel in .whl/); each timed run reports its CPU user and sys seconds.
@@ -84,8 +84,9 @@ if [ "${TESTS:-0}" = 1 ]; then
             log "ksw2 memcheck ${v:-default}: $(grep -h 'ERROR SUMMARY' $W/memcheck.txt || echo 'no summary (failed)')"
         done
     fi
-    timeout ${PYTEST_TIMEOUT:-400} python3 -m pytest -q ${PYTEST_ARGS:-tests/test_ksw2_gpu.py tests/test_lchain_gpu.py \
-        tests/test_map.py -k "gpu or staged or batch_seeding"} > "$OUT/pytest_map.txt" 2>&1
+    # PYTEST_ARGS is read as shell words (eval): a -k expression may be quoted in it
+    eval "timeout ${PYTEST_TIMEOUT:-400} python3 -m pytest -q ${PYTEST_ARGS:-tests/test_ksw2_gpu.py tests/test_lchain_gpu.py \
+        tests/test_map.py -k \"gpu or staged or batch_seeding\"}" > "$OUT/pytest_map.txt" 2>&1
     rc=$?; tail -3 "$OUT/pytest_map.txt"; log "tests done (exit $rc)"
     if [ $rc != 0 ] && [ "${KEEP_GOING:-0}" != 1 ]; then log "GPU tests failed: stopping"; exit 1; fi
 fi
@@ -96,13 +97,16 @@ if ls $D/jobs_*.npz >/dev/null 2>&1 && [ "${KBENCH:-1}" = 1 ]; then
 fi
 # one timed run: mode, preset, reference/index, reads, SAM out, log out
 timed() {
-    local m=$1 x=$2 ref=$3 reads=$4 sam=$5 lg=$6 tune=""
+    local m=$1 x=$2 ref=$3 reads=$4 sam=$5 lg=$6 tune="" envs=()
     [[ $m == *@* ]] && tune=${m#*@}   # MODE@NAME=VALUE,...: G3ALIGN_TUNE for this run
+    if [[ $tune == env:* ]]; then     # MODE@env:NAME=VALUE,...: environment variables for this run instead
+        IFS=, read -r -a envs <<< "${tune#env:}"; tune=""
+    fi
     local spy=""   # PYSPY=N: the N-th chr20 run sampled by py-spy (every thread, Python and native frames)
     [ "${PYSPY:-0}" != 0 ] && [ "$7" = chr20 ] && [ "$i" = "$PYSPY" ] && spy="py-spy record -r 200 --threads --native -f raw -o $OUT/pyspy.txt --"
     local tr=""    # TRACE=1: the chr20 runs' stage timelines (G3ALIGN_TRACE JSON, in logs.tgz)
     [ "${TRACE:-0}" = 1 ] && [ "$7" = chr20 ] && tr=$W/trace.$i.json
-    s=$( { TIMEFORMAT='%R s (CPU user %U s, sys %S s)'; time G3ALIGN_TRACE=$tr NUMBA_DEBUG_CACHE=${CACHE_DEBUG:-0} G3ALIGN_TUNE=$tune G3ALIGN_STAGES=1 timeout ${CMD_TIMEOUT:-150} $spy python3 -m g3align.aligner.cli map -t $NT \
+    s=$( { TIMEFORMAT='%R s (CPU user %U s, sys %S s)'; time env "${envs[@]}" G3ALIGN_TRACE=$tr NUMBA_DEBUG_CACHE=${CACHE_DEBUG:-0} G3ALIGN_TUNE=$tune G3ALIGN_STAGES=1 timeout ${CMD_TIMEOUT:-150} $spy python3 -m g3align.aligner.cli map -t $NT \
         $(mode_opts $m) -ax $x -o $sam $ref $reads > $lg.stdout 2> $lg; } 2>&1 )   # -o: py-spy's own lines stay out of the SAM
     log "$7 g3align $m: $s; $(grep -h 'stage' $lg | tail -1)"
     if [ "${CACHE_DEBUG:-0}" = 1 ]; then   # numba functions compiled (not loaded from the cache) in this run
