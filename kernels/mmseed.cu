@@ -583,7 +583,8 @@ extern "C" __global__ void __launch_bounds__(SD_SB_THREADS)
             if (tid == 0) --top;
             for (unsigned i = p + tid; i < q; i += nt) atomicAdd(&cnt[sd_digit(v[i].x, s)], 1u);
             __syncthreads();
-            if (tid == 0) {
+            if (tid == 0) {  // sd_partition's bounds and walk on the shared counts (one device function for
+                             // both, inlined or not, made ptxas spill in this kernel or in sd_radix_range)
                 unsigned acc = p, mx = 0;
                 for (int c = 0; c < 256; ++c) {
                     bb[c] = acc;

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from g3align.aligner import memstage as ms
+from g3align.aligner import pinned
 from g3align.aligner import smem_gpu as sg
 from g3align.aligner.bns import get_seq
 from g3align.aligner.chain import chain_seeds, rep_len
@@ -1106,15 +1107,15 @@ def test_pinned_class():
     so that requests of nearby sizes share blocks; with PINNED_CLASSES off, the request itself."""
     rng = np.random.default_rng(1)
     sizes = np.concatenate([np.arange(1, 20000), rng.integers(1, 1 << 34, 20000)])
-    got = np.array([ms.pinned_class(int(n)) for n in sizes])
+    got = np.array([pinned.pinned_class(int(n)) for n in sizes])
     assert (got >= sizes).all() and (got[sizes <= 4096] == 4096).all()
     big = sizes > 4096
     assert (got[big] * 16 <= sizes[big] * 17).all()
-    octave = [ms.pinned_class(n) for n in range(1 << 20, 1 << 21, 997)]
+    octave = [pinned.pinned_class(n) for n in range(1 << 20, 1 << 21, 997)]
     assert set(octave) == {(1 << 20) + k * (1 << 16) for k in range(17)} and octave == sorted(octave)
-    old = ms.PINNED_CLASSES
+    old = pinned.PINNED_CLASSES
     try:
-        ms.PINNED_CLASSES = False
-        assert ms.pinned_class(12345) == 12345
+        pinned.PINNED_CLASSES = False
+        assert pinned.pinned_class(12345) == 12345
     finally:
-        ms.PINNED_CLASSES = old
+        pinned.PINNED_CLASSES = old
