@@ -96,10 +96,8 @@ MAP_KSW2_DEFINES = ""
 # GPU scratch of one ksw2 launch (bytes): a part's jobs run in as many launches as their scratch needs, each
 # launch ending in a tail where its longest jobs run alone
 MAP_KSW2_SCRATCH = KG.SCRATCH_BYTES
-# GPU memory (bytes) each part worker takes into CuPy's pool for its stream at its start (MapAligner.worker_init), at
-# most a 2 * MAP_DEPTH-th of the free memory; 0: none. A cudaMalloc serialises with the work of every stream, and
-# CuPy keeps freed blocks per stream and splits big ones: so the first parts, which grow the pool, no longer wait for
-# each other's kernels at each new allocation
+# GPU memory (bytes) each part worker takes into CuPy's pool for its stream at its start (MapAligner.worker_init,
+# pinned.reserve_pool), at most a 2 * MAP_DEPTH-th of the free memory; 0: none
 MAP_POOL_RESERVE = 4 << 30
 
 
@@ -443,11 +441,8 @@ class MapAligner:
             import cupy as cp
             _WORKER.stream = cp.cuda.Stream(non_blocking=True)
             _WORKER.stream.use()
-            if MAP_POOL_RESERVE > 0:  # one block for this stream's arena, freed at once (kept by the pool)
-                free = cp.cuda.runtime.memGetInfo()[0]
-                size = min(MAP_POOL_RESERVE, free // (2 * max(1, MAP_DEPTH))) >> 20 << 20
-                if size > 0:
-                    cp.get_default_memory_pool().malloc(size)
+            from g3align.aligner.pinned import reserve_pool
+            reserve_pool(_WORKER.stream, MAP_POOL_RESERVE, 2 * max(1, MAP_DEPTH))
 
     def map_batch(self, batch, n_threads: int = 1, pool: ThreadPoolExecutor | None = None) -> bytes:
         """The batch's PAF/SAM bytes. pool: a thread pool of n_threads workers to run the per-read ranges on

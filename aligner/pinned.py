@@ -1,4 +1,5 @@
-"""Host <-> GPU copies through page-locked memory from CuPy's pinned pool (mem's and map's GPU paths).
+"""Host <-> GPU copies through page-locked memory from CuPy's pinned pool (mem's and map's GPU paths), and a
+block of GPU memory for each CUDA stream's share of CuPy's device pool.
 
 A copy from or to pageable memory runs at a fraction of the bus speed and goes through the driver's staging
 buffer; on the box, four map parts copying their seeds back at once took ~0.1 s together (step 19).
@@ -92,3 +93,18 @@ def to_host(x) -> np.ndarray:
     h = empty_pinned(x.shape, x.dtype)
     x.get(out=h)
     return h
+
+
+def reserve_pool(stream, cap: int, share: int) -> None:
+    """One block of min(cap, free GPU memory / share) bytes (MiB-rounded; nothing when cap <= 0) into CuPy's device
+    pool for `stream`, freed at once. A cudaMalloc serialises with the work of every stream, and CuPy keeps freed
+    blocks per stream and splits big ones: the stream's first allocations then come from this block instead of
+    each waiting for the other streams' kernels (mem's pipeline streams, map's part workers)."""
+    if cap <= 0:
+        return
+    import cupy as cp
+
+    size = min(cap, cp.cuda.runtime.memGetInfo()[0] // max(1, share)) >> 20 << 20
+    if size > 0:
+        with stream:
+            cp.get_default_memory_pool().malloc(size)

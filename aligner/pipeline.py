@@ -53,6 +53,7 @@ from g3align.aligner.pair import (
     rescue_jobs_range,
     sam_pe_range,
 )
+from g3align.aligner.pinned import reserve_pool
 from g3align.aligner.reads import bytes_csr, gather_bytes, prefetch, se_chunk_for
 from g3align.aligner.samout import cg_empty
 
@@ -235,12 +236,7 @@ class MemAligner:
         if st is None:
             import cupy as cp
             st = self._tls.stream = cp.cuda.Stream(non_blocking=True)
-            if STREAM_POOL_RESERVE > 0:  # one block for the stream's arena in CuPy's pool, freed at once (kept)
-                free = cp.cuda.runtime.memGetInfo()[0]
-                size = min(STREAM_POOL_RESERVE, free // 16) >> 20 << 20
-                if size > 0:
-                    with st:
-                        cp.get_default_memory_pool().malloc(size)
+            reserve_pool(st, STREAM_POOL_RESERVE, 16)
         return st
 
     def _pre(self, batch, seq_off):
@@ -659,10 +655,10 @@ def _ahead_pool(fn, items, depth, name, workers):
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
 SWITCH_INTERVAL_US = 500  # sys.setswitchinterval of mem's GPU path, microseconds (0: Python's 5 ms)
 SMEM_CAP = 64  # interval records per read in the first SMEM launch (more: the read runs again with 4x as many)
-# GPU memory (bytes) a pipeline thread's stream takes into CuPy's pool when it is made (MemAligner._gpu_stream), at
-# most a 16th of the free memory; 0: none. A cudaMalloc serialises with the work of every stream, and CuPy keeps
-# freed blocks per stream and splits big ones: so the first parts, which grow the pool, do not wait for each other
-STREAM_POOL_RESERVE = 2 << 30
+# GPU memory (bytes) a pipeline thread's stream takes into CuPy's pool when it is made (MemAligner._gpu_stream,
+# pinned.reserve_pool), at most a 16th of the free memory; 0: none (the default: with 2 GiB the PE runs were slower
+# in 3 of 4 interleaved pairs on two boxes, BENCHMARKS step 19; map's workers keep theirs)
+STREAM_POOL_RESERVE = 0
 PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
 SE_PREP_WORKERS = 1  # single-end batches prepared at once on the GPU path (see run_mem_se)
 CUDA_WARM = True  # the CLI starts the CUDA driver and context on a thread first (cli._cuda_driver_warm)
