@@ -65,7 +65,9 @@ def job_geometry(jobs: np.ndarray, grid: int = GRID) -> tuple[np.ndarray, np.nda
     checkpoint (ckw) and of a direction row (pw). Bounds: a band row holds at most min(qlen, tlen, w + 2)
     cells, widened by up to 15 on each side to whole 16-byte blocks; the columns a block of `grid`
     anti-diagonals touches add at most grid + 1 more (the band moves by at most one column per
-    anti-diagonal). The kernel checks both and reports ERR_GEOMETRY if one is ever exceeded."""
+    anti-diagonal), and a checkpoint starts up to 15 columns lower, at a 16-byte block (its rows are copied 16
+    bytes at a time, so ckw is a multiple of 16). The kernel checks both and reports ERR_GEOMETRY if one is ever
+    exceeded."""
     ql = jobs[:, J_Q_LEN]
     tl = jobs[:, J_T_LEN]
     w = jobs[:, J_W]
@@ -73,7 +75,7 @@ def job_geometry(jobs: np.ndarray, grid: int = GRID) -> tuple[np.ndarray, np.nda
     T = (tl + 15) // 16 * 16
     band = np.minimum(np.minimum(ql, tl), w + 2)
     pw = np.minimum(T, band + 30)
-    ckw = np.minimum(T, band + grid + 31)
+    ckw = np.minimum(T, (band + grid + 46 + 15) // 16 * 16)  # + 15: block_cols widens to 16-byte blocks
     nr = np.maximum(ql + tl - 1, 0)
     n_blk = (nr + grid - 1) // grid
     flag = jobs[:, J_FLAG]
@@ -133,12 +135,16 @@ def extd2_batch_cpu(Q, T, jobs, P):
 
 # ----------------------------------------------------------------------------------------------- GPU
 def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_bytes: int = SCRATCH_BYTES,
-                    to_host: bool = True, stats: dict | None = None, defines: dict | None = None):
+                    to_host: bool = True, stats: dict | None = None, defines: dict | None = None,
+                    compact: bool = False):
     """kernels/ksw2.cu over the jobs (the largest first): (ez, cig, cig_off, n_cig), the same arrays as
     extd2_batch_cpu. Q and T may already be on the GPU. Jobs run in launches whose scratch fits
     scratch_bytes (a job larger than that runs alone). stats: gets 'launches', 'jobs' and 'cells' (DP cells
     the kernel computed, recomputation of the traceback included) added. defines: compile-time constants of
-    kernels/ksw2.cu for benchmark variants (e.g. {"KSW2_MIN_BLOCKS": 6})."""
+    kernels/ksw2.cu for benchmark variants (e.g. {"KSW2_MIN_BLOCKS": 6}). compact (with to_host): the CIGARs
+    come back packed (ksw_cig_compact), cig_off then being their offsets in the packed array (job k's CIGAR is
+    cig[cig_off[k]:cig_off[k] + n_cig[k]] either way), and the host arrays in pinned memory (pinned.to_host):
+    a chr20 map-pb part copies ~15 MB instead of the ~170 MB the kernel reserves for the longest CIGARs."""
     import cupy as cp
     from g3align.kernels.loader import get_module
 
@@ -151,7 +157,11 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
     size, cp_w = job_geometry(jobs, grid)
     order = np.argsort(-(jobs[:, J_Q_LEN] * jobs[:, J_T_LEN]), kind="stable").astype(np.int64)
     kern = get_module("ksw2", defines).get_function("ksw_extd2_warp")
-    Qd = cp.asarray(Q, dtype=cp.uint8)
+    if isinstance(Q, np.ndarray) and Q.dtype == np.uint8 and Q.flags.c_contiguous:  # through pinned memory
+        from g3align.aligner.pinned import to_device
+        Qd = to_device(Q)
+    else:
+        Qd = cp.asarray(Q, dtype=cp.uint8)
     Td = cp.asarray(T, dtype=cp.uint8)
     jd = cp.asarray(np.ascontiguousarray(jobs, np.int64))
     Pd = cp.asarray(np.ascontiguousarray(P, np.int32))
@@ -191,4 +201,13 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
         stats["cells"] = stats.get("cells", 0) + int(cp.asnumpy(cells).sum())  # host sum: no CuPy reduction
     if not to_host:
         return ez, cig, cig_off, n_cig
+    if compact:
+        from g3align.aligner.pinned import to_host as pinned_host
+        n_cig_h = pinned_host(n_cig)
+        out_off = np.zeros(n + 1, np.int64)
+        np.cumsum(n_cig_h, out=out_off[1:])
+        packed = cp.empty(max(1, int(out_off[-1])), cp.uint32)
+        get_module("ksw2", defines).get_function("ksw_cig_compact")(
+            ((n * 32 + block - 1) // block,), (block,), (cig, cod, n_cig, cp.asarray(out_off), np.int64(n), packed))
+        return pinned_host(ez), pinned_host(packed[:int(out_off[-1])]), out_off, n_cig_h
     return cp.asnumpy(ez), cp.asnumpy(cig), cig_off, cp.asnumpy(n_cig)

@@ -53,6 +53,10 @@ def keys_to_jobs(K: np.ndarray, key_read: np.ndarray, seq_off: np.ndarray, ref_o
     return jobs
 
 
+# the GPU's CIGARs copied back packed (ksw2_gpu.extd2_batch_gpu compact=True); False: the whole CIGAR buffer (A/B)
+COMPACT_CIGARS = True
+
+
 def run_jobs(seq, ref_seq, jobs, P, device: str = "cpu", stats: dict | None = None, defines: dict | None = None,
              scratch_bytes: int = KG.SCRATCH_BYTES):
     """(ez, cig, cig_off, n_cig) of every job: kernels/ksw2.cu (device "gpu"; seq / ref_seq may be on the
@@ -60,7 +64,8 @@ def run_jobs(seq, ref_seq, jobs, P, device: str = "cpu", stats: dict | None = No
     the kernel's counts on the GPU). scratch_bytes: the GPU scratch of one launch (jobs beyond it go to the
     next launch)."""
     if device == "gpu":
-        return KG.extd2_batch_gpu(seq, ref_seq, jobs, P, stats=stats, defines=defines, scratch_bytes=scratch_bytes)
+        return KG.extd2_batch_gpu(seq, ref_seq, jobs, P, stats=stats, defines=defines, scratch_bytes=scratch_bytes,
+                                  compact=COMPACT_CIGARS)
     if stats is not None:
         stats["jobs"] = stats.get("jobs", 0) + int(jobs.shape[0])
     return KG.extd2_batch_cpu(seq, ref_seq, jobs, P)

@@ -320,12 +320,21 @@ __device__ __forceinline__ u32 d2_cell4(int mode, const Ksw2Sc& S, u32 z, u32 xl
     return d;
 }
 
-// The bytes of the word of columns t0 .. t0 + 3 whose column lies outside [lo, hi) (0xFF each, else 0).
+// The bytes of the word of columns t0 .. t0 + 3 whose column lies outside [lo, hi) (0xFF each, else 0): the
+// low bytes below lo and the high bytes from hi on, as masks made by shifts (KSW2_BYTE_LOOPS: a loop over the
+// four bytes, the code before session 25, kept for A/B runs).
 __device__ __forceinline__ u32 outside4(ix t0, ix lo, ix hi) {
+#ifdef KSW2_BYTE_LOOPS
     u32 m = 0;
     for (int k = 0; k < 4; ++k)
         if (t0 + k < lo || t0 + k >= hi) m |= 0xFFu << (8 * k);
     return m;
+#else
+    ix a = lo - t0, b = hi - t0;  // bytes [0, a) lie below lo, bytes [b, 4) at or above hi
+    a = a < 0 ? 0 : (a > 4 ? 4 : a);
+    b = b < 0 ? 0 : (b > 4 ? 4 : b);
+    return (u32)((1ull << (8 * a)) - 1) | ~(u32)((1ull << (8 * b)) - 1);
+#endif
 }
 
 // The substitution scores of columns t0 .. t0 + 3 (t0 a multiple of 4) of the anti-diagonal whose query
@@ -407,9 +416,7 @@ __device__ __forceinline__ void d2_cells4(const Ksw2Arr& A, const Ksw2Sc& S, con
                 const u32 lx2 = __byte_perm(G3_L(ox2), G3_L(px2), 0x2107);
                 u32 u = G3_L(ou), v = 0, x = 0, y = G3_L(oy), x2 = 0, y2 = G3_L(oy2);
                 const u32 d = d2_cell4(mode, S, G3_L(os), lx, lv, lx2, u, v, x, y, x2, y2);
-                u32 keep = 0;  // bytes of columns outside [c0, c1]
-                for (int q = 0; q < 4; ++q)
-                    if (t0 + q < c0 || t0 + q > c1) keep |= 0xFFu << (8 * q);
+                const u32 keep = outside4(t0, c0, c1 + 1);  // bytes of columns outside [c0, c1]
                 const ix k = t0 >> 2;
                 U[k] = (u & ~keep) | (G3_L(ou) & keep);
                 V[k] = (v & ~keep) | (G3_L(ov) & keep);
@@ -545,29 +552,54 @@ __device__ ix d2_row(const Ksw2Job& J, const Ksw2Arr& A, const Ksw2Sc& S, ix r, 
     return c1 >= c0 ? c1 - c0 + 1 : 0;
 }
 
+// 16 bytes, copied as one 128-bit load and store on the GPU
+#ifdef G3_REAL_WARP
+typedef uint4 Ksw2B16;
+#else
+struct alignas(16) Ksw2B16 {
+    u32 w[4];
+};
+#endif
+
+// The checkpoint copy of the 7 arrays' columns [lo, lo + n) to (save) or from the checkpoint ck (rows of ckw
+// bytes). lo, n and ckw are multiples of 16 (block_cols, job_geometry), and so are the arrays' and the
+// checkpoint's offsets in the job's 16-aligned scratch: 16 bytes per lane and step (KSW2_BYTE_LOOPS: one byte).
 __device__ __forceinline__ void copy_arrays(const Ksw2Arr& A, u8* ck, ix ckw, ix lo, ix n, bool save) {
     i8* const arr[7] = {A.u, A.v, A.x, A.y, A.x2, A.y2, A.s};
     G3_LANES {
 #pragma unroll
-        for (int k = 0; k < 7; ++k)
+        for (int k = 0; k < 7; ++k) {
+#ifdef KSW2_BYTE_LOOPS
             for (ix i = lane; i < n; i += 32) {
                 if (save)
                     ck[k * ckw + i] = (u8)arr[k][lo + i];
                 else
                     arr[k][lo + i] = (i8)ck[k * ckw + i];
             }
+#else
+            Ksw2B16* const c = (Ksw2B16*)(ck + k * ckw);
+            Ksw2B16* const a = (Ksw2B16*)(arr[k] + lo);
+            for (ix i = lane; i < n >> 4; i += 32) {
+                if (save)
+                    c[i] = a[i];
+                else
+                    a[i] = c[i];
+            }
+#endif
+        }
     }
     G3_SYNC();
 }
 
 // The columns [lo, hi] that anti-diagonals [r0, r0 + G) read (or write) and that must be restored before
-// recomputing them: from the first one's st - 1 to the last one's en (both bounds grow with r).
+// recomputing them: from the first one's st - 1 to the last one's en (both bounds grow with r), widened to
+// whole 16-byte blocks (st and en + 1 are multiples of 16, and so is T: lo = st - 16, hi + 1 a multiple of 16).
 __device__ __forceinline__ void block_cols(ix r0, int G, ix nr, ix qlen, ix tlen, ix w, ix T, ix* lo, ix* hi) {
     const Ksw2Band b0 = band_of(r0, qlen, tlen, w);
     ix r1 = r0 + G - 1;
     if (r1 > nr - 1) r1 = nr - 1;
     const Ksw2Band b1 = band_of(r1, qlen, tlen, w);
-    *lo = b0.st > 0 ? b0.st - 1 : 0;
+    *lo = b0.st > 0 ? b0.st - 16 : 0;
     *hi = b1.en < T - 1 ? b1.en : T - 1;
 }
 
@@ -865,9 +897,12 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                             const ix r0 = blk * G;
                             ix lo, hi;
                             block_cols(r0, G, nr, qlen, tlen, w, T, &lo, &hi);
-                            ix rlo = i - (r - r0) - 1;  // the columns of the checkpoint the cone reads
+                            // the columns of the checkpoint the cone reads, widened to whole 16-byte blocks
+                            // (restoring more columns changes nothing the walk reads: every later block
+                            // restores the columns of its own cone first)
+                            ix rlo = (i - (r - r0) - 1) & ~(ix)15;
                             if (rlo < lo) rlo = lo;
-                            ix rhi = i < hi ? i : hi;
+                            ix rhi = i < hi ? (i | 15) : hi;
                             KSW2_OPAQUE(rlo);
                             KSW2_OPAQUE(rhi);
                             if (rhi >= rlo)
@@ -976,6 +1011,23 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                 n_cig[jid] = nc;
                 if (cells_out) cells_out[jid] = n_cells;
             }
+        }
+    }
+}
+
+// The CIGARs moved together for the copy to the host (ksw2_gpu.extd2_batch_gpu, compact=True): job k's n_cig[k]
+// words from cig[cig_off[k]] to out[out_off[k]], one warp per job. The kernel leaves each job room for its longest
+// CIGAR (qlen + tlen + 2 words, ~3 KB a chr20 map-pb job), while it uses ~1/10 of that.
+extern "C" __global__ void ksw_cig_compact(const u32* __restrict__ cig, const i64* __restrict__ cig_off,
+                                           const i64* __restrict__ n_cig, const i64* __restrict__ out_off,
+                                           i64 n_job, u32* __restrict__ out) {
+    const i64 n_warp = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 k = (((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5); k < n_job; k += n_warp) {
+        const u32* const src = cig + cig_off[k];
+        u32* const dst = out + out_off[k];
+        const i64 n = n_cig[k];
+        G3_LANES {
+            for (i64 i = lane; i < n; i += 32) dst[i] = src[i];
         }
     }
 }
