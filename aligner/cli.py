@@ -258,9 +258,10 @@ def _run_map(args):
     _numba_start()  # before the reader thread (not for --help / --version)
     trace = _trace_on()  # the stage laps of every part thread, as for mem
 
-    def reader(q):  # the parser of query file q in a thread, up to two parts ahead
+    def reader(q):  # the parser of query file q in a thread, up to MAP_READ_AHEAD parts ahead
         return prefetch_now(read_batch_parts(q, chunk_size=opt.mini_batch_size, part_bases=reads.MAP_PART_BASES,
-                                             trim_readno=False), depth=2, name="g3align-reader")
+                                             trim_readno=False), depth=reads.MAP_READ_AHEAD,
+                            name="g3align-reader")
 
     # the first file's parsing starts now, beside the mapping modules' import, the index load and the device
     # set-up (MAP_EARLY_READER)
@@ -270,8 +271,8 @@ def _run_map(args):
         from g3align.kernels import loader
         tuned = (mmpipeline, reads, loader)
         if os.environ.get("G3ALIGN_TUNE"):  # (the seed kernels' launcher is imported later otherwise)
-            from g3align.aligner import mmseed_gpu
-            tuned += (mmseed_gpu,)
+            from g3align.aligner import mmext, mmseed_gpu
+            tuned += (mmseed_gpu, mmext)
         _tune(*tuned)  # G3ALIGN_TUNE: unknown names an error
     except BaseException:
         if first_parts is not None:
@@ -337,6 +338,9 @@ def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, 
     aligner = MapAligner(idx, opt, device=device)
     aligner.preload()
     aligner.device_setup()
+    if device == "gpu":
+        from g3align.aligner import mmseed_gpu
+        mmseed_gpu.warm_thread(aligner)  # the seeding's CuPy kernels loaded beside the first parts' reading
     t0 = _process_t0()
     if trace is not None:
         trace += [("start-up: imports, numba, options", "MainThread", t_enter, t_device),
@@ -614,16 +618,20 @@ def _cupy_compiles_traced():
     """With G3ALIGN_TRACE: each CuPy module build (NVRTC or its disk cache, then the load) as a trace event "cupy
     compile", and its NVRTC version pass (once per set of options, by each thread asking before the first is done)
     as "cupy nvrtc pass", on the thread that waited for it."""
+    import re
+
     from cupy.cuda import compiler
     from g3align.aligner import trace_event
+    kname = re.compile(r"__global__\s+void\s+(\w+)")
 
     def traced(fn, stage):
         def run(*a, **kw):
             t0 = time.perf_counter()
             try:
                 return fn(*a, **kw)
-            finally:
-                trace_event(stage, t0, time.perf_counter())
+            finally:  # the module's first kernel named: "cupy compile: NAME"
+                m = kname.search(a[0]) if a and isinstance(a[0], str) else None
+                trace_event(f"{stage}: {m.group(1)}" if m else stage, t0, time.perf_counter())
         run.traced = True
         return run
     if not getattr(compiler._compile_module_with_cache, "traced", False):
@@ -698,6 +706,7 @@ def _trace_write(trace, t_enter):
     if t0 is None:
         t0 = min((e[2] for e in trace), default=0.0)
     ev = list(trace) + [("module " + n, "loader", a, b) for n, a, b in loader.LOAD_TIMES]
+    ev += loader.kernel_timeline() if loader.KTIME is not None else []
     ev.append(("start-up: interpreter, cli import", "MainThread", t0, t_enter))
     import json
     with open(os.environ["G3ALIGN_TRACE"], "w") as fh:

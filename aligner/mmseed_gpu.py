@@ -32,6 +32,7 @@ are written by one thread; a read must have fewer than 2^32 anchors (checked).
 """
 from __future__ import annotations
 
+import threading
 from typing import NamedTuple
 
 import numba as nb
@@ -394,3 +395,43 @@ def seed_batch_gpu(mz, mz_off, seq_off, mid_occ: int, max_max_occ: int, occ_dist
     if to_host:
         return SeedBatch(*(cp.asnumpy(x) for x in res))
     return res
+
+
+# warm_thread: the seeding's CuPy operations run once on a thread at the device set-up (False: off, A/B runs)
+GPU_WARM = True
+
+
+def warm_thread(aligner) -> threading.Thread | None:
+    """Started by map's CLI once `aligner` (an mmpipeline.MapAligner on the GPU) has its device set-up done: a
+    thread that runs the seeding and the chaining scores once on two reads cut from the reference (a piece and its
+    reverse complement), on a stream of its own, and drops the results. CuPy loads each of the scans, sorts and
+    element-wise kernels these stages use from its disk cache at first use (1-25 ms each); this way the first
+    parts' workers find them loaded instead of waiting for them (session 24's traces: ~30 ms of "cupy compile"
+    inside the first wave's seeding). Nothing the output depends on is touched."""
+    if not GPU_WARM or aligner.device != "gpu" or not aligner.batch_seed:
+        return None
+
+    def run():
+        try:
+            import cupy as cp
+            ref = aligner.idx.ref
+            c = int(np.argmax(np.diff(ref.ref_off)))  # the middle of the longest contig (chr20 starts with 60 kb
+            ln = int(ref.ref_off[c + 1] - ref.ref_off[c])  # of N, which have no minimizers: nothing would run)
+            n = min(2000, ln)
+            if n < 200:
+                return
+            fw = ref.ref_seq[int(ref.ref_off[c]) + (ln - n) // 2:][:n]
+            rc = np.where(fw < 4, 3 - fw, 4).astype(np.uint8)[::-1]
+            seq = np.ascontiguousarray(np.concatenate([fw, rc]))
+            seq_off = np.array([0, n, 2 * n], np.int64)
+            with cp.cuda.Stream(non_blocking=True) as st:
+                sd = aligner._seed_batch(seq, seq_off, np.full(2, -1, np.int64), aligner.idx.arrays())
+                if aligner.batch_chain:
+                    aligner._chain_scores(np.diff(seq_off), sd[2], sd[3])
+                st.synchronize()
+        except Exception:  # a warm-up only: a failure shows again where it matters
+            pass
+
+    th = threading.Thread(target=run, name="g3align-gpu-warm", daemon=True)
+    th.start()
+    return th

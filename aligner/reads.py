@@ -77,6 +77,9 @@ SE_STAGED_CHUNK = 10_000_000
 # MAP_EARLY_READER: the first file's parsing starts before the index load and the device set-up (False: after)
 MAP_PART_BASES = 20_000_000
 MAP_EARLY_READER = True
+# parts map's reader thread parses ahead of the mapping. With 2 (before session 25) it stopped after three parts of
+# the chr20 CLR set during the start-up, and the first wave's fourth part came ~0.1 s after mapping began
+MAP_READ_AHEAD = 4
 
 
 def se_chunk_for(staged: bool, chunk: int) -> int:

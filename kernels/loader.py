@@ -18,6 +18,7 @@ LOAD_TIMES: list = []  # (name, t0, t1) perf_counter times of each module build 
 # G3ALIGN_KTIME=1 beside G3ALIGN_TRACE (the CLI sets a list here): (module.kernel, start, end) CUDA events recorded on
 # the launching stream around every launch of a get_module kernel; kernel_times() sums them at the end of the run
 KTIME: list | None = None
+KTIME_BASE: tuple | None = None  # (CUDA event, its host perf_counter time): kernel_timeline's origin
 
 
 class _TimedKernel:
@@ -28,11 +29,17 @@ class _TimedKernel:
 
     def __call__(self, *args, **kw):
         import cupy
+        global KTIME_BASE
+        if KTIME_BASE is None:  # the timeline's origin: an event whose host time is known (synchronised once)
+            b = cupy.cuda.Event()
+            b.record()
+            b.synchronize()
+            KTIME_BASE = (b, time.perf_counter())
         e0, e1 = cupy.cuda.Event(), cupy.cuda.Event()
         e0.record()
         self._f(*args, **kw)
         e1.record()
-        KTIME.append((self._name, e0, e1))
+        KTIME.append((self._name, e0, e1, threading.current_thread().name))
 
     def __getattr__(self, k):
         return getattr(self._f, k)
@@ -63,12 +70,28 @@ def kernel_times() -> dict:
     if not KTIME:
         return out
     import cupy
-    for name, e0, e1 in KTIME:
+    for name, e0, e1, _ in KTIME:
         e1.synchronize()
         c = out.setdefault(name, [0, 0.0])
         c[0] += 1
         c[1] += cupy.cuda.get_elapsed_time(e0, e1)
     return out
+
+
+def kernel_timeline() -> list:
+    """KTIME's launches as trace events ("gpu " + module.kernel, launching thread, t0, t1), times on perf_counter's
+    clock (from the base event's host time; a launch sharing the GPU with other streams' is drawn for its whole
+    time on its stream)."""
+    if not KTIME or KTIME_BASE is None:
+        return []
+    import cupy
+    base, t_host = KTIME_BASE
+    ev = []
+    for name, e0, e1, th in KTIME:
+        e1.synchronize()
+        ev.append(("gpu " + name, th, t_host + cupy.cuda.get_elapsed_time(base, e0) / 1e3,
+                   t_host + cupy.cuda.get_elapsed_time(base, e1) / 1e3))
+    return ev
 
 
 def _read(fname: str) -> str:

@@ -77,7 +77,9 @@ if [ "${TESTS:-0}" = 1 ]; then
     # kernels/ksw2.cu (default and the variants) under compute-sanitizer first (MEMCHECK=0: not): host builds cannot see
     # a miscompilation, and one (CUDA 13.0's ptxas on the 32-bit build without KSW2_OPAQUE) read past the scratch
     if [ "${MEMCHECK:-1}" = 1 ]; then
-        for v in "" KSW2_SCALAR=1 KSW2_FUSED_S=1 KSW2_IX64=1; do
+        # MEMCHECK_VARIANTS: the builds to check ("default" is the default build), all four unless set
+        for v in ${MEMCHECK_VARIANTS:-default KSW2_SCALAR=1 KSW2_FUSED_S=1 KSW2_IX64=1}; do
+            [ "$v" = default ] && v=""
             timeout 150 /usr/local/cuda/bin/compute-sanitizer --tool memcheck --print-limit 5 \
                 python3 scripts/ksw2_memcheck.py all $v > $W/memcheck.txt 2>&1
             { echo "== ${v:-default}"; cat $W/memcheck.txt; } >> "$OUT/memcheck.txt"   # every variant's report

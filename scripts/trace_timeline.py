@@ -120,6 +120,10 @@ def main(argv=None):
         by.setdefault(s, []).append((a, b))
     for s, iv in sorted(by.items(), key=lambda kv: min(a for a, _ in kv[1])):
         print(f"{s:<48} {len(iv):>6} {sum(b - a for a, b in iv):8.3f} {union(iv):8.3f}")
+    gpu = [(a, b) for s, _th, a, b in ev if s.startswith("gpu ")]  # G3ALIGN_KTIME's launches (loader)
+    if gpu:
+        print(f"{'any GPU kernel (G3ALIGN_KTIME launches)':<48} {len(gpu):>6} {sum(b - a for a, b in gpu):8.3f} "
+              f"{union(gpu):8.3f}   first {min(a for a, _ in gpu):.3f} s, last {max(b for _, b in gpu):.3f} s")
     if clock:
         print()
         print("\n".join(clock))
