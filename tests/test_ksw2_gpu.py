@@ -300,6 +300,16 @@ def test_nvcc_compiles(nvcc_spill_free, flags):
     nvcc_spill_free(CU, ("ksw_extd2_warp",), flags)
 
 
+def with_random_cases(vector_cases, rng, n):
+    """The stored vectors plus n random extension jobs the GPU kernel takes (up to 3 kb)."""
+    cases = list(vector_cases)
+    while len(cases) < len(vector_cases) + n:
+        c = random_case(rng, max_len=3000)
+        if c[0] == "d" and not (c[1][7] & KSW_EZ_GENERIC_SC):
+            cases.append(c)
+    return cases
+
+
 @pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
 @pytest.mark.parametrize("budget,defines", [(2 << 30, None), (1 << 16, None), (2 << 30, {"KSW2_SCALAR": 1}),
                                             (2 << 30, {"KSW2_MIN_BLOCKS": 6}), (2 << 30, {"KSW2_FUSED_S": 1}),
@@ -307,11 +317,7 @@ def test_nvcc_compiles(nvcc_spill_free, flags):
 def test_gpu_kernel_equals_twin(vector_cases, budget, defines):
     """The kernel (and its benchmark variants) == the twin, in one launch and in many."""
     rng = np.random.default_rng(21)
-    cases = list(vector_cases)
-    while len(cases) < len(vector_cases) + 300:
-        c = random_case(rng, max_len=3000)
-        if c[0] == "d" and not (c[1][7] & KSW_EZ_GENERIC_SC):
-            cases.append(c)
+    cases = with_random_cases(vector_cases, rng, 300)
     batch = make_batch(cases, rng)
     got = kg.extd2_batch_gpu(*batch, scratch_bytes=budget, defines=defines)
     check(got, want(cases), cases)
@@ -323,11 +329,7 @@ def test_gpu_packed_cigars_equal_twin(vector_cases, budget):
     """compact=True (map's path): the CIGARs come back packed, in job order, with their offsets, and equal the
     twin's, in one launch and in many."""
     rng = np.random.default_rng(22)
-    cases = list(vector_cases)
-    while len(cases) < len(vector_cases) + 200:
-        c = random_case(rng, max_len=3000)
-        if c[0] == "d" and not (c[1][7] & KSW_EZ_GENERIC_SC):
-            cases.append(c)
+    cases = with_random_cases(vector_cases, rng, 200)
     batch = make_batch(cases, rng)
     got = kg.extd2_batch_gpu(*batch, scratch_bytes=budget, compact=True)
     ez, cig, cig_off, n_cig = got
