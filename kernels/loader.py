@@ -15,8 +15,9 @@ from pathlib import Path
 _CACHE: dict = {}
 _LOCKS: dict = {}  # one lock per module key (dict.setdefault is atomic)
 LOAD_TIMES: list = []  # (name, t0, t1) perf_counter times of each module build (g3align mem's G3ALIGN_TRACE)
-# G3ALIGN_KTIME=1 beside G3ALIGN_TRACE (the CLI sets a list here): (module.kernel, start, end) CUDA events recorded on
-# the launching stream around every launch of a get_module kernel; kernel_times() sums them at the end of the run
+# G3ALIGN_KTIME=1 beside G3ALIGN_TRACE (the CLI sets a list here): (module.kernel, start, end, thread name), CUDA events
+# recorded on the launching stream around every launch of a get_module kernel; kernel_times() sums them at the end of
+# the run, kernel_timeline() places them on the trace's clock
 KTIME: list | None = None
 KTIME_BASE: tuple | None = None  # (CUDA event, its host perf_counter time): kernel_timeline's origin
 
