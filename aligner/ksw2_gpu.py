@@ -75,7 +75,8 @@ def job_geometry(jobs: np.ndarray, grid: int = GRID) -> tuple[np.ndarray, np.nda
     T = (tl + 15) // 16 * 16
     band = np.minimum(np.minimum(ql, tl), w + 2)
     pw = np.minimum(T, band + 30)
-    ckw = np.minimum(T, (band + grid + 46 + 15) // 16 * 16)  # + 15: block_cols widens to 16-byte blocks
+    # band + grid + 31 columns, + 15 for block_cols' start at a 16-byte block, rounded up to a multiple of 16
+    ckw = np.minimum(T, (band + grid + 46 + 15) // 16 * 16)
     nr = np.maximum(ql + tl - 1, 0)
     n_blk = (nr + grid - 1) // grid
     flag = jobs[:, J_FLAG]
@@ -156,7 +157,8 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
         raise ValueError("ksw2 GPU jobs with KSW_EZ_GENERIC_SC")
     size, cp_w = job_geometry(jobs, grid)
     order = np.argsort(-(jobs[:, J_Q_LEN] * jobs[:, J_T_LEN]), kind="stable").astype(np.int64)
-    kern = get_module("ksw2", defines).get_function("ksw_extd2_warp")
+    mod = get_module("ksw2", defines)
+    kern = mod.get_function("ksw_extd2_warp")
     if isinstance(Q, np.ndarray) and Q.dtype == np.uint8 and Q.flags.c_contiguous:  # through pinned memory
         from g3align.aligner.pinned import to_device
         Qd = to_device(Q)
@@ -207,7 +209,7 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
         out_off = np.zeros(n + 1, np.int64)
         np.cumsum(n_cig_h, out=out_off[1:])
         packed = cp.empty(max(1, int(out_off[-1])), cp.uint32)
-        get_module("ksw2", defines).get_function("ksw_cig_compact")(
+        mod.get_function("ksw_cig_compact")(
             ((n * 32 + block - 1) // block,), (block,), (cig, cod, n_cig, cp.asarray(out_off), np.int64(n), packed))
         return pinned_host(ez), pinned_host(packed[:int(out_off[-1])]), out_off, n_cig_h
     return cp.asnumpy(ez), cp.asnumpy(cig), cig_off, cp.asnumpy(n_cig)

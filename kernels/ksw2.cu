@@ -321,20 +321,12 @@ __device__ __forceinline__ u32 d2_cell4(int mode, const Ksw2Sc& S, u32 z, u32 xl
 }
 
 // The bytes of the word of columns t0 .. t0 + 3 whose column lies outside [lo, hi) (0xFF each, else 0): the
-// low bytes below lo and the high bytes from hi on, as masks made by shifts (KSW2_BYTE_LOOPS: a loop over the
-// four bytes, the code before session 25, kept for A/B runs).
+// low bytes below lo and the high bytes from hi on, as masks made by shifts.
 __device__ __forceinline__ u32 outside4(ix t0, ix lo, ix hi) {
-#ifdef KSW2_BYTE_LOOPS
-    u32 m = 0;
-    for (int k = 0; k < 4; ++k)
-        if (t0 + k < lo || t0 + k >= hi) m |= 0xFFu << (8 * k);
-    return m;
-#else
     ix a = lo - t0, b = hi - t0;  // bytes [0, a) lie below lo, bytes [b, 4) at or above hi
     a = a < 0 ? 0 : (a > 4 ? 4 : a);
     b = b < 0 ? 0 : (b > 4 ? 4 : b);
     return (u32)((1ull << (8 * a)) - 1) | ~(u32)((1ull << (8 * b)) - 1);
-#endif
 }
 
 // The substitution scores of columns t0 .. t0 + 3 (t0 a multiple of 4) of the anti-diagonal whose query
@@ -563,20 +555,12 @@ struct alignas(16) Ksw2B16 {
 
 // The checkpoint copy of the 7 arrays' columns [lo, lo + n) to (save) or from the checkpoint ck (rows of ckw
 // bytes). lo, n and ckw are multiples of 16 (block_cols, job_geometry), and so are the arrays' and the
-// checkpoint's offsets in the job's 16-aligned scratch: 16 bytes per lane and step (KSW2_BYTE_LOOPS: one byte).
+// checkpoint's offsets in the job's 16-aligned scratch: 16 bytes per lane and step.
 __device__ __forceinline__ void copy_arrays(const Ksw2Arr& A, u8* ck, ix ckw, ix lo, ix n, bool save) {
     i8* const arr[7] = {A.u, A.v, A.x, A.y, A.x2, A.y2, A.s};
     G3_LANES {
 #pragma unroll
         for (int k = 0; k < 7; ++k) {
-#ifdef KSW2_BYTE_LOOPS
-            for (ix i = lane; i < n; i += 32) {
-                if (save)
-                    ck[k * ckw + i] = (u8)arr[k][lo + i];
-                else
-                    arr[k][lo + i] = (i8)ck[k * ckw + i];
-            }
-#else
             Ksw2B16* const c = (Ksw2B16*)(ck + k * ckw);
             Ksw2B16* const a = (Ksw2B16*)(arr[k] + lo);
             for (ix i = lane; i < n >> 4; i += 32) {
@@ -585,7 +569,6 @@ __device__ __forceinline__ void copy_arrays(const Ksw2Arr& A, u8* ck, ix ckw, ix
                 else
                     a[i] = c[i];
             }
-#endif
         }
     }
     G3_SYNC();
