@@ -271,8 +271,8 @@ def _run_map(args):
         from g3align.kernels import loader
         tuned = (mmpipeline, reads, loader)
         if os.environ.get("G3ALIGN_TUNE"):  # (the seed kernels' launcher is imported later otherwise)
-            from g3align.aligner import mmext, mmseed_gpu
-            tuned += (mmseed_gpu, mmext)
+            from g3align.aligner import mmext, mmseed_gpu, pinned
+            tuned += (mmseed_gpu, mmext, pinned)
         _tune(*tuned)  # G3ALIGN_TUNE: unknown names an error
     except BaseException:
         if first_parts is not None:
@@ -639,6 +639,27 @@ def _cupy_compiles_traced():
         compiler._preprocess = traced(compiler._preprocess, "cupy nvrtc pass")
 
 
+def _cupy_allocs_traced(min_s: float = 2e-4):
+    """With G3ALIGN_TRACE: each request to CuPy's device or pinned memory pool that took at least min_s
+    seconds (a cudaMalloc or cudaHostAlloc behind it, or a wait for the pool's lock) as a trace event "cuda
+    alloc: device" or "cuda alloc: pinned" on the thread that waited for it."""
+    import cupy as cp
+    from g3align.aligner import trace_event
+
+    def timed(pool, name):
+        def alloc(nbytes):
+            t0 = time.perf_counter()
+            try:
+                return pool.malloc(nbytes)
+            finally:
+                t1 = time.perf_counter()
+                if t1 - t0 >= min_s:
+                    trace_event(name, t0, t1)
+        return alloc
+    cp.cuda.set_allocator(timed(cp.get_default_memory_pool(), "cuda alloc: device"))
+    cp.cuda.set_pinned_memory_allocator(timed(cp.get_default_pinned_memory_pool(), "cuda alloc: pinned"))
+
+
 def _numba_loads_traced():
     """With G3ALIGN_TRACE: every numba dispatcher's load from its cache (or compile: its first call with new
     argument types) as a trace event "numba MODULE.NAME" on the thread that waited for it."""
@@ -921,6 +942,7 @@ def gpu_available() -> bool:
         import g3align.aligner as ag
         if ok and ag.TRACE is not None:
             _cupy_compiles_traced()
+            _cupy_allocs_traced()
         if ok:  # after the tracing: its events are then the builds, not the waits for another thread's
             from g3align.kernels.loader import cupy_compile_once
             cupy_compile_once()

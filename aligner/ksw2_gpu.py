@@ -144,7 +144,7 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
     the kernel computed, recomputation of the traceback included) added. defines: compile-time constants of
     kernels/ksw2.cu for benchmark variants (e.g. {"KSW2_MIN_BLOCKS": 6}). compact (with to_host): the CIGARs
     come back packed (ksw_cig_compact), cig_off then being their offsets in the packed array (job k's CIGAR is
-    cig[cig_off[k]:cig_off[k] + n_cig[k]] either way), and the host arrays in pinned memory (pinned.to_host):
+    cig[cig_off[k]:cig_off[k] + n_cig[k]] either way), copied back through pinned staging buffers (pinned.fetch):
     a chr20 map-pb part copies ~15 MB instead of the ~170 MB the kernel reserves for the longest CIGARs."""
     import cupy as cp
     from g3align.kernels.loader import get_module
@@ -160,8 +160,8 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
     mod = get_module("ksw2", defines)
     kern = mod.get_function("ksw_extd2_warp")
     if isinstance(Q, np.ndarray) and Q.dtype == np.uint8 and Q.flags.c_contiguous:  # through pinned memory
-        from g3align.aligner.pinned import to_device
-        Qd = to_device(Q)
+        from g3align.aligner.pinned import put
+        Qd = put(Q)
     else:
         Qd = cp.asarray(Q, dtype=cp.uint8)
     Td = cp.asarray(T, dtype=cp.uint8)
@@ -204,12 +204,12 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
     if not to_host:
         return ez, cig, cig_off, n_cig
     if compact:
-        from g3align.aligner.pinned import to_host as pinned_host
-        n_cig_h = pinned_host(n_cig)
+        from g3align.aligner.pinned import fetch
+        n_cig_h = fetch(n_cig)
         out_off = np.zeros(n + 1, np.int64)
         np.cumsum(n_cig_h, out=out_off[1:])
         packed = cp.empty(max(1, int(out_off[-1])), cp.uint32)
         mod.get_function("ksw_cig_compact")(
             ((n * 32 + block - 1) // block,), (block,), (cig, cod, n_cig, cp.asarray(out_off), np.int64(n), packed))
-        return pinned_host(ez), pinned_host(packed[:int(out_off[-1])]), out_off, n_cig_h
+        return fetch(ez), fetch(packed[:int(out_off[-1])]), out_off, n_cig_h
     return cp.asnumpy(ez), cp.asnumpy(cig), cig_off, cp.asnumpy(n_cig)

@@ -86,8 +86,8 @@ def dp_scores_gpu_warp(a, off, mdx, mdy, nseg, bw, max_skip, max_iter, pg, ps, i
        cp.asarray(mdx, dtype=cp.int64), cp.asarray(mdy, dtype=cp.int64), cp.asarray(nseg, dtype=cp.int64),
        np.int32(bw), np.int32(max_skip), np.int32(max_iter), np.float32(pg), np.float32(ps), np.int32(is_cdna), f, p,
        t))
-    from g3align.aligner.pinned import to_host
-    return to_host(f), to_host(p)
+    from g3align.aligner.pinned import fetch
+    return fetch(f), fetch(p)
 
 
 @nb.njit(cache=True, nogil=True)

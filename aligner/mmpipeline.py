@@ -494,8 +494,8 @@ class MapAligner:
         t = self._lap("seeding", t)
         fp = self._chain_scores(np.diff(seq_off), sd[2], sd[3]) if self.batch_chain else _NO_FP
         if self.device == "gpu" and self.batch_seed:  # the seeds stayed on the GPU for the chaining scores
-            from g3align.aligner.pinned import to_host
-            sd = tuple(to_host(x) for x in sd)
+            from g3align.aligner.pinned import fetch
+            sd = tuple(fetch(x) for x in sd)
         self._lap("chaining scores", t)
         return names, name_off, seq_off, diag, sd, fp
 

@@ -407,13 +407,17 @@ def warm_thread(aligner) -> threading.Thread | None:
     reverse complement), on a stream of its own, and drops the results. CuPy loads each of the scans, sorts and
     element-wise kernels these stages use from its disk cache at first use (1-25 ms each); this way the first
     parts' workers find them loaded instead of waiting for them (session 24's traces: ~30 ms of "cupy compile"
-    inside the first wave's seeding). Nothing the output depends on is touched."""
+    inside the first wave's seeding). It first makes the part workers' staging buffers (pinned.stage_warm). Nothing
+    the output depends on is touched."""
     if not GPU_WARM or aligner.device != "gpu" or not aligner.batch_seed:
         return None
 
     def run():
         try:
             import cupy as cp
+            from g3align.aligner.mmpipeline import MAP_DEPTH
+            from g3align.aligner.pinned import stage_warm
+            stage_warm(MAP_DEPTH)  # the part workers' staging buffers for their transfers (pinned.fetch / put)
             ref = aligner.idx.ref
             c = int(np.argmax(np.diff(ref.ref_off)))  # the middle of the longest contig (chr20 starts with 60 kb
             ln = int(ref.ref_off[c + 1] - ref.ref_off[c])  # of N, which have no minimizers: nothing would run)

@@ -127,9 +127,9 @@ def _device_seq(cp, seq):
     d = cp.zeros(max((n + 7) // 8 * 8, 8), cp.uint8)
     if isinstance(seq, cp.ndarray):
         d[:n] = cp.asarray(seq, cp.uint8).ravel()
-    else:  # host codes through pinned memory (a pageable copy runs at a fraction of the bus speed)
-        from g3align.aligner.pinned import to_device
-        d[:n] = to_device(np.ascontiguousarray(seq, np.uint8).ravel())
+    else:  # host codes through pinned staging buffers (a pageable copy runs at a fraction of the bus speed)
+        from g3align.aligner.pinned import put
+        d[:n] = put(np.ascontiguousarray(seq, np.uint8).ravel())
     return d
 
 

@@ -1,15 +1,24 @@
-"""Host <-> GPU copies through page-locked memory from CuPy's pinned pool (mem's and map's GPU paths), and a
-block of GPU memory for each CUDA stream's share of CuPy's device pool.
+"""Host <-> GPU copies through page-locked memory from CuPy's pinned pool (mem's and map's GPU paths; map's through
+a few reused staging buffers: fetch / put), and a block of GPU memory for each CUDA stream's share of CuPy's device
+pool.
 
 A copy from or to pageable memory runs at a fraction of the bus speed and goes through the driver's staging
 buffer; on the box, four map parts copying their seeds back at once took ~0.1 s together (step 19).
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 PINNED_MIN = 1 << 16  # bytes: smaller host <-> device copies go the plain way
 PINNED_CLASSES = True  # pinned blocks in size classes (pinned_class), so that CuPy's pool reuses them (0: A/B runs)
+# fetch / put (map's GPU path): whole arrays copied in chunks through a pair of page-locked staging buffers of
+# STAGE_BYTES each, reused by every transfer, instead of a page-locked block per array (to_host / to_device; 0:
+# fetch and put are those). A cudaHostAlloc costs ~0.6-1.5 ms a MB on the box and the driver makes one at a time:
+# in map's chr20 traces the first wave of parts spent 0.59-0.79 s (summed over threads) in pinned allocations of
+# new sizes, with cudaMallocs waiting behind them; with the staging buffers 0.15 s (2026-11-26, docs/BENCHMARKS.md)
+STAGE_BYTES = 4 << 20
 
 
 def pinned_class(nbytes: int) -> int:
@@ -80,6 +89,103 @@ def upload_large(a, chunk: int = 16 << 20):
         dst[o:o + m].set(bufs[b][:m], stream=st)
         done[b] = st.record()
     st.synchronize()
+    return d
+
+
+_STAGES: list = []  # free pairs of staging buffers
+_STAGE_LOCK = threading.Lock()
+
+
+def _stage_take() -> list:
+    """A free pair of staging buffers (uint8 arrays of STAGE_BYTES in pinned memory), made when none is free."""
+    with _STAGE_LOCK:
+        while _STAGES:
+            pair = _STAGES.pop()
+            if pair[0].nbytes == STAGE_BYTES:  # (not one of an earlier STAGE_BYTES)
+                return pair
+    return [empty_pinned(STAGE_BYTES, np.uint8) for _ in range(2)]
+
+
+def _stage_give(pair: list) -> None:
+    with _STAGE_LOCK:
+        _STAGES.append(pair)
+
+
+def stage_warm(n: int) -> None:
+    """Up to n pairs of staging buffers made now (on a start-up thread), so that the first transfers of n threads
+    at once find theirs made."""
+    if STAGE_BYTES <= 0:
+        return
+    with _STAGE_LOCK:
+        have = sum(p[0].nbytes == STAGE_BYTES for p in _STAGES)
+    for pair in [_stage_take() for _ in range(max(0, n - have))]:
+        _stage_give(pair)
+
+
+def _through_stages(host: np.ndarray, dptr: int, n: int, down: bool) -> None:
+    """Copy n bytes between the uint8 host array `host` and the device address dptr (down: device to host) in
+    STAGE_BYTES chunks through a pair of staging buffers, on the current stream, and wait for the end. Down, each
+    chunk's copy out of one buffer overlaps the next chunk's transfer into the other; up, each chunk's copy into
+    one buffer overlaps the previous chunk's transfer out of the other."""
+    import cupy as cp
+
+    rt = cp.cuda.runtime
+    st = cp.cuda.get_current_stream()
+    pair = _stage_take()
+    pend = None         # down: (buffer, offset, bytes, event) of the chunk to copy out next
+    done = [None, None]  # up: each buffer's last transfer
+    try:
+        for k, o in enumerate(range(0, n, STAGE_BYTES)):
+            m = min(STAGE_BYTES, n - o)
+            b = pair[k & 1]
+            if down:  # the buffer's previous chunk (k - 2) was copied out in the last step
+                rt.memcpyAsync(b.ctypes.data, dptr + o, m, rt.memcpyDeviceToHost, st.ptr)
+                ev = st.record()
+                if pend is not None:
+                    pend[3].synchronize()
+                    np.copyto(host[pend[1]:pend[1] + pend[2]], pend[0][:pend[2]])
+                pend = (b, o, m, ev)
+            else:
+                if done[k & 1] is not None:
+                    done[k & 1].synchronize()  # the buffer's previous chunk has left it
+                np.copyto(b[:m], host[o:o + m])
+                rt.memcpyAsync(dptr + o, b.ctypes.data, m, rt.memcpyHostToDevice, st.ptr)
+                done[k & 1] = st.record()
+        if pend is not None:
+            pend[3].synchronize()
+            np.copyto(host[pend[1]:pend[1] + pend[2]], pend[0][:pend[2]])
+    finally:
+        st.synchronize()  # (after an error too: no copy may still be using the pair)
+        _stage_give(pair)
+
+
+def fetch(x) -> np.ndarray:
+    """cupy -> a new numpy array (pageable), copied through a pair of staging buffers (_through_stages); waits for
+    the copy, on the current stream. With STAGE_BYTES 0: to_host."""
+    import cupy as cp
+
+    if STAGE_BYTES <= 0:
+        return to_host(x)
+    x = cp.ascontiguousarray(x)
+    if x.nbytes < PINNED_MIN:
+        return cp.asnumpy(x)
+    out = np.empty(x.shape, x.dtype)
+    _through_stages(out.reshape(-1).view(np.uint8), x.data.ptr, int(x.nbytes), True)
+    return out
+
+
+def put(a):
+    """numpy -> a new cupy array, copied through a pair of staging buffers (_through_stages); returns when the copy
+    is done (current stream). With STAGE_BYTES 0: to_device."""
+    import cupy as cp
+
+    if STAGE_BYTES <= 0:
+        return to_device(a)
+    a = np.ascontiguousarray(a)
+    if a.nbytes < PINNED_MIN:
+        return cp.asarray(a)
+    d = cp.empty(a.shape, a.dtype)
+    _through_stages(a.reshape(-1).view(np.uint8), d.data.ptr, int(a.nbytes), False)
     return d
 
 

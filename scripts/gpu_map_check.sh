@@ -18,7 +18,8 @@
 # alignment on CPU threads), gpu-align (--device gpu, whose default is the base alignment on the GPU too). DEVS default "cpu gpu gpu-align",
 # PB_MODES default "gpu gpu-align cpu"; MODE@NAME=VALUE,... runs MODE with G3ALIGN_TUNE=NAME=VALUE,... (e.g.
 # gpu-align@MAP_DEPTH=1); MODE@env:NAME=VALUE,... sets environment variables instead. PB_REF: another reference for step 4 (default chr20).
-# NBCACHE=1: numba's cache carried between calls (.devcache/map/, see below); PYSPY=N: the N-th chr20 run under py-spy;
+# NBCACHE=1: numba's cache carried between calls (.devcache/map/, see below); PYSPY=N: the N-th chr20 run under py-spy
+# (PYSPY_FLAGS, PYSPY_RATE); IMPORTTIME=1: `python -X importtime` of map's modules and CuPy (importtime.txt);
 # TRACE=1: each chr20 run's G3ALIGN_TRACE timeline (trace.N.json in logs.tgz)
 # (wheel in .whl/); each timed run reports its CPU user and sys seconds.
 # Needs .devdata/: ecoli_K12_MG1655.fa.gz, the two E. coli read sets, a minimap2 binary; jobs_*.npz for step 2;
@@ -39,6 +40,9 @@ TIMEFORMAT=%R
 NBCACHE_DIR=${NBCACHE_DIR:-.devcache/map}; . scripts/nbcache.sh; nbcache_in; bytecode_in
 if [ "${PYSPY:-0}" != 0 ]; then   # py-spy from its wheel in .whl/ (carried)
     pip install -q --no-index --no-deps --target /tmp/site .whl/py_spy*.whl && export PATH=/tmp/site/bin:$PATH
+fi
+if [ "${IMPORTTIME:-0}" = 1 ]; then   # what map's start-up imports cost on this box (twice: the second is warm)
+    for k in 1 2; do python3 -X importtime -c "import g3align.aligner.cli; from g3align.aligner import mmpipeline, mmseed_gpu, mmext; from g3align.kernels import loader; import cupy; cupy.cuda.runtime.getDeviceCount()" 2> "$OUT/importtime.txt"; done
 fi
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader 2>/dev/null | tee "$OUT/device.txt"
 PB_REF=${PB_REF:-$D/human_GRCh37_chr20.fa.gz}; R=$W/pb_0001.fastq
@@ -104,8 +108,9 @@ timed() {
     if [[ $tune == env:* ]]; then     # MODE@env:NAME=VALUE,...: environment variables for this run instead
         IFS=, read -r -a envs <<< "${tune#env:}"; tune=""
     fi
-    local spy=""   # PYSPY=N: the N-th chr20 run sampled by py-spy (every thread, Python and native frames)
-    [ "${PYSPY:-0}" != 0 ] && [ "$7" = chr20 ] && [ "$i" = "$PYSPY" ] && spy="py-spy record -r 200 --threads --native -f raw -o $OUT/pyspy.txt --"
+    local spy=""   # PYSPY=N: the N-th chr20 run sampled by py-spy (PYSPY_FLAGS, default every thread, Python and
+    # native frames; "--threads --gil": only the thread holding the GIL, i.e. where the GIL's time goes)
+    [ "${PYSPY:-0}" != 0 ] && [ "$7" = chr20 ] && [ "$i" = "$PYSPY" ] && spy="py-spy record -r ${PYSPY_RATE:-200} ${PYSPY_FLAGS:---threads --native} -f raw -o $OUT/pyspy.txt --"
     local tr=""    # TRACE=1: the chr20 runs' stage timelines (G3ALIGN_TRACE JSON, in logs.tgz)
     [ "${TRACE:-0}" = 1 ] && [ "$7" = chr20 ] && tr=$W/trace.$i.json
     s=$( { TIMEFORMAT='%R s (CPU user %U s, sys %S s)'; time env "${envs[@]}" G3ALIGN_TRACE=$tr NUMBA_DEBUG_CACHE=${CACHE_DEBUG:-0} G3ALIGN_TUNE=$tune G3ALIGN_STAGES=1 timeout ${CMD_TIMEOUT:-150} $spy python3 -m g3align.aligner.cli map -t $NT \

@@ -1,7 +1,8 @@
-"""aligner/pinned.py's reserve_pool with a stand-in CuPy (the pool and the stream are recorded, no GPU needed)."""
+"""aligner/pinned.py's reserve_pool and staged transfers with a stand-in CuPy (no GPU needed)."""
 import sys
 import types
 
+import numpy as np
 from g3align.aligner import pinned
 
 
@@ -43,3 +44,87 @@ def test_reserve_pool(monkeypatch):
     pinned.reserve_pool(st, 4 << 30, 1)  # less than a MiB free: nothing
     pinned.reserve_pool(st, 0, 1)  # switched off: nothing
     assert log == []
+
+
+# fetch / put through the staging buffers, with a stand-in CuPy whose "device" arrays live in host
+# memory: its memcpyAsync copies at once (ctypes.memmove), so the chunking and buffer reuse are what is tested
+
+class _DevArray:
+    def __init__(self, a):
+        self.a = np.ascontiguousarray(a)
+        self.shape, self.dtype, self.nbytes = self.a.shape, self.a.dtype, self.a.nbytes
+        self.data = types.SimpleNamespace(ptr=self.a.ctypes.data)
+
+    def reshape(self, *s):
+        return _DevArray(self.a.reshape(*s))
+
+    def view(self, dt):
+        return _DevArray(self.a.view(dt))
+
+    def __getitem__(self, k):
+        return _DevArray(self.a[k])
+
+    def set(self, h, stream=None):
+        self.a[...] = h
+
+
+def _staging_cupy(log: list):
+    import ctypes
+    cp = types.ModuleType("cupy")
+
+    class Event:
+        def synchronize(self):
+            log.append("sync")
+
+    class Stream:
+        ptr = 0
+
+        def record(self):
+            return Event()
+
+        def synchronize(self):
+            log.append("stream sync")
+
+        def __init__(self, **kw):
+            pass
+
+    def memcpy(dst, src, n, kind, stream):
+        log.append(("copy", kind, n))
+        ctypes.memmove(dst, src, n)
+    rt = types.SimpleNamespace(memcpyAsync=memcpy, memcpyDeviceToHost=2, memcpyHostToDevice=1)
+    cp.cuda = types.SimpleNamespace(runtime=rt, get_current_stream=Stream, Stream=Stream,
+                                    alloc_pinned_memory=lambda n: (log.append(("pinned", n)), bytearray(n))[1])
+    cp.uint8 = np.uint8
+    cp.ascontiguousarray = lambda x: x
+    cp.asnumpy = lambda x: x.a.copy()
+    cp.asarray = lambda a: _DevArray(a.copy())
+    cp.empty = lambda shape, dtype: _DevArray(np.empty(shape, dtype))
+    return cp
+
+
+def test_staged_transfers(monkeypatch):
+    log: list = []
+    monkeypatch.setitem(sys.modules, "cupy", _staging_cupy(log))
+    monkeypatch.setattr(pinned, "STAGE_BYTES", 1 << 16)
+    monkeypatch.setattr(pinned, "_STAGES", [])
+    rng = np.random.default_rng(5)
+    pinned.stage_warm(2)
+    assert [e for e in log if e[0] == "pinned"] == [("pinned", 1 << 16)] * 4  # two pairs made at once
+    log.clear()
+    for n in (70000, 1 << 16, (1 << 16) + 1, 5 * (1 << 16) - 3, 300000):  # one chunk, chunk + 1 byte, several
+        a = rng.integers(0, 1 << 62, n // 8 + 1, dtype=np.int64).view(np.uint8)[:n].copy()
+        d = pinned.put(a)
+        assert np.array_equal(d.a, a)
+        h = pinned.fetch(_DevArray(a[::-1].copy()))
+        assert type(h) is np.ndarray and np.array_equal(h, a[::-1])
+        assert sum(e[2] for e in log if e[0] == "copy" and e[1] == 1) == n  # every byte once each way
+        assert sum(e[2] for e in log if e[0] == "copy" and e[1] == 2) == n
+        assert not [e for e in log if e[0] == "pinned"]  # the warm pairs reused: nothing page-locked anew
+        log.clear()
+    assert len(pinned._STAGES) == 2  # every pair given back
+    monkeypatch.setattr(pinned, "STAGE_BYTES", 1 << 17)  # a new size: the old pairs are dropped, one new pair made
+    assert np.array_equal(pinned.put(np.arange(50000)).a, np.arange(50000))
+    assert [e for e in log if e[0] == "pinned"] == [("pinned", 1 << 17)] * 2 and len(pinned._STAGES) == 1
+    log.clear()
+    small = pinned.fetch(_DevArray(np.arange(5)))  # below PINNED_MIN: the plain copy
+    assert np.array_equal(small, np.arange(5)) and not [e for e in log if e[0] == "copy"]
