@@ -1065,6 +1065,7 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
 
     tseq = np.zeros(re0 - rs0 if re0 > rs0 else 1, np.uint8)
     qb = 0 if qstrand else rev * qlen  # offset of the query strand used in qseq0
+    t_rev = rev if qstrand else 0  # the target reverse-complemented (only with the query kept on its own strand)
     fwd = not qstrand  # the staged path keys forward-strand targets only (key rev: 1 left extension, else 0)
 
     # a plan (JC_PLAN) records each ksw call's key and sizes only (align_pair): no sequence is copied for it
@@ -1073,10 +1074,7 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
             qrev = qseq0[qb + qs0:qb + qs]
             trev = tseq[:rs - rs0]
         else:
-            if qstrand:
-                _getseq2(ref_seq, ref_off, rev, rid, rs0, rs, tseq)
-            else:
-                _getseq(ref_seq, ref_off, rid, rs0, rs, tseq)
+            _getseq2(ref_seq, ref_off, t_rev, rid, rs0, rs, tseq)
             qrev = qseq0[qb + qs0:qb + qs][::-1].copy()
             trev = tseq[:rs - rs0][::-1].copy()
         zd = zdrop_inv if R[ri, SPLIT_INV] else zdrop
@@ -1113,12 +1111,8 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
             if long_join:
                 bw1 = qe - qs if qe - qs > re - rs else re - rs
             tseq = _tbuf(tseq, re - rs)
-            if plan:
-                pass
-            elif qstrand:
-                _getseq2(ref_seq, ref_off, rev, rid, rs, re, tseq)
-            else:
-                _getseq(ref_seq, ref_off, rid, rs, re, tseq)
+            if not plan:
+                _getseq2(ref_seq, ref_off, t_rev, rid, rs, re, tseq)
             qv = qseq0[qb + qs:qb + qe]
             tv = tseq[:re - rs]
             if is_sr:  # ungapped
@@ -1176,12 +1170,8 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
 
     if not dropped and qe < qe0 and re < re0:  # right extension
         tseq = _tbuf(tseq, re0 - re)
-        if plan:
-            pass
-        elif qstrand:
-            _getseq2(ref_seq, ref_off, rev, rid, re, re0, tseq)
-        else:
-            _getseq(ref_seq, ref_off, rid, re, re0, tseq)
+        if not plan:
+            _getseq2(ref_seq, ref_off, t_rev, rid, re, re0, tseq)
         kr = 0 if fwd and re0 <= rlen else -1
         ez, cig = align_pair(jc, kr, qb + qe, qb + qe0, rid, re, re0, q, e, q2, e2, max_sw_mat,
                              qseq0[qb + qe:qb + qe0], tseq[:re0 - re], mat, bw, end_bonus, zdrop, KSW_EZ_EXTZ_ONLY)
