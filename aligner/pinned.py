@@ -75,20 +75,9 @@ def upload_large(a, chunk: int = 16 << 20):
     if n <= PINNED_MIN:
         d.set(a)
         return d
-    src = a.reshape(-1).view(np.uint8)
-    dst = d.reshape(-1).view(cp.uint8)
-    st = cp.cuda.Stream(non_blocking=True)
     bufs = [empty_pinned(min(chunk, n), np.uint8) for _ in range(2)]
-    done = [None, None]
-    for k, o in enumerate(range(0, n, chunk)):
-        m = min(chunk, n - o)
-        b = k & 1
-        if done[b] is not None:
-            done[b].synchronize()  # the buffer's previous piece has left it
-        np.copyto(bufs[b][:m], src[o:o + m])
-        dst[o:o + m].set(bufs[b][:m], stream=st)
-        done[b] = st.record()
-    st.synchronize()
+    with cp.cuda.Stream(non_blocking=True):
+        _through_stages(a.reshape(-1).view(np.uint8), d.data.ptr, n, False, bufs, chunk)
     return d
 
 
@@ -122,21 +111,24 @@ def stage_warm(n: int) -> None:
         _stage_give(pair)
 
 
-def _through_stages(host: np.ndarray, dptr: int, n: int, down: bool) -> None:
+def _through_stages(host: np.ndarray, dptr: int, n: int, down: bool, bufs: list | None = None,
+                    chunk: int = 0) -> None:
     """Copy n bytes between the uint8 host array `host` and the device address dptr (down: device to host) in
-    STAGE_BYTES chunks through a pair of staging buffers, on the current stream, and wait for the end. Down, each
-    chunk's copy out of one buffer overlaps the next chunk's transfer into the other; up, each chunk's copy into
-    one buffer overlaps the previous chunk's transfer out of the other."""
+    chunks through a pair of pinned buffers, on the current stream, and wait for the end. Down, each chunk's copy
+    out of one buffer overlaps the next chunk's transfer into the other; up, each chunk's copy into one buffer
+    overlaps the previous chunk's transfer out of the other. The buffers: `bufs` with `chunk`-byte chunks (at most
+    their size), else a pair of staging buffers taken and given back, with STAGE_BYTES chunks."""
     import cupy as cp
 
     rt = cp.cuda.runtime
     st = cp.cuda.get_current_stream()
-    pair = _stage_take()
+    pair = bufs if bufs is not None else _stage_take()
+    step = chunk if bufs is not None else STAGE_BYTES
     pend = None         # down: (buffer, offset, bytes, event) of the chunk to copy out next
     done = [None, None]  # up: each buffer's last transfer
     try:
-        for k, o in enumerate(range(0, n, STAGE_BYTES)):
-            m = min(STAGE_BYTES, n - o)
+        for k, o in enumerate(range(0, n, step)):
+            m = min(step, n - o)
             b = pair[k & 1]
             if down:  # the buffer's previous chunk (k - 2) was copied out in the last step
                 rt.memcpyAsync(b.ctypes.data, dptr + o, m, rt.memcpyDeviceToHost, st.ptr)
@@ -156,7 +148,8 @@ def _through_stages(host: np.ndarray, dptr: int, n: int, down: bool) -> None:
             np.copyto(host[pend[1]:pend[1] + pend[2]], pend[0][:pend[2]])
     finally:
         st.synchronize()  # (after an error too: no copy may still be using the pair)
-        _stage_give(pair)
+        if bufs is None:
+            _stage_give(pair)
 
 
 def fetch(x) -> np.ndarray:

@@ -88,6 +88,12 @@ def _staging_cupy(log: list):
         def __init__(self, **kw):
             pass
 
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            pass
+
     def memcpy(dst, src, n, kind, stream):
         log.append(("copy", kind, n))
         ctypes.memmove(dst, src, n)
@@ -125,6 +131,11 @@ def test_staged_transfers(monkeypatch):
     monkeypatch.setattr(pinned, "STAGE_BYTES", 1 << 17)  # a new size: the old pairs are dropped, one new pair made
     assert np.array_equal(pinned.put(np.arange(50000)).a, np.arange(50000))
     assert [e for e in log if e[0] == "pinned"] == [("pinned", 1 << 17)] * 2 and len(pinned._STAGES) == 1
+    log.clear()
+    big = np.arange(70000, dtype=np.int32)  # upload_large: its own two buffers of `chunk` bytes, not the pairs
+    assert np.array_equal(pinned.upload_large(big, chunk=1 << 16).a, big)
+    assert [e for e in log if e[0] == "pinned"] == [("pinned", 1 << 16)] * 2 and len(pinned._STAGES) == 1
+    assert [e[2] for e in log if e[0] == "copy"] == [1 << 16] * 4 + [280000 - 4 * (1 << 16)]
     log.clear()
     small = pinned.fetch(_DevArray(np.arange(5)))  # below PINNED_MIN: the plain copy
     assert np.array_equal(small, np.arange(5)) and not [e for e in log if e[0] == "copy"]
