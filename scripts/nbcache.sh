@@ -19,6 +19,10 @@ nbcache_in() {
     ls "$NBCACHE_DIR"/nbcache.tgz* >/dev/null 2>&1 || return 0
     local tgz=/tmp/nbcache_in.tgz n=0 mt f
     cat "$NBCACHE_DIR"/nbcache.tgz* > $tgz   # one tar, or its parts in order
+    # every other source gets a new mtime: a stale file whose mtime is still the one the cache was written
+    # under (unchanged here since that call, but importing a changed numba file) must miss numba's index
+    local now; now=$(date +%s)
+    find aligner index -name '*.py' -exec touch -d "@$now" {} +
     while read -r mt f; do
         touch -d "@$mt" "$f" && n=$((n + 1))
     done < <(python3 scripts/nbcache_keep.py "$NBCACHE_DIR"/stamps.txt)
@@ -42,10 +46,19 @@ nbcache_out() {
 # compiled numpy's sources again, 0.20-0.25 s of its start-up (`import numpy`: ~250 ms, ~50 ms with bytecode),
 # and g3align's own modules, which the calls run from the checkout. compileall writes bytecode whatever
 # PYTHONDONTWRITEBYTECODE says. After nbcache_in: bytecode is keyed by its source's mtime, which that restores.
+# The rest of what map imports had none either (py-spy, session 27: ~0.09 s of a chr20 run's GIL in
+# _compile_bytecode, over the standard library, numba, CuPy, click and yaml): compiled too, as an installation
+# (pip, Debian's python3) leaves it.
 bytecode_in() {
     [ "${BYTECODE:-1}" = 1 ] || return 0
-    local np t=$SECONDS
-    np=$(python3 -c 'import os, numpy; print(os.path.dirname(numpy.__file__))' 2>/dev/null) || return 0
-    python3 -m compileall -q -j 0 "$np" aligner index kernels /tmp/pkg/g3align >/dev/null 2>&1
-    echo "bytecode: numpy and g3align compiled ($((SECONDS - t)) s)"
+    local dirs t=$SECONDS
+    dirs=$(python3 -c 'import os
+for m in ("os", "numpy", "numba", "llvmlite", "cupy", "cupy_backends", "click", "yaml", "fastrlock"):
+    try:
+        print(os.path.dirname(__import__(m).__file__))
+    except Exception:
+        pass' 2>/dev/null) || return 0
+    python3 -m compileall -q -j 0 -x '/(tests?|idle_test|idlelib|tkinter|turtledemo)/' $dirs aligner index kernels \
+        /tmp/pkg/g3align >/dev/null 2>&1
+    echo "bytecode: the standard library, numpy, numba, CuPy and g3align compiled ($((SECONDS - t)) s)"
 }
