@@ -16,6 +16,10 @@ backwards.
 """
 from __future__ import annotations
 
+import threading
+import time
+from contextlib import contextmanager
+
 import numpy as np
 
 from . import ksw2_gpu as KG
@@ -55,6 +59,57 @@ def keys_to_jobs(K: np.ndarray, key_read: np.ndarray, seq_off: np.ndarray, ref_o
 
 # the GPU's CIGARs copied back packed (ksw2_gpu.extd2_batch_gpu compact=True); False: the whole CIGAR buffer (A/B)
 COMPACT_CIGARS = True
+# parts whose ksw2 batches run on the GPU at once (run_jobs on the GPU, the whole call: the uploads, the launches,
+# the wait for them and the copies back; let in in arrival order; 0: no limit). Launched side by side on their
+# parts' streams, the batches queue behind each other's launches (and each part's small CIGAR-packing kernel behind
+# all of them), so every part of a wave got its results at the end of the wave's last launch; one at a time, the
+# first part's batch ends after its own share, and its replay and its worker's next part overlap the later
+# batches. chr20 pbsim CLR on the H100 (docs/BENCHMARKS.md, map step 22): the mapping phase 1.90 s against 2.05 s
+# (medians of 4 interleaved runs); gating only the launches (the host work outside the gate) was no better than
+# no gate.
+KSW2_AT_ONCE = 1
+
+
+class FifoGate:
+    """A context manager that lets at most `width` threads in at once, in the order they arrive."""
+
+    def __init__(self, width: int):
+        self.width = width
+        self._cv = threading.Condition()
+        self._issued = 0    # tickets handed out
+        self._released = 0  # holders gone out
+
+    def __enter__(self):
+        with self._cv:
+            ticket = self._issued
+            self._issued += 1
+            self._cv.wait_for(lambda: ticket < self._released + self.width)
+        return self
+
+    def __exit__(self, *exc):
+        with self._cv:
+            self._released += 1
+            self._cv.notify_all()
+
+
+_GATES: dict[tuple[str, int], FifoGate] = {}
+_GATES_LOCK = threading.Lock()
+
+
+@contextmanager
+def gated(name: str, width: int):
+    """The process's gate `name` of that width (shared by every aligner: there is one GPU) held for the with
+    block; the wait is a trace event '<name>: waiting'. width <= 0: no gate."""
+    if width <= 0:
+        yield
+        return
+    with _GATES_LOCK:
+        gate = _GATES.setdefault((name, width), FifoGate(width))
+    t0 = time.perf_counter()
+    with gate:
+        from g3align.aligner import trace_event
+        trace_event(f"{name}: waiting", t0, time.perf_counter())
+        yield
 
 
 def run_jobs(seq, ref_seq, jobs, P, device: str = "cpu", stats: dict | None = None, defines: dict | None = None,
@@ -62,10 +117,11 @@ def run_jobs(seq, ref_seq, jobs, P, device: str = "cpu", stats: dict | None = No
     """(ez, cig, cig_off, n_cig) of every job: kernels/ksw2.cu (device "gpu"; seq / ref_seq may be on the
     GPU already; defines: a compile-time variant of the kernel) or the CPU twin. stats: gets 'jobs' added (and
     the kernel's counts on the GPU). scratch_bytes: the GPU scratch of one launch (jobs beyond it go to the
-    next launch)."""
+    next launch). On the GPU, KSW2_AT_ONCE calls at a time."""
     if device == "gpu":
-        return KG.extd2_batch_gpu(seq, ref_seq, jobs, P, stats=stats, defines=defines, scratch_bytes=scratch_bytes,
-                                  compact=COMPACT_CIGARS)
+        with gated("ksw2", KSW2_AT_ONCE):
+            return KG.extd2_batch_gpu(seq, ref_seq, jobs, P, stats=stats, defines=defines,
+                                      scratch_bytes=scratch_bytes, compact=COMPACT_CIGARS)
     if stats is not None:
         stats["jobs"] = stats.get("jobs", 0) + int(jobs.shape[0])
     return KG.extd2_batch_cpu(seq, ref_seq, jobs, P)

@@ -17,7 +17,8 @@
 # Modes: cpu (--device cpu), gpu (--device gpu --cpu-align: sketch, seeds, chaining scores on the GPU, base
 # alignment on CPU threads), gpu-align (--device gpu, whose default is the base alignment on the GPU too). DEVS default "cpu gpu gpu-align",
 # PB_MODES default "gpu gpu-align cpu"; MODE@NAME=VALUE,... runs MODE with G3ALIGN_TUNE=NAME=VALUE,... (e.g.
-# gpu-align@MAP_DEPTH=1); MODE@env:NAME=VALUE,... sets environment variables instead. PB_REF: another reference for step 4 (default chr20).
+# gpu-align@MAP_DEPTH=1); MODE@env:NAME=VALUE,... sets environment variables instead (G3ALIGN_TUNE=A=1+B=2 among them
+# applies too, '+' standing for ',': knobs with G3ALIGN_KTIME=1 say). PB_REF: another reference for step 4 (default chr20).
 # NBCACHE=1: numba's cache carried between calls (.devcache/map/, see below); PYSPY=N: the N-th chr20 run under py-spy
 # (PYSPY_FLAGS, PYSPY_RATE); IMPORTTIME=1: `python -X importtime` of map's modules and CuPy (importtime.txt);
 # TRACE=1: each chr20 run's G3ALIGN_TRACE timeline (trace.N.json in logs.tgz)
@@ -58,17 +59,20 @@ if [ "${WARM:-1}" = 1 ]; then   # compile every mode's kernels at once (one proc
     # full-size parts, which a first big run otherwise does)
     # (not carried: the shipped lambda pbsim reads, which compile the same code but not CuPy's kernels for
     # full-size parts; the first big run then does that, 20-70 s on a fresh box)
+    # WARM_PB=1 (with PBSIM=1): the chr20 pbsim reads and index made first, then WARM_READS lines of those reads
+    # (the E. coli PacBio set need not be carried then)
     WSRC=$D/ecoli_K12_pacbio_RSII_first3000.fastq.gz; WREF=$REF
     [ -e $WSRC ] || { WSRC=data/lambda_pbsim.fq.gz; WREF=data/lambda.fa.gz; }
-    zcat $WSRC | head -n ${WARM_READS:-800} > $W/warm.fq
+    if [ "${WARM_PB:-0}" = 1 ] && [ "${PBSIM:-0}" = 1 ]; then pbsim_and_index; WSRC=$R; WREF=$W/g3; fi
+    zcat -f $WSRC | head -n ${WARM_READS:-800} > $W/warm.fq
     warm() { s=$( { time g3 map -t $NT $(mode_opts $1) -ax map-pb $WREF $W/warm.fq > /dev/null 2> $W/warm.$1.log; } 2>&1 )
              log "warm-up $2$1: $s s ($(grep -c 'E::' $W/warm.$1.log) error lines)"; }
     if [ "${WARM_SERIAL:-0}" = 1 ]; then  # one mode after another (no cache races; slower)
-        [ "${PBSIM:-0}" = 1 ] && pbsim_and_index
+        [ "${PBSIM:-0}" = 1 ] && [ "${WARM_PB:-0}" != 1 ] && pbsim_and_index
         for m in ${DEVS:-cpu gpu gpu-align}; do warm $m; done
     else
         for m in ${DEVS:-cpu gpu gpu-align}; do warm $m & done
-        [ "${PBSIM:-0}" = 1 ] && pbsim_and_index &
+        [ "${PBSIM:-0}" = 1 ] && [ "${WARM_PB:-0}" != 1 ] && pbsim_and_index &
         wait
     fi
     # again one after another: concurrent processes overwrite each other's numba cache index files, so a
@@ -107,13 +111,14 @@ timed() {
     [[ $m == *@* ]] && tune=${m#*@}   # MODE@NAME=VALUE,...: G3ALIGN_TUNE for this run
     if [[ $tune == env:* ]]; then     # MODE@env:NAME=VALUE,...: environment variables for this run instead
         IFS=, read -r -a envs <<< "${tune#env:}"; tune=""
+        envs=("${envs[@]//+/,}")   # '+' in a value stands for ',' (G3ALIGN_TUNE=A=1+B=2)
     fi
     local spy=""   # PYSPY=N: the N-th chr20 run sampled by py-spy (PYSPY_FLAGS, default every thread, Python and
     # native frames; "--threads --gil": only the thread holding the GIL, i.e. where the GIL's time goes)
     [ "${PYSPY:-0}" != 0 ] && [ "$7" = chr20 ] && [ "$i" = "$PYSPY" ] && spy="py-spy record -r ${PYSPY_RATE:-200} ${PYSPY_FLAGS:---threads --native} -f raw -o $OUT/pyspy.txt --"
     local tr=""    # TRACE=1: the chr20 runs' stage timelines (G3ALIGN_TRACE JSON, in logs.tgz)
     [ "${TRACE:-0}" = 1 ] && [ "$7" = chr20 ] && tr=$W/trace.$i.json
-    s=$( { TIMEFORMAT='%R s (CPU user %U s, sys %S s)'; time env "${envs[@]}" G3ALIGN_TRACE=$tr NUMBA_DEBUG_CACHE=${CACHE_DEBUG:-0} G3ALIGN_TUNE=$tune G3ALIGN_STAGES=1 timeout ${CMD_TIMEOUT:-150} $spy python3 -m g3align.aligner.cli map -t $NT \
+    s=$( { TIMEFORMAT='%R s (CPU user %U s, sys %S s)'; time env G3ALIGN_TUNE=$tune "${envs[@]}" G3ALIGN_TRACE=$tr NUMBA_DEBUG_CACHE=${CACHE_DEBUG:-0} G3ALIGN_STAGES=1 timeout ${CMD_TIMEOUT:-150} $spy python3 -m g3align.aligner.cli map -t $NT \
         $(mode_opts $m) -ax $x -o $sam $ref $reads > $lg.stdout 2> $lg; } 2>&1 )   # -o: py-spy's own lines stay out of the SAM
     log "$7 g3align $m: $s; $(grep -h 'stage' $lg | tail -1)"
     if [ "${CACHE_DEBUG:-0}" = 1 ]; then   # numba functions compiled (not loaded from the cache) in this run

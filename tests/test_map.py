@@ -37,9 +37,10 @@ def test_output_independent_of_threads_and_batch(tmp_path):
 
 
 def test_stage_times_line(tmp_path):
-    """G3ALIGN_STAGES=1: one stderr line with the wall time of every stage, start-up to output; SAM unchanged."""
-    plain = g3map(["-t2", "-ax", "map-pb", REF, READS])
-    r = g3map(["-t2", "-ax", "map-pb", REF, READS], env=dict(os.environ, G3ALIGN_STAGES="1"))
+    """G3ALIGN_STAGES=1: one stderr line with the wall time of every stage, start-up to output; SAM unchanged (the CPU
+    path's stages, also on a GPU box)."""
+    plain = g3map(["-t2", "--device", "cpu", "-ax", "map-pb", REF, READS])
+    r = g3map(["-t2", "--device", "cpu", "-ax", "map-pb", REF, READS], env=dict(os.environ, G3ALIGN_STAGES="1"))
     assert r.returncode == 0, r.stderr.decode()
     assert r.stdout == plain.stdout
     line = [ln for ln in r.stderr.decode().splitlines() if ln.startswith("[M::stages]")]
@@ -53,9 +54,9 @@ def test_trace_file(tmp_path):
     """G3ALIGN_TRACE=FILE: JSON [stage, thread, t0, t1] of the start-up steps, the reader's items and every stage lap
     of every part thread (as mem writes it; scripts/gpu_cli_profile.py reads that shape); SAM unchanged."""
     import json
-    plain = g3map(["-t2", "-ax", "map-pb", REF, READS])
+    plain = g3map(["-t2", "--device", "cpu", "-ax", "map-pb", REF, READS])
     tr = tmp_path / "trace.json"
-    r = g3map(["-t2", "-ax", "map-pb", REF, READS], env=dict(os.environ, G3ALIGN_TRACE=str(tr)))
+    r = g3map(["-t2", "--device", "cpu", "-ax", "map-pb", REF, READS], env=dict(os.environ, G3ALIGN_TRACE=str(tr)))
     assert r.returncode == 0, r.stderr.decode()
     assert r.stdout == plain.stdout
     ev = json.loads(tr.read_text())
@@ -285,17 +286,60 @@ def test_part_pipeline_does_not_change_the_output(device, monkeypatch):
     ref_out = b"".join(MP.MapAligner(idx, opt, device="cpu").map_batch(bt, 1)
                        for bt in read_batches(str(READS), chunk_size=1 << 30, trim_readno=False))
     assert ref_out.count(b"\n") >= 52
-    for depth, queued, part_bases, chunk in ((1, 4, 1 << 30, 1 << 30), (3, 4, 3_000, 1 << 30), (2, 0, 5_000, 12_000),
-                                             (4, 4, 1, 1 << 30), (2, 1, 2_000, 1 << 30)):
+    from g3align.aligner import mmext
+    for depth, queued, part_bases, chunk, at_once in ((1, 4, 1 << 30, 1 << 30, 0), (3, 4, 3_000, 1 << 30, 2),
+                                                      (2, 0, 5_000, 12_000, 0), (4, 4, 1, 1 << 30, 1),
+                                                      (2, 1, 2_000, 1 << 30, 0)):
+        monkeypatch.setattr(mmext, "KSW2_AT_ONCE", at_once)  # (the GPU's ksw2 batches 1, 2 or any number at once)
         monkeypatch.setattr(MP, "MAP_DEPTH", depth)
         monkeypatch.setattr(MP, "MAP_QUEUED", queued)
         al = MP.MapAligner(idx, opt, device=device, batch_seed=True, batch_align=True)
         sink = _Sink()
         n, _ = MP.run_map(al, read_batch_parts(str(READS), chunk_size=chunk, part_bases=part_bases, block_size=4096,
                                                trim_readno=False), sink, verbose=0)
-        assert n == 52 and b"".join(sink.chunks) == ref_out, (depth, queued, part_bases, chunk)
+        assert n == 52 and b"".join(sink.chunks) == ref_out, (depth, queued, part_bases, chunk, at_once)
         if part_bases < 10_000:
             assert len(sink.chunks) > 3  # really cut into parts
+
+
+def _fifo_gate_run(width: int):
+    """Six threads through a FifoGate(width), each taking its ticket before the next starts: (how many had gone
+    out when each got in, the most inside at once)."""
+    import threading
+    import time
+
+    from g3align.aligner.mmext import FifoGate
+    gate, lock = FifoGate(width), threading.Lock()
+    inside, most, gone, gone_at_entry = [0], [0], [0], {}
+
+    def holder(i):
+        with gate:
+            with lock:
+                gone_at_entry[i] = gone[0]
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            time.sleep(0.05)
+            with lock:
+                inside[0] -= 1
+                gone[0] += 1
+
+    threads = []
+    for i in range(6):
+        threads.append(threading.Thread(target=holder, args=(i,)))
+        threads[-1].start()
+        while gate._issued <= i:  # holder i has taken its ticket before i + 1 starts
+            time.sleep(0.001)
+    for th in threads:
+        th.join()
+    return gone_at_entry, most[0]
+
+
+def test_fifo_gate_admits_in_arrival_order():
+    """mmext.FifoGate (KSW2_AT_ONCE): never more than `width` holders, let in in the order they arrived: holder i
+    gets in only once all but width - 1 of those before it have gone out."""
+    for width in (1, 2):
+        gone_at_entry, most = _fifo_gate_run(width)
+        assert all(gone_at_entry[i] >= i - width + 1 for i in range(6)) and most == width, gone_at_entry
 
 
 def test_map_tune_cli():
@@ -303,6 +347,7 @@ def test_map_tune_cli():
     unknown name is a one-line error."""
     outs = set()
     for tune in ("MAP_DEPTH=1", "MAP_PART_BASES=2000,MAP_DEPTH=4", "MAP_PART_BASES=2000,MAP_QUEUED=0",
+                 "MAP_PART_BASES=3000,KSW2_AT_ONCE=0", "MAP_PART_BASES=3000,KSW2_AT_ONCE=2",
                  "MAP_EARLY_READER=0",
                  "MAP_KSW2_DEFINES=KSW2_SCALAR=1:KSW2_MIN_BLOCKS=6"):
         r = g3map(["-ax", "map-pb", "-t", "2", REF, READS], env={**os.environ, "G3ALIGN_TUNE": tune})
