@@ -4,21 +4,27 @@ import hashlib
 from conftest import load_script
 
 
+def _tree(tmp_path, monkeypatch, src: dict) -> list:
+    """aligner/ and index/ sources written under tmp_path (the working directory now): their stamps lines, file k
+    with mtime 'k.5'."""
+    (tmp_path / "aligner").mkdir()
+    (tmp_path / "index").mkdir()
+    for p, text in src.items():
+        (tmp_path / p).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    return [(hashlib.sha1(t.encode()).hexdigest(), str(len(t)), f"{k}.5", p) for k, (p, t) in enumerate(src.items())]
+
+
 def test_nbcache_keep_drops_importers_of_changed_files(tmp_path, monkeypatch):
     """scripts/nbcache_keep.py (the GPU-box numba cache): an unchanged file keeps its old mtime only if nothing it
     imports, directly or through other g3align modules, changed; new and changed files never do."""
     mod = load_script("nbcache_keep")
-    (tmp_path / "aligner").mkdir()
-    (tmp_path / "index").mkdir()
     src = {"aligner/samout.py": "import numba\nX = 1\n",
            "aligner/pair.py": "from g3align.aligner.samout import X\n",
            "aligner/pipeline.py": "def f():\n    from g3align.aligner import pair\n",
            "aligner/reads.py": "import numpy\n",
            "index/fm.py": "import g3align.aligner.reads\n"}
-    for p, text in src.items():
-        (tmp_path / p).write_text(text)
-    stamps = [(hashlib.sha1(t.encode()).hexdigest(), str(len(t)), f"{k}.5", p) for k, (p, t) in enumerate(src.items())]
-    monkeypatch.chdir(tmp_path)
+    stamps = _tree(tmp_path, monkeypatch, src)
     assert sorted(f for _, f in mod.keep(stamps)) == sorted(src)  # nothing changed: every stamp back
     (tmp_path / "aligner/samout.py").write_text("import numba\nX = 2\n")
     (tmp_path / "aligner/new.py").write_text("Y = 1\n")
@@ -30,15 +36,10 @@ def test_nbcache_keep_changed_file_without_numba_stales_only_itself(tmp_path, mo
     """A changed file that imports no numba holds no jitted code, so its importers keep their cache; a changed numba
     file still stales everything that reaches it through imports, files without numba on the way included."""
     mod = load_script("nbcache_keep")
-    (tmp_path / "aligner").mkdir()
-    (tmp_path / "index").mkdir()
     src = {"aligner/ksw2.py": "import numba as nb\n",
            "aligner/mmext.py": "def f():\n    from g3align.aligner import ksw2\n",
            "aligner/mmpipeline.py": "from numba import njit\nfrom g3align.aligner import mmext\n"}
-    for p, text in src.items():
-        (tmp_path / p).write_text(text)
-    stamps = [(hashlib.sha1(t.encode()).hexdigest(), str(len(t)), f"{k}.5", p) for k, (p, t) in enumerate(src.items())]
-    monkeypatch.chdir(tmp_path)
+    stamps = _tree(tmp_path, monkeypatch, src)
     (tmp_path / "aligner/mmext.py").write_text("GATE = 1\ndef f():\n    from g3align.aligner import ksw2\n")
     assert dict((f, mt) for mt, f in mod.keep(stamps)) == {"aligner/ksw2.py": "0.5", "aligner/mmpipeline.py": "2.5"}
     (tmp_path / "aligner/ksw2.py").write_text("import numba as nb\nX = 1\n")
