@@ -16,6 +16,8 @@ per job (``cig_off``: q_len + t_len + 2 words each, ``n_cig``: the words used).
 """
 from __future__ import annotations
 
+import contextlib
+
 import numba as nb
 import numpy as np
 
@@ -137,18 +139,52 @@ def extd2_batch_cpu(Q, T, jobs, P):
 # ----------------------------------------------------------------------------------------------- GPU
 def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_bytes: int = SCRATCH_BYTES,
                     to_host: bool = True, stats: dict | None = None, defines: dict | None = None,
-                    compact: bool = False):
+                    compact: bool = False, gate=None, gate_from: str = "prep"):
     """kernels/ksw2.cu over the jobs (the largest first): (ez, cig, cig_off, n_cig), the same arrays as
     extd2_batch_cpu. Q and T may already be on the GPU. Jobs run in launches whose scratch fits
     scratch_bytes (a job larger than that runs alone). stats: gets 'launches', 'jobs' and 'cells' (DP cells
     the kernel computed, recomputation of the traceback included) added. defines: compile-time constants of
     kernels/ksw2.cu for benchmark variants (e.g. {"KSW2_MIN_BLOCKS": 6}). compact (with to_host): the CIGARs
-    come back packed (ksw_cig_compact), cig_off then being their offsets in the packed array (job k's CIGAR is
-    cig[cig_off[k]:cig_off[k] + n_cig[k]] either way), copied back through pinned staging buffers (pinned.fetch):
-    a chr20 map-pb part copies ~15 MB instead of the ~170 MB the kernel reserves for the longest CIGARs."""
+    come back packed in job order (ksw_cig_offsets, ksw_cig_compact, queued right behind the launches), cig_off
+    then being their CSR offsets in the packed array, copied back through pinned staging buffers (pinned.fetch): a
+    chr20 map-pb part copies ~15 MB instead of the ~170 MB the kernel reserves for the longest CIGARs.
+    gate: a context manager held from the step gate_from ("prep": the job geometry on; "inputs": the uploads on;
+    "launch": the launches on) to the return (aligner/mmext.py's one-batch-at-a-time gate)."""
+    if gate_from not in ("prep", "inputs", "launch"):
+        raise ValueError(f"extd2_batch_gpu: gate_from {gate_from!r} is not prep, inputs or launch")
+    with contextlib.ExitStack() as held:
+        def step(name):
+            if gate is not None and name == gate_from:
+                held.enter_context(gate)
+        return _extd2_gpu(Q, T, jobs, P, grid, block, scratch_bytes, to_host, stats, defines, compact, step)
+
+
+def launch_plan(size: np.ndarray, order: np.ndarray, scratch_bytes: int) -> tuple[list, np.ndarray]:
+    """The launches of a batch: consecutive runs [start, end) of the size order whose scratch sums stay within
+    scratch_bytes (at least one job each), with each launch's scratch bytes, and every job's offset in its
+    launch's scratch."""
+    n = order.shape[0]
+    s_ord = size[order]
+    offs = np.zeros(n, np.int64)
+    runs = []
+    start = 0
+    while start < n:
+        csum = np.cumsum(s_ord[start:])
+        end = start + max(1, int(np.searchsorted(csum, scratch_bytes, side="right")))
+        offs[order[start + 1:end]] = csum[:end - start - 1]
+        runs.append((start, end, int(csum[end - start - 1])))
+        start = end
+    return runs, offs
+
+
+def _extd2_gpu(Q, T, jobs, P, grid, block, scratch_bytes, to_host, stats, defines, compact, step):
+    """extd2_batch_gpu's body; step(name) is called as each of its steps begins (prep, inputs, launch)."""
     import cupy as cp
+    from g3align.aligner import trace_mark
     from g3align.kernels.loader import get_module
 
+    step("prep")
+    trace_mark(None)
     n = int(jobs.shape[0])
     cig_off = cig_offsets(jobs)
     if n == 0:
@@ -157,8 +193,16 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
         raise ValueError("ksw2 GPU jobs with KSW_EZ_GENERIC_SC")
     size, cp_w = job_geometry(jobs, grid)
     order = np.argsort(-(jobs[:, J_Q_LEN] * jobs[:, J_T_LEN]), kind="stable").astype(np.int64)
+    runs, offs = launch_plan(size, order, scratch_bytes)
+    geo = np.empty((n, 3), np.int64)
+    geo[:, 0] = offs
+    geo[:, 1:] = cp_w
     mod = get_module("ksw2", defines)
     kern = mod.get_function("ksw_extd2_warp")
+    pack = compact and to_host
+    trace_mark("ksw2: geometry, size order")
+    step("inputs")
+    trace_mark(None)  # (the gate's wait is its own event)
     if isinstance(Q, np.ndarray) and Q.dtype == np.uint8 and Q.flags.c_contiguous:  # through pinned memory
         from g3align.aligner.pinned import put
         Qd = put(Q)
@@ -167,49 +211,45 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
     Td = cp.asarray(T, dtype=cp.uint8)
     jd = cp.asarray(np.ascontiguousarray(jobs, np.int64))
     Pd = cp.asarray(np.ascontiguousarray(P, np.int32))
+    gd = cp.asarray(geo)
+    od = cp.asarray(order)
     ez = cp.empty((n, EZ_N), cp.int64)
     cig = cp.empty(int(cig_off[-1]), cp.uint32)
     n_cig = cp.empty(n, cp.int64)
     cod = cp.asarray(cig_off)
     err = cp.zeros(1, cp.int32)
     cells = cp.zeros(n, cp.int64) if stats is not None else np.uint64(0)  # 0: the kernel counts nothing
-    geo = np.zeros((n, 3), np.int64)
-    geo[:, 1:] = cp_w
-    # launches: consecutive runs of the size order whose scratch sums stay within the budget
-    s_ord = size[order]
-    start = 0
-    n_launch = 0
-    while start < n:
-        csum = np.cumsum(s_ord[start:])
-        end = start + max(1, int(np.searchsorted(csum, scratch_bytes, side="right")))
-        ids = order[start:end]
-        offs = np.zeros(end - start, np.int64)
-        np.cumsum(s_ord[start:end - 1], out=offs[1:])
-        geo[ids, 0] = offs
-        scratch = cp.empty(max(16, int(csum[end - start - 1])), cp.uint8)
-        gd = cp.asarray(geo)
-        od = cp.asarray(ids)
+    if pack:
+        out_off = cp.empty(n + 1, cp.int64)
+        packed = cp.empty(max(1, int(cig_off[-1])), cp.uint32)  # (the bound; only the first out_off[n] are copied)
+    trace_mark("ksw2: inputs")
+    step("launch")
+    trace_mark(None)
+    for start, end, nbytes in runs:
+        scratch = cp.empty(max(16, nbytes), cp.uint8)
         warps = end - start
         kern(((warps * 32 + block - 1) // block,), (block,),
-             (Qd, Td, jd, gd, od, np.int64(warps), Pd, np.int32(grid), scratch, ez, cig, cod, n_cig, err, cells))
+             (Qd, Td, jd, gd, od[start:end], np.int64(warps), Pd, np.int32(grid), scratch, ez, cig, cod, n_cig, err,
+              cells))
         del scratch
-        start = end
-        n_launch += 1
+    if pack:  # the packed CIGARs' offsets and the packing behind the launches: no round trip to the host between
+        mod.get_function("ksw_cig_offsets")((1,), (1024,), (n_cig, np.int64(n), out_off))
+        mod.get_function("ksw_cig_compact")(
+            ((n * 32 + block - 1) // block,), (block,), (cig, cod, n_cig, out_off, np.int64(n), packed))
+    trace_mark("ksw2: launches")
     if int(err.get()[0]):
         raise RuntimeError("ksw2 kernel: scratch geometry exceeded (a bug in job_geometry)")
     if stats is not None:
-        stats["launches"] = stats.get("launches", 0) + n_launch
+        stats["launches"] = stats.get("launches", 0) + len(runs)
         stats["jobs"] = stats.get("jobs", 0) + n
         stats["cells"] = stats.get("cells", 0) + int(cp.asnumpy(cells).sum())  # host sum: no CuPy reduction
+    trace_mark("ksw2: wait for the kernels")
     if not to_host:
         return ez, cig, cig_off, n_cig
-    if compact:
+    if pack:
         from g3align.aligner.pinned import fetch
-        n_cig_h = fetch(n_cig)
-        out_off = np.zeros(n + 1, np.int64)
-        np.cumsum(n_cig_h, out=out_off[1:])
-        packed = cp.empty(max(1, int(out_off[-1])), cp.uint32)
-        mod.get_function("ksw_cig_compact")(
-            ((n * 32 + block - 1) // block,), (block,), (cig, cod, n_cig, cp.asarray(out_off), np.int64(n), packed))
-        return fetch(ez), fetch(packed[:int(out_off[-1])]), out_off, n_cig_h
+        off_h = fetch(out_off)
+        res = fetch(ez), fetch(packed[:int(off_h[-1])]), off_h, np.diff(off_h)
+        trace_mark("ksw2: results to the host")
+        return res
     return cp.asnumpy(ez), cp.asnumpy(cig), cig_off, cp.asnumpy(n_cig)

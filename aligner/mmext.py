@@ -68,6 +68,12 @@ COMPACT_CIGARS = True
 # (medians of 4 interleaved runs); gating only the launches (the host work outside the gate) was no better than
 # no gate.
 KSW2_AT_ONCE = 1
+# where run_jobs's gate begins (ksw2_gpu.extd2_batch_gpu's steps): "prep" (the whole call: session 27), "inputs"
+# (after the job geometry and the size order) or "launch" (after the uploads too: only the launches, the wait for
+# them and the copies back are gated). It always ends at the return. chr20 pbsim CLR on the H100 (docs/BENCHMARKS.md,
+# map step 23), mapping phase medians of 3-4 interleaved runs: "launch" 2.11 / 1.79 / 1.79 s against "prep" 2.34 /
+# 1.93 / 2.06 s in three calls ("inputs" 2.14 s in the first)
+KSW2_GATE_FROM = "launch"
 
 
 class FifoGate:
@@ -119,9 +125,8 @@ def run_jobs(seq, ref_seq, jobs, P, device: str = "cpu", stats: dict | None = No
     the kernel's counts on the GPU). scratch_bytes: the GPU scratch of one launch (jobs beyond it go to the
     next launch). On the GPU, KSW2_AT_ONCE calls at a time."""
     if device == "gpu":
-        with gated("ksw2", KSW2_AT_ONCE):
-            return KG.extd2_batch_gpu(seq, ref_seq, jobs, P, stats=stats, defines=defines,
-                                      scratch_bytes=scratch_bytes, compact=COMPACT_CIGARS)
+        return KG.extd2_batch_gpu(seq, ref_seq, jobs, P, stats=stats, defines=defines, scratch_bytes=scratch_bytes,
+                                  compact=COMPACT_CIGARS, gate=gated("ksw2", KSW2_AT_ONCE), gate_from=KSW2_GATE_FROM)
     if stats is not None:
         stats["jobs"] = stats.get("jobs", 0) + int(jobs.shape[0])
     return KG.extd2_batch_cpu(seq, ref_seq, jobs, P)

@@ -998,6 +998,38 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
     }
 }
 
+// The packed CIGARs' offsets (ksw2_gpu.extd2_batch_gpu, compact=True): out_off[k] = n_cig[0] + ... + n_cig[k - 1]
+// for k <= n_job, in one block (a few 100k jobs a batch): each thread sums a run of jobs, the block scans the runs'
+// sums, then each thread writes its run's offsets. Launched behind the ksw2 launches, so the packing needs no
+// round trip to the host. GPU only (the host build's warp emulation has no block barrier); its twin is np.cumsum
+// (tests/test_ksw2_gpu.py).
+#ifdef G3_REAL_WARP
+#define KSW_SCAN_THREADS 1024
+extern "C" __global__ void __launch_bounds__(KSW_SCAN_THREADS) ksw_cig_offsets(const i64* __restrict__ n_cig,
+                                                                              i64 n_job, i64* __restrict__ out_off) {
+    __shared__ i64 run_sum[KSW_SCAN_THREADS];
+    const int t = threadIdx.x;
+    const i64 per = (n_job + KSW_SCAN_THREADS - 1) / KSW_SCAN_THREADS;
+    const i64 lo = min(n_job, (i64)t * per), hi = min(n_job, lo + per);
+    i64 s = 0;
+    for (i64 k = lo; k < hi; ++k) s += n_cig[k];
+    run_sum[t] = s;
+    __syncthreads();
+    for (int d = 1; d < KSW_SCAN_THREADS; d <<= 1) {  // inclusive scan of the runs' sums
+        const i64 v = t >= d ? run_sum[t - d] : 0;
+        __syncthreads();
+        run_sum[t] += v;
+        __syncthreads();
+    }
+    i64 acc = t > 0 ? run_sum[t - 1] : 0;
+    for (i64 k = lo; k < hi; ++k) {
+        out_off[k] = acc;
+        acc += n_cig[k];
+    }
+    if (t == KSW_SCAN_THREADS - 1) out_off[n_job] = run_sum[t];
+}
+#endif
+
 // The CIGARs moved together for the copy to the host (ksw2_gpu.extd2_batch_gpu, compact=True): job k's n_cig[k]
 // words from cig[cig_off[k]] to out[out_off[k]], one warp per job. The kernel leaves each job room for its longest
 // CIGAR (qlen + tlen + 2 words, ~3 KB a chr20 map-pb job), while it uses ~1/10 of that.

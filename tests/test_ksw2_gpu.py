@@ -325,13 +325,18 @@ def test_gpu_kernel_equals_twin(vector_cases, budget, defines):
 
 @pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
 @pytest.mark.parametrize("budget", [2 << 30, 1 << 16])
-def test_gpu_packed_cigars_equal_twin(vector_cases, budget):
+@pytest.mark.parametrize("gate_from", [None, "prep", "launch"])
+def test_gpu_packed_cigars_equal_twin(vector_cases, budget, gate_from):
     """compact=True (map's path): the CIGARs come back packed, in job order, with their offsets, and equal the
-    twin's, in one launch and in many."""
+    twin's, in one launch and in many; with a gate (map's KSW2_AT_ONCE) from two of the steps, released at the end."""
+    import threading
     rng = np.random.default_rng(22)
     cases = with_random_cases(vector_cases, rng, 200)
     batch = make_batch(cases, rng)
-    got = kg.extd2_batch_gpu(*batch, scratch_bytes=budget, compact=True)
+    lock = threading.Lock()
+    extra = {"gate": lock, "gate_from": gate_from} if gate_from else {}
+    got = kg.extd2_batch_gpu(*batch, scratch_bytes=budget, compact=True, **extra)
+    assert not lock.locked()
     ez, cig, cig_off, n_cig = got
     assert cig.shape[0] == int(n_cig.sum()) and np.array_equal(np.diff(cig_off), n_cig)
     check(got, want(cases), cases)
@@ -352,3 +357,42 @@ def test_default_builds_avoid_the_miscompiled_shape():
     src = CU.read_text()
     assert "#define KSW2_OPAQUE(v) asm" in src
     assert len(mod.candidates("ksw2", {"KSW2_NO_OPAQUE": 1})) >= 1  # (3 until session 25, 2 since: both H loops)
+
+
+@pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
+@pytest.mark.parametrize("n", [1, 5, 1023, 1024, 1025, 4097, 300_001])
+def test_gpu_cig_offsets_equal_cumsum(n):
+    """ksw_cig_offsets (the packed CIGARs' offsets, computed behind the launches) == its twin np.cumsum, for job
+    counts below, at and above one run per thread of its block."""
+    import cupy as cp
+    from g3align.kernels.loader import get_module
+    n_cig = np.random.default_rng(n).integers(0, 3000, n).astype(np.int64)
+    out = cp.full(n + 1, -1, cp.int64)
+    get_module("ksw2").get_function("ksw_cig_offsets")((1,), (1024,), (cp.asarray(n_cig), np.int64(n), out))
+    want = np.zeros(n + 1, np.int64)
+    np.cumsum(n_cig, out=want[1:])
+    assert np.array_equal(cp.asnumpy(out), want)
+
+
+def test_gate_from_must_be_a_step():
+    """extd2_batch_gpu's gate_from names one of its steps; anything else is an error before any GPU work."""
+    with pytest.raises(ValueError, match="gate_from"):
+        kg.extd2_batch_gpu(np.zeros(4, np.uint8), np.zeros(4, np.uint8), np.zeros((0, kg.J_NF), np.int64),
+                           np.zeros((1, kg.P_NF), np.int32), gate_from="wait")
+
+
+def test_launch_plan_runs_and_offsets():
+    """launch_plan: consecutive runs of the size order, each within the budget unless one job alone exceeds it,
+    every job's offset the scratch of the jobs before it in its run."""
+    rng = np.random.default_rng(5)
+    size = rng.integers(16, 5000, 300).astype(np.int64) // 16 * 16
+    size[7] = 50_000  # larger than the budget: alone in its launch
+    order = np.argsort(-size, kind="stable").astype(np.int64)
+    runs, offs = kg.launch_plan(size, order, 20_000)
+    assert runs[0][:2] == (0, 1) and [r[1] for r in runs[:-1]] == [r[0] for r in runs[1:]] and runs[-1][1] == 300
+    for start, end, nbytes in runs:
+        ids = order[start:end]
+        assert nbytes == int(size[ids].sum()) and (nbytes <= 20_000 or end - start == 1)
+        assert np.array_equal(offs[ids], np.concatenate([[0], np.cumsum(size[ids])[:-1]]))
+        if end < 300:  # the next job would not have fitted
+            assert nbytes + int(size[order[end]]) > 20_000

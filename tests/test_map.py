@@ -287,17 +287,20 @@ def test_part_pipeline_does_not_change_the_output(device, monkeypatch):
                        for bt in read_batches(str(READS), chunk_size=1 << 30, trim_readno=False))
     assert ref_out.count(b"\n") >= 52
     from g3align.aligner import mmext
-    for depth, queued, part_bases, chunk, at_once in ((1, 4, 1 << 30, 1 << 30, 0), (3, 4, 3_000, 1 << 30, 2),
-                                                      (2, 0, 5_000, 12_000, 0), (4, 4, 1, 1 << 30, 1),
-                                                      (2, 1, 2_000, 1 << 30, 0)):
-        monkeypatch.setattr(mmext, "KSW2_AT_ONCE", at_once)  # (the GPU's ksw2 batches 1, 2 or any number at once)
+    # at_once: the GPU's ksw2 batches 1, 2 or any number at once, each from the step gate_from on
+    for depth, queued, part_bases, chunk, at_once, gate_from in (
+            (1, 4, 1 << 30, 1 << 30, 0, "launch"), (3, 4, 3_000, 1 << 30, 2, "launch"),
+            (2, 0, 5_000, 12_000, 0, "prep"), (4, 4, 1, 1 << 30, 1, "launch"), (2, 1, 2_000, 1 << 30, 0, "launch"),
+            (4, 4, 2_000, 1 << 30, 1, "prep"), (3, 4, 3_000, 12_000, 1, "inputs")):
+        monkeypatch.setattr(mmext, "KSW2_AT_ONCE", at_once)
+        monkeypatch.setattr(mmext, "KSW2_GATE_FROM", gate_from)
         monkeypatch.setattr(MP, "MAP_DEPTH", depth)
         monkeypatch.setattr(MP, "MAP_QUEUED", queued)
         al = MP.MapAligner(idx, opt, device=device, batch_seed=True, batch_align=True)
         sink = _Sink()
         n, _ = MP.run_map(al, read_batch_parts(str(READS), chunk_size=chunk, part_bases=part_bases, block_size=4096,
                                                trim_readno=False), sink, verbose=0)
-        assert n == 52 and b"".join(sink.chunks) == ref_out, (depth, queued, part_bases, chunk, at_once)
+        assert n == 52 and b"".join(sink.chunks) == ref_out, (depth, queued, part_bases, chunk, at_once, gate_from)
         if part_bases < 10_000:
             assert len(sink.chunks) > 3  # really cut into parts
 
@@ -348,7 +351,7 @@ def test_map_tune_cli():
     outs = set()
     for tune in ("MAP_DEPTH=1", "MAP_PART_BASES=2000,MAP_DEPTH=4", "MAP_PART_BASES=2000,MAP_QUEUED=0",
                  "MAP_PART_BASES=3000,KSW2_AT_ONCE=0", "MAP_PART_BASES=3000,KSW2_AT_ONCE=2",
-                 "MAP_EARLY_READER=0",
+                 "MAP_EARLY_READER=0", "MAP_PART_BASES=3000,KSW2_GATE_FROM=prep",
                  "MAP_KSW2_DEFINES=KSW2_SCALAR=1:KSW2_MIN_BLOCKS=6"):
         r = g3map(["-ax", "map-pb", "-t", "2", REF, READS], env={**os.environ, "G3ALIGN_TUNE": tune})
         assert r.returncode == 0, r.stderr.decode()
