@@ -89,9 +89,9 @@ def main() -> None:
     gil_probes(spin, flag, spin_ms, clock_hz)
 
 
-def gil_probes(spin, flag, spin_ms: float, clock_hz: int) -> None:
-    """Host calls that wait for a kernel on their own stream: does the waiting thread keep the GIL?"""
-    s = cp.cuda.Stream(non_blocking=True)
+def blocking_waits(s) -> list:
+    """Ways a thread waits on the host for the work of stream s: (name, call), each made with its own small device
+    arrays and pinned buffer (gil_probes, lock_probes)."""
     small = cp.zeros(1, cp.int32)
     mid = cp.zeros(1 << 20, cp.uint8)
     pinned = np.frombuffer(cp.cuda.alloc_pinned_memory(1 << 20), np.uint8, 1 << 20)
@@ -101,14 +101,20 @@ def gil_probes(spin, flag, spin_ms: float, clock_hz: int) -> None:
         rt.memcpyAsync(pinned.ctypes.data, mid.data.ptr, 1 << 20, rt.memcpyDeviceToHost, s.ptr)
         s.record().synchronize()
 
-    probes = [
-        ("ndarray.get() 4 bytes (pageable)", lambda: small.get()),
-        ("cp.asnumpy 1 MiB (pageable)", lambda: cp.asnumpy(mid)),
+    return [
+        ("ndarray.get() 4 bytes (pageable D2H)", lambda: small.get()),
+        ("cp.asnumpy 1 MiB (pageable D2H)", lambda: cp.asnumpy(mid)),
         ("memcpyAsync to pinned + event sync", pinned_copy),
         ("Stream.synchronize", lambda: s.synchronize()),
         ("Event.synchronize", lambda: s.record().synchronize()),
         ("memcpy (sync) 4 bytes", lambda: rt.memcpy(pinned.ctypes.data, small.data.ptr, 4, rt.memcpyDeviceToHost)),
     ]
+
+
+def gil_probes(spin, flag, spin_ms: float, clock_hz: int) -> None:
+    """Host calls that wait for a kernel on their own stream: does the waiting thread keep the GIL?"""
+    s = cp.cuda.Stream(non_blocking=True)
+    probes = blocking_waits(s)
     print(f"\nGIL: a kernel of {spin_ms:.0f} ms on the probe's stream; another thread counts meanwhile")
     for name, fn in probes:
         count, stop = [0], threading.Event()
@@ -138,19 +144,8 @@ def lock_probes(spin, flag, spin_ms: float, clock_hz: int) -> None:
     calls on another stream. A call that takes ~SPIN_MS waits for a driver lock the blocked thread holds."""
     s = cp.cuda.Stream(non_blocking=True)
     other = cp.cuda.Stream(non_blocking=True)
-    small = cp.zeros(1, cp.int32)
-    mid = cp.zeros(1 << 20, cp.uint8)
-    pinned = np.frombuffer(cp.cuda.alloc_pinned_memory(1 << 20), np.uint8, 1 << 20)
     host = np.ones(1 << 16, np.uint8)
-    rt = cp.cuda.runtime
-    waits = [
-        ("ndarray.get() (pageable D2H)", lambda: small.get()),
-        ("Stream.synchronize", lambda: s.synchronize()),
-        ("Event.synchronize", lambda: s.record().synchronize()),
-        ("memcpyAsync to pinned (async) + event", lambda: (
-            rt.memcpyAsync(pinned.ctypes.data, mid.data.ptr, 1 << 20, rt.memcpyDeviceToHost, s.ptr),
-            s.record().synchronize())),
-    ]
+    waits = blocking_waits(s)
     calls = [
         ("Device().id", lambda: cp.cuda.Device().id),
         ("cp.asarray 64 KiB (H2D)", lambda: cp.asarray(host)),
