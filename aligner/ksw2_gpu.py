@@ -208,6 +208,7 @@ def _extd2_gpu(Q, T, jobs, P, grid, block, scratch_bytes, to_host, stats, define
         Qd = put(Q)
     else:
         Qd = cp.asarray(Q, dtype=cp.uint8)
+    trace_mark("ksw2: inputs: queries")
     Td = cp.asarray(T, dtype=cp.uint8)
     jd = cp.asarray(np.ascontiguousarray(jobs, np.int64))
     Pd = cp.asarray(np.ascontiguousarray(P, np.int32))
@@ -217,12 +218,13 @@ def _extd2_gpu(Q, T, jobs, P, grid, block, scratch_bytes, to_host, stats, define
     cig = cp.empty(int(cig_off[-1]), cp.uint32)
     n_cig = cp.empty(n, cp.int64)
     cod = cp.asarray(cig_off)
+    trace_mark("ksw2: inputs: targets, jobs, outputs")
     err = cp.zeros(1, cp.int32)
     cells = cp.zeros(n, cp.int64) if stats is not None else np.uint64(0)  # 0: the kernel counts nothing
     if pack:
         out_off = cp.empty(n + 1, cp.int64)
         packed = cp.empty(max(1, int(cig_off[-1])), cp.uint32)  # (the bound; only the first out_off[n] are copied)
-    trace_mark("ksw2: inputs")
+    trace_mark("ksw2: inputs: flags, packing buffers")
     step("launch")
     trace_mark(None)
     for start, end, nbytes in runs:

@@ -15,8 +15,10 @@ mm_mapopt_t), indexed by the constants below.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+import warnings
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
@@ -32,6 +34,7 @@ from g3align.aligner.mm_types import CNT, NR
 from g3align.aligner.mmformat import write_read
 from g3align.aligner.mmseed import seed_hits, seed_read
 from g3align.aligner.nbshare import unowned
+from g3align.aligner.pinned import on_stream
 
 # int options
 (I_FLAG, I_SEED, I_MAX_QLEN, I_BW, I_BW_LONG, I_MAX_GAP, I_MAX_GAP_REF, I_MAX_FRAG_LEN, I_MAX_CHAIN_SKIP,
@@ -99,6 +102,17 @@ MAP_KSW2_SCRATCH = KG.SCRATCH_BYTES
 # GPU memory (bytes) each part worker takes into CuPy's pool for its stream at its start (MapAligner.worker_init,
 # pinned.reserve_pool), at most a 2 * MAP_DEPTH-th of the free memory; 0: none
 MAP_POOL_RESERVE = 4 << 30
+# the part workers' CUDA streams (worker_init). MAP_KSW2_STREAM: each worker's ksw2 batches run on a second stream
+# of its own (default priority), its own stream getting the device's highest priority; False: one stream per worker.
+# MAP_WORKER_STREAM: the worker's own stream is made current, so its seeding and chaining kernels run on it; False:
+# they run on CuPy's null stream, as they did from session 24 (f639bdc) to session 28 (unintended: the `with
+# stream:` in pinned.reserve_pool left the null stream current on CuPy 14). chr20 pbsim CLR on the H100
+# (docs/BENCHMARKS.md, map step 24): the ksw2 stream (seeding on the null stream) against neither, mapping phase
+# medians of 4 interleaved runs, 1.91 vs 1.99 s and 1.72 vs 1.81 s (two calls), shorter in 7 of 8 pairs; with
+# MAP_WORKER_STREAM (one call, a slower box), the ksw2 stream against none 2.25 vs 2.25 s (3 runs each);
+# MAP_WORKER_STREAM against False: not measured in one call yet
+MAP_KSW2_STREAM = True
+MAP_WORKER_STREAM = False
 
 
 @nb.njit(cache=True, nogil=True)
@@ -435,14 +449,24 @@ class MapAligner:
                                map_range_finish])
 
     def worker_init(self) -> None:
-        """Run by each part worker thread once: with the GPU, a CUDA stream of its own (non-blocking), so one
-        part's host synchronisations wait for that part's work only."""
+        """Run by each part worker thread once: with the GPU, a CUDA stream of its own (non-blocking), current with
+        MAP_WORKER_STREAM, and with MAP_KSW2_STREAM a second one for its ksw2 batches (_map_staged)."""
         if self.device == "gpu" and (self.batch_seed or self.batch_align):
             import cupy as cp
-            _WORKER.stream = cp.cuda.Stream(non_blocking=True)
-            _WORKER.stream.use()
             from g3align.aligner.pinned import reserve_pool
+            if MAP_KSW2_STREAM:
+                # non-blocking (flag 1), priority -100: CUDA clamps it to the device's highest; it lives as long as
+                # the process (CuPy 14 calls ExternalStream deprecated, in favour of the stream protocol)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    _WORKER.stream = cp.cuda.ExternalStream(cp.cuda.runtime.streamCreateWithPriority(1, -100))
+                _WORKER.ksw2_stream = cp.cuda.Stream(non_blocking=True)
+                reserve_pool(_WORKER.ksw2_stream, MAP_POOL_RESERVE, 2 * max(1, MAP_DEPTH))
+            else:
+                _WORKER.stream = cp.cuda.Stream(non_blocking=True)
             reserve_pool(_WORKER.stream, MAP_POOL_RESERVE, 2 * max(1, MAP_DEPTH))
+            if MAP_WORKER_STREAM:
+                _WORKER.stream.use()
 
     def map_batch(self, batch, n_threads: int = 1, pool: ThreadPoolExecutor | None = None) -> bytes:
         """The batch's PAF/SAM bytes. pool: a thread pool of n_threads workers to run the per-read ranges on
@@ -510,8 +534,10 @@ class MapAligner:
         t = self._lap("chaining+regions (CPU)", t)
         ref_seq = self._ref_dev if self.device == "gpu" else ref.ref_seq
         stats: dict = {}
-        pez, pcig, pcig_off, pn_cig = mmext.run_jobs(batch.seq, ref_seq, jobs, P, self.device, stats,
-                                                     KG.parse_defines(MAP_KSW2_DEFINES), MAP_KSW2_SCRATCH)
+        ksw2_stream = getattr(_WORKER, "ksw2_stream", None)  # (MAP_KSW2_STREAM)
+        with contextlib.nullcontext() if ksw2_stream is None else on_stream(ksw2_stream):
+            pez, pcig, pcig_off, pn_cig = mmext.run_jobs(batch.seq, ref_seq, jobs, P, self.device, stats,
+                                                         KG.parse_defines(MAP_KSW2_DEFINES), MAP_KSW2_SCRATCH)
         with self._lock:
             for k, v in stats.items():
                 self.ext_stats[k] = self.ext_stats.get(k, 0) + v

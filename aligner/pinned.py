@@ -8,6 +8,7 @@ buffer; on the box, four map parts copying their seeds back at once took ~0.1 s 
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -205,5 +206,20 @@ def reserve_pool(stream, cap: int, share: int) -> None:
 
     size = min(cap, cp.cuda.runtime.memGetInfo()[0] // max(1, share)) >> 20 << 20
     if size > 0:
-        with stream:
+        with on_stream(stream):
             cp.get_default_memory_pool().malloc(size)
+
+
+@contextmanager
+def on_stream(stream):
+    """`stream` current for the with block, then the stream current before it again. (On the box, CuPy 14's own
+    `with stream:` left its null stream current after the block, not the one before: see
+    mmpipeline.MAP_WORKER_STREAM.)"""
+    import cupy as cp
+
+    prev = cp.cuda.get_current_stream()
+    stream.use()
+    try:
+        yield stream
+    finally:
+        prev.use()

@@ -118,8 +118,12 @@ timed() {
     [ "${PYSPY:-0}" != 0 ] && [ "$7" = chr20 ] && [ "$i" = "$PYSPY" ] && spy="py-spy record -r ${PYSPY_RATE:-200} ${PYSPY_FLAGS:---threads --native} -f raw -o $OUT/pyspy.txt --"
     local tr=""    # TRACE=1: the chr20 runs' stage timelines (G3ALIGN_TRACE JSON, in logs.tgz)
     [ "${TRACE:-0}" = 1 ] && [ "$7" = chr20 ] && tr=$W/trace.$i.json
+    local rc=0
     s=$( { TIMEFORMAT='%R s (CPU user %U s, sys %S s)'; time env G3ALIGN_TUNE=$tune "${envs[@]}" G3ALIGN_TRACE=$tr NUMBA_DEBUG_CACHE=${CACHE_DEBUG:-0} G3ALIGN_STAGES=1 timeout ${CMD_TIMEOUT:-150} $spy python3 -m g3align.aligner.cli map -t $NT \
-        $(mode_opts $m) -ax $x -o $sam $ref $reads > $lg.stdout 2> $lg; } 2>&1 )   # -o: py-spy's own lines stay out of the SAM
+        $(mode_opts $m) -ax $x -o $sam $ref $reads > $lg.stdout 2> $lg; } 2>&1 ) || rc=$?   # -o: py-spy's own lines stay out of the SAM
+    # a failed run says so (session 29: a run that died at its workers' start left an empty SAM, which the
+    # comparisons then called equal to another empty one)
+    [ $rc != 0 ] && log "$7 g3align $m FAILED (exit $rc): $(grep -h 'Error' $lg | tail -1)"
     log "$7 g3align $m: $s; $(grep -h 'stage' $lg | tail -1)"
     if [ "${CACHE_DEBUG:-0}" = 1 ]; then   # numba functions compiled (not loaded from the cache) in this run
         # numba prints these on stdout (the SAM goes to -o)
@@ -127,7 +131,8 @@ timed() {
     fi
 }
 same_sam() {  # same records (the @PG command line differs between modes)
-    if cmp -s <(grep -v '^@PG' "$1") <(grep -v '^@PG' "$2"); then log "$3: $4 SAM == $5 SAM ($(grep -vc '^@' "$1") records)"
+    if [ "$(grep -vc '^@' "$1")" = 0 ]; then log "$3: $4 SAM has no records (a failed run?)"
+    elif cmp -s <(grep -v '^@PG' "$1") <(grep -v '^@PG' "$2"); then log "$3: $4 SAM == $5 SAM ($(grep -vc '^@' "$1") records)"
     else log "$3: $4 SAM != $5 SAM"; fi
 }
 if [ "${ECOLI:-1}" = 1 ]; then

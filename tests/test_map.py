@@ -287,20 +287,26 @@ def test_part_pipeline_does_not_change_the_output(device, monkeypatch):
                        for bt in read_batches(str(READS), chunk_size=1 << 30, trim_readno=False))
     assert ref_out.count(b"\n") >= 52
     from g3align.aligner import mmext
-    # at_once: the GPU's ksw2 batches 1, 2 or any number at once, each from the step gate_from on
-    for depth, queued, part_bases, chunk, at_once, gate_from in (
-            (1, 4, 1 << 30, 1 << 30, 0, "launch"), (3, 4, 3_000, 1 << 30, 2, "launch"),
-            (2, 0, 5_000, 12_000, 0, "prep"), (4, 4, 1, 1 << 30, 1, "launch"), (2, 1, 2_000, 1 << 30, 0, "launch"),
-            (4, 4, 2_000, 1 << 30, 1, "prep"), (3, 4, 3_000, 12_000, 1, "inputs")):
+    # at_once: the GPU's ksw2 batches 1, 2 or any number at once, each from the step gate_from on; streams: the
+    # workers' ksw2 batches on streams of their own (MAP_KSW2_STREAM), the workers' own streams current
+    # (MAP_WORKER_STREAM)
+    for depth, queued, part_bases, chunk, at_once, gate_from, streams in (
+            (1, 4, 1 << 30, 1 << 30, 0, "launch", (True, False)), (3, 4, 3_000, 1 << 30, 2, "launch", (True, True)),
+            (2, 0, 5_000, 12_000, 0, "prep", (False, False)), (4, 4, 1, 1 << 30, 1, "launch", (True, False)),
+            (2, 1, 2_000, 1 << 30, 0, "launch", (True, True)), (4, 4, 2_000, 1 << 30, 1, "prep", (True, False)),
+            (3, 4, 3_000, 12_000, 1, "inputs", (False, True)), (4, 4, 2_000, 1 << 30, 1, "launch", (True, True))):
         monkeypatch.setattr(mmext, "KSW2_AT_ONCE", at_once)
         monkeypatch.setattr(mmext, "KSW2_GATE_FROM", gate_from)
+        monkeypatch.setattr(MP, "MAP_KSW2_STREAM", streams[0])
+        monkeypatch.setattr(MP, "MAP_WORKER_STREAM", streams[1])
         monkeypatch.setattr(MP, "MAP_DEPTH", depth)
         monkeypatch.setattr(MP, "MAP_QUEUED", queued)
         al = MP.MapAligner(idx, opt, device=device, batch_seed=True, batch_align=True)
         sink = _Sink()
         n, _ = MP.run_map(al, read_batch_parts(str(READS), chunk_size=chunk, part_bases=part_bases, block_size=4096,
                                                trim_readno=False), sink, verbose=0)
-        assert n == 52 and b"".join(sink.chunks) == ref_out, (depth, queued, part_bases, chunk, at_once, gate_from)
+        assert n == 52 and b"".join(sink.chunks) == ref_out, (depth, queued, part_bases, chunk, at_once, gate_from,
+                                                              streams)
         if part_bases < 10_000:
             assert len(sink.chunks) > 3  # really cut into parts
 
@@ -411,3 +417,43 @@ def test_gpu_map_does_not_import_cupyx(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "cupyx.scipy imported: False" in r.stdout, r.stdout  # (`import cupy` itself makes a bare 'cupyx')
     assert (tmp_path / "o.sam").stat().st_size > 0
+
+
+@pytest.mark.skipif(not _gpu(), reason="no CUDA device")
+@pytest.mark.parametrize("ksw2_stream", [True, False])
+@pytest.mark.parametrize("worker_stream", [True, False])
+def test_worker_streams(ksw2_stream, worker_stream, monkeypatch):
+    """A part worker's streams (MapAligner.worker_init): its own stream is current with MAP_WORKER_STREAM, CuPy's
+    null stream without; with MAP_KSW2_STREAM, its own stream has a higher priority than its ksw2 stream, and
+    pinned.on_stream switches to the ksw2 stream and back to the one current before; without, one stream only."""
+    import threading
+    import types
+
+    import cupy as cp
+    from g3align.aligner import mmpipeline as MP
+    from g3align.aligner.pinned import on_stream
+    monkeypatch.setattr(MP, "MAP_KSW2_STREAM", ksw2_stream)
+    monkeypatch.setattr(MP, "MAP_WORKER_STREAM", worker_stream)
+    got = {}
+
+    def worker():
+        MP.MapAligner.worker_init(types.SimpleNamespace(device="gpu", batch_seed=True, batch_align=True))
+        rt = cp.cuda.runtime
+        got["current"] = cur = cp.cuda.get_current_stream().ptr
+        got["own"] = MP._WORKER.stream.ptr
+        got["prio"] = rt.streamGetPriority(MP._WORKER.stream.ptr)
+        k = getattr(MP._WORKER, "ksw2_stream", None)
+        got["ksw2"] = None if k is None else rt.streamGetPriority(k.ptr)
+        if k is not None:
+            with on_stream(k):
+                got["in_ksw2"] = cp.cuda.get_current_stream().ptr == k.ptr
+            got["back"] = cp.cuda.get_current_stream().ptr == cur
+
+    th = threading.Thread(target=worker)
+    th.start()
+    th.join()
+    assert got["current"] == (got["own"] if worker_stream else 0)
+    if ksw2_stream:
+        assert got["ksw2"] is not None and got["prio"] < got["ksw2"] and got["in_ksw2"] and got["back"]
+    else:
+        assert got["ksw2"] is None and got["prio"] == 0

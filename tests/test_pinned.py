@@ -8,14 +8,17 @@ from g3align.aligner import pinned
 
 def _fake_cupy(free: int, log: list):
     cp = types.ModuleType("cupy")
+    current = [_Stream("before", log)]
 
     class Pool:
         def malloc(self, n):
-            log.append(("malloc", n, log[-1][1] if log and log[-1][0] == "enter" else None))
+            log.append(("malloc", n, current[0].name))
 
     pool = Pool()
     cp.get_default_memory_pool = lambda: pool
-    cp.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(memGetInfo=lambda: (free, 2 * free)))
+    cp.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(memGetInfo=lambda: (free, 2 * free)),
+                                    get_current_stream=lambda: current[0])
+    cp._current = current
     return cp
 
 
@@ -23,19 +26,18 @@ class _Stream:
     def __init__(self, name, log):
         self.name, self.log = name, log
 
-    def __enter__(self):
-        self.log.append(("enter", self.name))
-
-    def __exit__(self, *a):
-        self.log.append(("exit", self.name))
+    def use(self):
+        sys.modules["cupy"]._current[0] = self
+        self.log.append(("use", self.name))
 
 
 def test_reserve_pool(monkeypatch):
     log: list = []
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(80 << 30, log))
     st = _Stream("s1", log)
-    pinned.reserve_pool(st, 4 << 30, 8)  # cap below a share of the free memory: the cap, on the stream
-    assert log == [("enter", "s1"), ("malloc", 4 << 30, "s1"), ("exit", "s1")]
+    pinned.reserve_pool(st, 4 << 30, 8)  # cap below a share of the free memory: the cap, on the stream, and the
+    # stream current before is current again (pinned.on_stream)
+    assert log == [("use", "s1"), ("malloc", 4 << 30, "s1"), ("use", "before")]
     log.clear()
     pinned.reserve_pool(st, 64 << 30, 16)  # a 16th of 80 GiB, rounded down to whole MiB
     assert log[1][1] == (80 << 30) // 16 >> 20 << 20
