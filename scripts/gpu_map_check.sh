@@ -131,8 +131,9 @@ timed() {
     fi
 }
 same_sam() {  # same records (the @PG command line differs between modes)
-    if [ "$(grep -vc '^@' "$1")" = 0 ]; then log "$3: $4 SAM has no records (a failed run?)"
-    elif cmp -s <(grep -v '^@PG' "$1") <(grep -v '^@PG' "$2"); then log "$3: $4 SAM == $5 SAM ($(grep -vc '^@' "$1") records)"
+    local n; n=$(grep -vc '^@' "$1")
+    if [ "$n" = 0 ]; then log "$3: $4 SAM has no records (a failed run?)"
+    elif cmp -s <(grep -v '^@PG' "$1") <(grep -v '^@PG' "$2"); then log "$3: $4 SAM == $5 SAM ($n records)"
     else log "$3: $4 SAM != $5 SAM"; fi
 }
 if [ "${ECOLI:-1}" = 1 ]; then
