@@ -239,6 +239,8 @@ def _extd2_gpu(Q, T, jobs, P, grid, block, scratch_bytes, to_host, stats, define
         mod.get_function("ksw_cig_compact")(
             ((n * 32 + block - 1) // block,), (block,), (cig, cod, n_cig, out_off, np.int64(n), packed))
     trace_mark("ksw2: launches")
+    from g3align.aligner.pinned import drain
+    drain()  # (a stream synchronize, not a blocking copy, waits for the kernels)
     if int(err.get()[0]):
         raise RuntimeError("ksw2 kernel: scratch geometry exceeded (a bug in job_geometry)")
     if stats is not None:

@@ -102,17 +102,14 @@ MAP_KSW2_SCRATCH = KG.SCRATCH_BYTES
 # GPU memory (bytes) each part worker takes into CuPy's pool for its stream at its start (MapAligner.worker_init,
 # pinned.reserve_pool), at most a 2 * MAP_DEPTH-th of the free memory; 0: none
 MAP_POOL_RESERVE = 4 << 30
-# the part workers' CUDA streams (worker_init). MAP_KSW2_STREAM: each worker's ksw2 batches run on a second stream
-# of its own (default priority), its own stream getting the device's highest priority; False: one stream per worker.
-# MAP_WORKER_STREAM: the worker's own stream is made current, so its seeding and chaining kernels run on it; False:
-# they run on CuPy's null stream, as they did from session 24 (f639bdc) to session 28 (unintended: the `with
-# stream:` in pinned.reserve_pool left the null stream current on CuPy 14). chr20 pbsim CLR on the H100
-# (docs/BENCHMARKS.md, map step 24): the ksw2 stream (seeding on the null stream) against neither, mapping phase
-# medians of 4 interleaved runs, 1.91 vs 1.99 s and 1.72 vs 1.81 s (two calls), shorter in 7 of 8 pairs; with
-# MAP_WORKER_STREAM (one call, a slower box), the ksw2 stream against none 2.25 vs 2.25 s (3 runs each);
-# MAP_WORKER_STREAM against False: not measured in one call yet
+# the part workers' CUDA streams (worker_init): each worker's own stream is current for its seeding and chaining
+# kernels. MAP_KSW2_STREAM: its ksw2 batches run on a second stream of its own (default priority), its own stream
+# getting the device's highest priority; False: one stream per worker. chr20 pbsim CLR on the H100 (docs/BENCHMARKS.md,
+# map steps 24-25): the ksw2 stream against none, mapping phase medians of 4 interleaved runs, 1.91 vs 1.99 s and 1.72
+# vs 1.81 s (two calls; then with the seeding on CuPy's null stream, as from session 24 (f639bdc) to session 29: the
+# `with stream:` in pinned.reserve_pool left the null stream current on CuPy 14). The worker's own stream current
+# against the null stream: 1.68 vs 1.72 s (4 runs each), then with pinned.drain 1.54 vs 1.67 s (3 runs each)
 MAP_KSW2_STREAM = True
-MAP_WORKER_STREAM = False
 
 
 @nb.njit(cache=True, nogil=True)
@@ -449,8 +446,8 @@ class MapAligner:
                                map_range_finish])
 
     def worker_init(self) -> None:
-        """Run by each part worker thread once: with the GPU, a CUDA stream of its own (non-blocking), current with
-        MAP_WORKER_STREAM, and with MAP_KSW2_STREAM a second one for its ksw2 batches (_map_staged)."""
+        """Run by each part worker thread once: with the GPU, a CUDA stream of its own (non-blocking), made current,
+        and with MAP_KSW2_STREAM a second one for its ksw2 batches (_map_staged)."""
         if self.device == "gpu" and (self.batch_seed or self.batch_align):
             import cupy as cp
             from g3align.aligner.pinned import reserve_pool
@@ -465,8 +462,7 @@ class MapAligner:
             else:
                 _WORKER.stream = cp.cuda.Stream(non_blocking=True)
             reserve_pool(_WORKER.stream, MAP_POOL_RESERVE, 2 * max(1, MAP_DEPTH))
-            if MAP_WORKER_STREAM:
-                _WORKER.stream.use()
+            _WORKER.stream.use()
 
     def map_batch(self, batch, n_threads: int = 1, pool: ThreadPoolExecutor | None = None) -> bytes:
         """The batch's PAF/SAM bytes. pool: a thread pool of n_threads workers to run the per-read ranges on

@@ -99,6 +99,21 @@ def _empty_batch() -> SeedBatch:
     return SeedBatch(e2, z, e2.copy(), z.copy(), np.zeros(0, np.int64), np.empty(0, np.uint64), z.copy())
 
 
+def _host_int(xp, x) -> int:
+    """int() of a scalar of xp; on the GPU after a stream synchronize (pinned.drain: a blocking copy that waits for
+    kernels stalls the other threads' CUDA calls)."""
+    return int(_host(xp, x))
+
+
+def _host(xp, x):
+    """x of xp as a NumPy value; on the GPU after a stream synchronize (pinned.drain)."""
+    if xp is np:
+        return x
+    from g3align.aligner.pinned import drain
+    drain()
+    return x.get()
+
+
 def _exclusive(xp, c):
     off = xp.zeros(c.shape[0] + 1, xp.int64)
     if c.shape[0]:
@@ -239,7 +254,7 @@ def _seed_device(xp, launch, mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q
         # no reduction (filt.any()): CuPy's CUB reductions are compiled per input size at their first call, and
         # chr20's size cost 9 s of NVRTC on a fresh box (2026-11-26, py-spy); the table sizes' sum says the same
         tbl_off = _exclusive(xp, xp.where(filt, _pow2_at_least(xp, xp.multiply(xp.maximum(nz, 1), 2)), 0))
-        n_tbl = int(tbl_off[-1])
+        n_tbl = _host_int(xp, tbl_off[-1])
         trace_mark("seed: read ids, q-occ table sizes")
         if n_tbl:
             tkey = xp.zeros(n_tbl, xp.uint32)
@@ -250,7 +265,7 @@ def _seed_device(xp, launch, mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q
                    _BLOCK)
             del tkey, tcnt
             kscan = _exclusive(xp, keep)
-            n_mv = int(kscan[-1])
+            n_mv = _host_int(xp, kscan[-1])
             if n_mv < n_mz:
                 mv = xp.empty((n_mv, 2), xp.uint64)
                 rid_f = xp.empty(n_mv, xp.int32)
@@ -278,8 +293,8 @@ def _seed_device(xp, launch, mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q
                                   kept, n_anc), _BLOCK)
     mp_scan = _exclusive(xp, kept)
     a_scan = _exclusive(xp, n_anc)
-    n_mp = int(mp_scan[-1])
-    n_a = int(a_scan[-1])
+    n_mp = _host_int(xp, mp_scan[-1])
+    n_a = int(a_scan[-1])  # (mp_scan's wait covers it)
     trace_mark("seed: lookup, select, count")
     mini_pos = xp.empty(n_mp, xp.uint64)
     a = xp.empty((n_a, 2), xp.uint64)
@@ -303,7 +318,7 @@ def _seed_device(xp, launch, mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q
         elif SORT_BLOCK:
             # the counts on the host (one number per read): the reads to sort, longest first, and the block's
             # shared memory from the longest (anchors of reads above SB_SMEM_MAX stay in global memory)
-            nh = np.asarray(n_ar.get() if hasattr(n_ar, "get") else n_ar, np.int64)
+            nh = np.asarray(_host(xp, n_ar), np.int64)
             trace_mark("seed: emit, counts to the host")
             if int(nh.max()) >= 1 << 32:
                 raise NotImplementedError("a read with 2^32 or more anchors (sd_sort_block counts in 32 bits)")

@@ -143,6 +143,7 @@ def sketch_batch_gpu(seq, seq_off, w: int, k: int, is_hpc: bool, cap: int | None
     """
     import cupy as cp
     from g3align.aligner import trace_mark
+    from g3align.aligner.pinned import drain
 
     trace_mark(None)
     _check_wk(w, k)
@@ -175,6 +176,7 @@ def sketch_batch_gpu(seq, seq_off, w: int, k: int, is_hpc: bool, cap: int | None
     trace_mark("sketch: inputs")
     f_sketch(grid, (_BLOCK,), (seq_d, off_in, reads if reads is not None else np.uint64(0), np.int64(n), base,
                                caps, slot, count))
+    drain()  # (a stream synchronize, not a blocking copy, waits for the kernel)
     count_h = cp.asnumpy(count)
     trace_mark("sketch: kernel, counts to the host")
     off_h2 = _exclusive(count_h)

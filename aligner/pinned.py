@@ -20,6 +20,23 @@ PINNED_CLASSES = True  # pinned blocks in size classes (pinned_class), so that C
 # in map's chr20 traces the first wave of parts spent 0.59-0.79 s (summed over threads) in pinned allocations of
 # new sizes, with cudaMallocs waiting behind them; with the staging buffers 0.15 s (2026-11-26, docs/BENCHMARKS.md)
 STAGE_BYTES = 4 << 20
+# drain(): wait for the current stream by cudaStreamSynchronize before a copy to the host that would otherwise wait
+# for kernels itself (0: no wait first, for A/B runs)
+DRAIN = True
+
+
+def drain() -> None:
+    """Wait for the current CUDA stream (cudaStreamSynchronize), before a copy to the host that would otherwise wait
+    for the stream's kernels itself: ndarray.get(), cp.asnumpy and int() of a device scalar. On the box, a thread
+    blocked in such a copy holds a driver lock meanwhile: other threads' pageable uploads wait behind it, and in one
+    probe their cuModuleGetFunction, cudaMalloc and event records too (~135 ms each during a 150 ms kernel); behind
+    a stream or event synchronize nothing waits (scripts/gpu_sync_probe.py; docs/BENCHMARKS.md, map step 25). In
+    map's traces the part workers stalled so for as long as another part's ksw2 kernel ran. DRAIN 0: nothing."""
+    if not DRAIN:
+        return
+    import cupy as cp
+
+    cp.cuda.get_current_stream().synchronize()
 
 
 def pinned_class(nbytes: int) -> int:
@@ -161,6 +178,7 @@ def fetch(x) -> np.ndarray:
     if STAGE_BYTES <= 0:
         return to_host(x)
     x = cp.ascontiguousarray(x)
+    drain()
     if x.nbytes < PINNED_MIN:
         return cp.asnumpy(x)
     out = np.empty(x.shape, x.dtype)
@@ -188,6 +206,7 @@ def to_host(x) -> np.ndarray:
     import cupy as cp
 
     x = cp.ascontiguousarray(x)
+    drain()
     if x.nbytes < PINNED_MIN:
         return cp.asnumpy(x)
     h = empty_pinned(x.shape, x.dtype)
@@ -214,7 +233,7 @@ def reserve_pool(stream, cap: int, share: int) -> None:
 def on_stream(stream):
     """`stream` current for the with block, then the stream current before it again. (On the box, CuPy 14's own
     `with stream:` left its null stream current after the block, not the one before: see
-    mmpipeline.MAP_WORKER_STREAM.)"""
+    mmpipeline.MAP_KSW2_STREAM.)"""
     import cupy as cp
 
     prev = cp.cuda.get_current_stream()

@@ -6,6 +6,7 @@ counts; a probe that holds the GIL while it waits stops the count. Usage: python
 [SPIN_MS]"""
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -20,6 +21,7 @@ extern "C" __global__ void spin(long long cycles, int* out) {
     if (threadIdx.x == 0 && blockIdx.x == 0) out[0] = 1;
 }
 extern "C" __global__ void touch(int* out) { out[threadIdx.x] = threadIdx.x; }
+extern "C" __global__ void touch2(int* out) { out[threadIdx.x] += 2; }
 '''
 
 
@@ -71,8 +73,13 @@ def main() -> None:
         ("Event record+sync on B", lambda: b.record().synchronize()),
         ("new Stream", lambda: cp.cuda.Stream(non_blocking=True)),
         ("memGetInfo", cp.cuda.runtime.memGetInfo),
+        # with CUDA's lazy loading (the default; CUDA_MODULE_LOADING=EAGER: not) a kernel's first launch loads it
+        ("first launch of a loaded module's kernel", lambda: mod.get_function("touch2")((1,), (32,), (flag,))),
+        ("RawModule compile (disk cache) + load", lambda: cp.RawModule(code=SPIN + f"// {time.perf_counter()}")
+         .get_function("touch")((1,), (32,), (flag,))),
     ]
-    print(f"spin {spin_ms:.0f} ms on stream A; each probe on stream B (host seconds)")
+    loading = os.environ.get("CUDA_MODULE_LOADING", "default")
+    print(f"spin {spin_ms:.0f} ms on stream A; each probe on stream B (host seconds); CUDA_MODULE_LOADING {loading}")
     for name, fn in probes:
         cyc = np.int64(spin_ms * 1e-3 * clock_hz)
         with a:
@@ -86,7 +93,7 @@ def main() -> None:
         b.synchronize()
         print(f"{name:40s} {t1 - t0:8.4f} s{'   <- waited for stream A' if t1 - t0 > 0.5 * spin_ms * 1e-3 else ''}")
 
-    gil_probes(spin, flag, spin_ms, clock_hz)
+    gil_probes(spin, flag, spin_ms, clock_hz, mod)
 
 
 def blocking_waits(s) -> list:
@@ -111,7 +118,7 @@ def blocking_waits(s) -> list:
     ]
 
 
-def gil_probes(spin, flag, spin_ms: float, clock_hz: int) -> None:
+def gil_probes(spin, flag, spin_ms: float, clock_hz: int, mod) -> None:
     """Host calls that wait for a kernel on their own stream: does the waiting thread keep the GIL?"""
     s = cp.cuda.Stream(non_blocking=True)
     probes = blocking_waits(s)
@@ -136,10 +143,10 @@ def gil_probes(spin, flag, spin_ms: float, clock_hz: int) -> None:
         rate = (c1 - c0) / max(t1 - t0, 1e-9)
         print(f"{name:40s} {t1 - t0:8.4f} s, counter {rate / 1e6:6.2f} M/s{'   <- held the GIL' if rate < 1e5 else ''}")
 
-    lock_probes(spin, flag, spin_ms, clock_hz)
+    lock_probes(spin, flag, spin_ms, clock_hz, mod)
 
 
-def lock_probes(spin, flag, spin_ms: float, clock_hz: int) -> None:
+def lock_probes(spin, flag, spin_ms: float, clock_hz: int, mod) -> None:
     """One thread waits for a kernel on its stream in each blocking call; meanwhile the main thread times CUDA
     calls on another stream. A call that takes ~SPIN_MS waits for a driver lock the blocked thread holds."""
     s = cp.cuda.Stream(non_blocking=True)
@@ -152,7 +159,10 @@ def lock_probes(spin, flag, spin_ms: float, clock_hz: int) -> None:
         ("small D2H get", lambda: cp.zeros(1, cp.int32).get()),
         ("Event record", lambda: other.record()),
         ("cp.empty 1 MiB", lambda: cp.empty(1 << 20, cp.uint8)),
+        ("get_function (loaded)", lambda: mod.get_function("touch")),
+        ("cp.empty new size (cudaMalloc)", lambda: cp.empty((64 << 20) + (next(sizes) << 20), cp.uint8)),
     ]
+    sizes = iter(range(1, 1 << 20))
     print(f"\ndriver locks: a thread waits for a {spin_ms:.0f} ms kernel; the main thread's calls on another stream")
     for wname, wait in waits:
         def waiter(wait=wait):

@@ -286,19 +286,19 @@ def test_part_pipeline_does_not_change_the_output(device, monkeypatch):
     ref_out = b"".join(MP.MapAligner(idx, opt, device="cpu").map_batch(bt, 1)
                        for bt in read_batches(str(READS), chunk_size=1 << 30, trim_readno=False))
     assert ref_out.count(b"\n") >= 52
-    from g3align.aligner import mmext
-    # at_once: the GPU's ksw2 batches 1, 2 or any number at once, each from the step gate_from on; streams: the
-    # workers' ksw2 batches on streams of their own (MAP_KSW2_STREAM), the workers' own streams current
-    # (MAP_WORKER_STREAM)
-    for depth, queued, part_bases, chunk, at_once, gate_from, streams in (
-            (1, 4, 1 << 30, 1 << 30, 0, "launch", (True, False)), (3, 4, 3_000, 1 << 30, 2, "launch", (True, True)),
-            (2, 0, 5_000, 12_000, 0, "prep", (False, False)), (4, 4, 1, 1 << 30, 1, "launch", (True, False)),
-            (2, 1, 2_000, 1 << 30, 0, "launch", (True, True)), (4, 4, 2_000, 1 << 30, 1, "prep", (True, False)),
-            (3, 4, 3_000, 12_000, 1, "inputs", (False, True)), (4, 4, 2_000, 1 << 30, 1, "launch", (True, True))):
+    from g3align.aligner import mmext, pinned
+    # at_once: the GPU's ksw2 batches 1, 2 or any number at once, each from the step gate_from on; ksw2_stream: the
+    # workers' ksw2 batches on streams of their own (MAP_KSW2_STREAM); drain: host copies wait by a stream
+    # synchronize first (pinned.DRAIN)
+    for depth, queued, part_bases, chunk, at_once, gate_from, ksw2_stream, drain in (
+            (1, 4, 1 << 30, 1 << 30, 0, "launch", True, True), (3, 4, 3_000, 1 << 30, 2, "launch", True, False),
+            (2, 0, 5_000, 12_000, 0, "prep", False, True), (4, 4, 1, 1 << 30, 1, "launch", True, True),
+            (2, 1, 2_000, 1 << 30, 0, "launch", True, False), (4, 4, 2_000, 1 << 30, 1, "prep", False, True),
+            (3, 4, 3_000, 12_000, 1, "inputs", False, False), (4, 4, 2_000, 1 << 30, 1, "launch", True, True)):
         monkeypatch.setattr(mmext, "KSW2_AT_ONCE", at_once)
         monkeypatch.setattr(mmext, "KSW2_GATE_FROM", gate_from)
-        monkeypatch.setattr(MP, "MAP_KSW2_STREAM", streams[0])
-        monkeypatch.setattr(MP, "MAP_WORKER_STREAM", streams[1])
+        monkeypatch.setattr(MP, "MAP_KSW2_STREAM", ksw2_stream)
+        monkeypatch.setattr(pinned, "DRAIN", drain)
         monkeypatch.setattr(MP, "MAP_DEPTH", depth)
         monkeypatch.setattr(MP, "MAP_QUEUED", queued)
         al = MP.MapAligner(idx, opt, device=device, batch_seed=True, batch_align=True)
@@ -306,7 +306,7 @@ def test_part_pipeline_does_not_change_the_output(device, monkeypatch):
         n, _ = MP.run_map(al, read_batch_parts(str(READS), chunk_size=chunk, part_bases=part_bases, block_size=4096,
                                                trim_readno=False), sink, verbose=0)
         assert n == 52 and b"".join(sink.chunks) == ref_out, (depth, queued, part_bases, chunk, at_once, gate_from,
-                                                              streams)
+                                                              ksw2_stream, drain)
         if part_bases < 10_000:
             assert len(sink.chunks) > 3  # really cut into parts
 
@@ -421,11 +421,10 @@ def test_gpu_map_does_not_import_cupyx(tmp_path):
 
 @pytest.mark.skipif(not _gpu(), reason="no CUDA device")
 @pytest.mark.parametrize("ksw2_stream", [True, False])
-@pytest.mark.parametrize("worker_stream", [True, False])
-def test_worker_streams(ksw2_stream, worker_stream, monkeypatch):
-    """A part worker's streams (MapAligner.worker_init): its own stream is current with MAP_WORKER_STREAM, CuPy's
-    null stream without; with MAP_KSW2_STREAM, its own stream has a higher priority than its ksw2 stream, and
-    pinned.on_stream switches to the ksw2 stream and back to the one current before; without, one stream only."""
+def test_worker_streams(ksw2_stream, monkeypatch):
+    """A part worker's streams (MapAligner.worker_init): its own stream is current (not CuPy's null stream); with
+    MAP_KSW2_STREAM, its own stream has a higher priority than its ksw2 stream, and pinned.on_stream switches to
+    the ksw2 stream and back to the one current before; without, one stream only."""
     import threading
     import types
 
@@ -433,7 +432,6 @@ def test_worker_streams(ksw2_stream, worker_stream, monkeypatch):
     from g3align.aligner import mmpipeline as MP
     from g3align.aligner.pinned import on_stream
     monkeypatch.setattr(MP, "MAP_KSW2_STREAM", ksw2_stream)
-    monkeypatch.setattr(MP, "MAP_WORKER_STREAM", worker_stream)
     got = {}
 
     def worker():
@@ -452,7 +450,7 @@ def test_worker_streams(ksw2_stream, worker_stream, monkeypatch):
     th = threading.Thread(target=worker)
     th.start()
     th.join()
-    assert got["current"] == (got["own"] if worker_stream else 0)
+    assert got["current"] == got["own"] != 0
     if ksw2_stream:
         assert got["ksw2"] is not None and got["prio"] < got["ksw2"] and got["in_ksw2"] and got["back"]
     else:

@@ -141,3 +141,23 @@ def test_staged_transfers(monkeypatch):
     log.clear()
     small = pinned.fetch(_DevArray(np.arange(5)))  # below PINNED_MIN: the plain copy
     assert np.array_equal(small, np.arange(5)) and not [e for e in log if e[0] == "copy"]
+
+
+def test_fetch_waits_by_stream_synchronize_first(monkeypatch):
+    """fetch (and to_host) wait for the stream by a stream synchronize before any copy (pinned.drain): a blocking
+    copy that waits for kernels stalls the other threads' CUDA calls on the box. DRAIN 0: no such wait."""
+    log: list = []
+    monkeypatch.setitem(sys.modules, "cupy", _staging_cupy(log))
+    monkeypatch.setattr(pinned, "STAGE_BYTES", 1 << 16)
+    monkeypatch.setattr(pinned, "_STAGES", [])
+    a = np.arange(30000, dtype=np.int64)
+    assert np.array_equal(pinned.fetch(_DevArray(a)), a)  # staged: the wait, then the chunks
+    copies = [i for i, e in enumerate(log) if e[0] == "copy"]
+    assert log[0] == "stream sync" and copies and "stream sync" not in log[1:copies[0]]
+    log.clear()
+    assert np.array_equal(pinned.fetch(_DevArray(a[:10])), a[:10])  # small: the wait, then cp.asnumpy
+    assert log == ["stream sync"]
+    log.clear()
+    monkeypatch.setattr(pinned, "DRAIN", False)
+    pinned.fetch(_DevArray(a))
+    assert log[0][0] == "copy"  # (the staging pair is made already)
