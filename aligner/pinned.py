@@ -31,7 +31,8 @@ def drain() -> None:
     blocked in such a copy holds a driver lock meanwhile: other threads' pageable uploads wait behind it, and in one
     probe their cuModuleGetFunction, cudaMalloc and event records too (~135 ms each during a 150 ms kernel); behind
     a stream or event synchronize nothing waits (scripts/gpu_sync_probe.py; docs/BENCHMARKS.md, map step 25). In
-    map's traces the part workers stalled so for as long as another part's ksw2 kernel ran. DRAIN 0: nothing."""
+    map's traces the part workers stalled so for as long as another part's ksw2 kernel ran. Called by map's GPU code
+    (fetch among it); to_host (mem) does not, its timings being measured without it. DRAIN 0: nothing."""
     if not DRAIN:
         return
     import cupy as cp
@@ -175,10 +176,10 @@ def fetch(x) -> np.ndarray:
     the copy, on the current stream. With STAGE_BYTES 0: to_host."""
     import cupy as cp
 
-    if STAGE_BYTES <= 0:
-        return to_host(x)
     x = cp.ascontiguousarray(x)
     drain()
+    if STAGE_BYTES <= 0:
+        return to_host(x)
     if x.nbytes < PINNED_MIN:
         return cp.asnumpy(x)
     out = np.empty(x.shape, x.dtype)
@@ -206,7 +207,6 @@ def to_host(x) -> np.ndarray:
     import cupy as cp
 
     x = cp.ascontiguousarray(x)
-    drain()
     if x.nbytes < PINNED_MIN:
         return cp.asnumpy(x)
     h = empty_pinned(x.shape, x.dtype)
