@@ -144,8 +144,8 @@ def test_staged_transfers(monkeypatch):
 
 
 def test_fetch_waits_by_stream_synchronize_first(monkeypatch):
-    """fetch (and to_host) wait for the stream by a stream synchronize before any copy (pinned.drain): a blocking
-    copy that waits for kernels stalls the other threads' CUDA calls on the box. DRAIN 0: no such wait."""
+    """fetch waits for the stream by a stream synchronize before any copy (pinned.drain): a blocking copy that waits
+    for kernels stalls the other threads' CUDA calls on the box. DRAIN 0: no such wait. (to_host, mem's, does not.)"""
     log: list = []
     monkeypatch.setitem(sys.modules, "cupy", _staging_cupy(log))
     monkeypatch.setattr(pinned, "STAGE_BYTES", 1 << 16)
