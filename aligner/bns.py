@@ -4,11 +4,12 @@ Coordinates live in the forward-reverse space [0, 2*l_pac): p >= l_pac is on the
 maps to forward position 2*l_pac-1-p. `offsets` is the CSR contig table (int64[n_contigs+1]);
 `pac` holds one base (0..3) per byte, forward strand only.
 """
-import numba as nb
 import numpy as np
 
+from g3align.jit import njit
 
-@nb.njit(cache=True, inline="always")
+
+@njit(cache=True, inline="always")
 def depos(l_pac, pos):
     """(forward position, is_rev) of a forward-reverse coordinate."""
     if pos >= l_pac:
@@ -16,7 +17,7 @@ def depos(l_pac, pos):
     return pos, 0
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def pos2rid(offsets, l_pac, pos_f):
     """Contig index of a forward position (bwa's bns_pos2rid), -1 if past the end."""
     if pos_f >= l_pac:
@@ -38,7 +39,7 @@ def pos2rid(offsets, l_pac, pos_f):
     return mid
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def intv2rid(offsets, l_pac, rb, re):
     """Contig of [rb, re) or -1 if it bridges contigs, -2 if it bridges the strands."""
     if rb < l_pac and re > l_pac:
@@ -53,7 +54,7 @@ def intv2rid(offsets, l_pac, rb, re):
     return rid_b if rid_b == rid_e else -1
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def get_seq(l_pac, pac, beg, end, out):
     """Reference bases of [beg, end) in forward-reverse space into out[0:end-beg] (bns_get_seq).
     Returns the length written (0 if the range bridges the strands)."""
@@ -81,7 +82,7 @@ def get_seq(l_pac, pac, beg, end, out):
     return 0
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def clip_to_contig(offsets, l_pac, beg, mid, end):
     """The clipping of bns_fetch_seq: [beg, end) cut to the contig (and strand) holding `mid`.
     Returns (beg, end, rid)."""
@@ -102,7 +103,7 @@ def clip_to_contig(offsets, l_pac, beg, mid, end):
     return beg, end, rid
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def fetch_seq(offsets, l_pac, pac, beg, mid, end):
     """bns_fetch_seq: clip [beg, end) to the contig (and strand) holding `mid`.
     Returns (seq array, beg, end, rid)."""

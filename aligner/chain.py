@@ -8,17 +8,18 @@ bwa keeps chains in a B-tree keyed by the first seed's reference position; a new
 the closest chain at or left of it (`kb_intervalp`) and starts a new chain if it does not fit. With
 equal keys the answer depends on the tree's node layout, so aligner/kbtree.py emulates that B-tree.
 """
-import numba as nb
 import numpy as np
 from g3align.aligner.bns import intv2rid
 from g3align.aligner.kbtree import interval_lower, new_tree, put, traverse
 from g3align.aligner.ksort import introsort
 from g3align.index.fm import fm_sa
 
+from g3align.jit import njit
+
 f32 = np.float32  # bwa's ratios are C floats: products are rounded to single precision
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def make_seeds(fm, offsets, l_pac, mb, me, mk, ms, max_occ):
     """Seed occurrences of every interval (at most max_occ, evenly sampled like bwa), skipping seeds
     that bridge contigs or strands. Returns (s_rbeg, s_qbeg, s_len, s_rid)."""
@@ -54,7 +55,7 @@ def make_seeds(fm, offsets, l_pac, mb, me, mk, ms, max_occ):
     return s_rbeg[:m], s_qbeg[:m], s_len[:m], s_rid[:m]
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _test_and_merge(w, max_chain_gap, l_pac, first, last, s_rbeg, s_qbeg, s_len, c_rid, c, p, rid):
     """0: start a new chain; 1: merged or contained (bwa's test_and_merge)."""
     if rid != c_rid[c]:
@@ -75,7 +76,7 @@ def _test_and_merge(w, max_chain_gap, l_pac, first, last, s_rbeg, s_qbeg, s_len,
     return 0
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def build_chains(s_rbeg, s_qbeg, s_len, s_rid, l_pac, w, max_chain_gap):
     """Greedy chaining in seed order through bwa's B-tree. Returns (chain ids in tree order, seed->chain
     id, n_chains, c_rid)."""
@@ -113,7 +114,7 @@ def build_chains(s_rbeg, s_qbeg, s_len, s_rid, l_pac, w, max_chain_gap):
     return order, seed_chain, nc, c_rid[:nc]
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def chain_weight(seeds, s_rbeg, s_qbeg, s_len):
     """min(query coverage, reference coverage) of the chain's seeds (mem_chain_weight)."""
     w = 0
@@ -144,7 +145,7 @@ def chain_weight(seeds, s_rbeg, s_qbeg, s_len):
     return w if w < (1 << 30) else (1 << 30) - 1
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def chain_and_filter(fm, offsets, l_pac, mb, me, mk, ms, opt):
     """mem_chain + mem_chain_flt for one read.
     Returns seeds (s_rbeg, s_qbeg, s_len, s_score) and the kept chains in bwa's order as CSR:
@@ -154,7 +155,7 @@ def chain_and_filter(fm, offsets, l_pac, mb, me, mk, ms, opt):
     return s_rbeg, s_qbeg, s_len, s_score, ch_off, ch_seed, ch_rid
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def chain_seeds(s_rbeg, s_qbeg, s_len, s_rid, l_pac, opt):
     """mem_chain + mem_chain_flt on a read's seeds (make_seeds' output, from the CPU or the GPU).
     Returns s_score and the kept chains in bwa's order as CSR: (s_score, ch_off, ch_seed, ch_rid)."""
@@ -272,7 +273,7 @@ def chain_seeds(s_rbeg, s_qbeg, s_len, s_rid, l_pac, opt):
     return s_score, ch_off, ch_seed, ch_rid
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def rep_len(mb, me, ms, max_occ):
     """Read bases covered by seeds occurring more than max_occ times (bwa's l_rep; frac_rep is
     float32(l_rep)/float32(read length))."""

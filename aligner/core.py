@@ -8,7 +8,6 @@ Per read it follows bwa's mem_align1_core + mem_reg2sam:
   collect_intv (smem.py) -> chain_and_filter (chain.py) -> flt_chained_seeds -> chain2aln (extend.py)
   -> sort_dedup_patch -> mark_primary_se (select.py) -> gen_alt / reg2aln / write_record (samout.py)
 """
-import numba as nb
 import numpy as np
 from g3align.aligner.chain import chain_and_filter, rep_len
 from g3align.aligner.extend import IS_ALT, NF, QB, SCORE, SECONDARY, SECONDARY_ALL, XF, chain2aln, flt_chained_seeds
@@ -26,11 +25,13 @@ from g3align.aligner.samout import (
 from g3align.aligner.select import INT_MAX, mark_primary_se, sort_dedup_patch
 from g3align.aligner.smem import collect_intv
 
+from g3align.jit import njit
+
 F_PRIMARY5 = 0x800
 _NO_X = np.zeros((0, XF), np.int64)
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def align1_core(fm, offsets, l_pac, pac, q, opt, mat):
     """Alignment regions of one read: (R, n_regions, l_rep)."""
     L = q.shape[0]
@@ -41,7 +42,7 @@ def align1_core(fm, offsets, l_pac, pac, q, opt, mat):
     return align1_from_intv(fm, offsets, l_pac, pac, q, opt, mat, mb, me, mk, ms)
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def align1_from_intv(fm, offsets, l_pac, pac, q, opt, mat, mb, me, mk, ms):
     """align1_core after seeding: the read's SA intervals (from the CPU or the GPU seeding kernel) ->
     (R, n_regions, l_rep)."""
@@ -62,7 +63,7 @@ def align1_from_intv(fm, offsets, l_pac, pac, q, opt, mat, mb, me, mk, ms):
     return R, nreg, fr
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def align1_from_chains(offsets, l_pac, pac, q, opt, mat, i, pre):
     """align1_core from the staged batch state (aligner/memstage.py): read i's chains and their
     precomputed seed extensions -> (R, n_regions, l_rep)."""
@@ -81,7 +82,7 @@ def align1_from_chains(offsets, l_pac, pac, q, opt, mat, i, pre):
     return R, nreg, fr[i]
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def align1_in_batch(fm, offsets, l_pac, pac, seq, seq_off, i, opt, mat, pre):
     """Regions of read i of a batch: from the staged batch state `pre` (memstage.py) when it is not
     empty, else seeded, chained and extended here."""
@@ -91,7 +92,7 @@ def align1_in_batch(fm, offsets, l_pac, pac, seq, seq_off, i, opt, mat, pre):
     return align1_core(fm, offsets, l_pac, pac, q, opt, mat)
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def reorder_primary5(opt, R, n):
     """mem_reorder_primary5 (-5): the leftmost-on-query primary becomes the first record."""
     n_pri = 0
@@ -121,11 +122,9 @@ def reorder_primary5(opt, R, n):
                 R[k, f] = 0
 
 
-_EMPTY_U8 = np.zeros(0, np.uint8)
-_EMPTY_U32 = np.zeros(0, np.uint32)
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, name, qual, has_qual,
                comment, rg_id, R, nreg, read_id, cg):
     """mem_mark_primary_se + mem_reg2sam for one single-end read; appends records to buf."""
@@ -133,10 +132,10 @@ def reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, 
     if opt.flag & F_PRIMARY5:
         reorder_primary5(opt, R, nreg)
     return reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, name, qual, has_qual,
-                   comment, rg_id, R, nreg, 0, False, -1, -1, 0, _EMPTY_U32, cg)
+                   comment, rg_id, R, nreg, 0, False, -1, -1, 0, np.empty(0, np.uint32), cg)
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, name, qual, has_qual,
             comment, rg_id, R, nreg, extra_flag, m_has, m_rid, m_pos, m_rev, m_cig, cg):
     """bwa's mem_reg2sam on regions already marked primary/secondary: the read's records (primary,
@@ -148,7 +147,7 @@ def reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, nam
     L = q.shape[0]
     has_xa = False
     xa_off = np.zeros(nreg + 1, np.int64)
-    xa = _EMPTY_U8
+    xa = np.empty(0, np.uint8)
     if not (opt.flag & F_ALL):
         xa_off, xa, has_xa = gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, nreg, ctg_names, ctg_off, cg)
     cap = nreg if nreg > 0 else 1
@@ -211,13 +210,14 @@ def reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, nam
         m += 1
     if m == 0:
         buf, nbuf = write_record(buf, nbuf, opt, name, q, qual, has_qual, comment, rg_id, ctg_names, ctg_off,
-                                 -1, -1, 0, 0, extra_flag, 0, _EMPTY_U32, _EMPTY_U8, 0, 0, 0, _EMPTY_U8, 0,
+                                 -1, -1, 0, 0, extra_flag, 0, np.empty(0, np.uint32), np.empty(0, np.uint8), 0, 0, 0,
+                                 np.empty(0, np.uint8), 0,
                                  l_rid, l_pos, l_rev, cig_off, cigs, l_mapq, l_nm, l_flag, 0,
                                  m_has, m_rid, m_pos, m_rev, m_cig)
         return buf, nbuf
     for j in range(m):
         k = l_k[j]
-        xa_j = xa[xa_off[k]:xa_off[k + 1]] if has_xa else _EMPTY_U8
+        xa_j = xa[xa_off[k]:xa_off[k + 1]] if has_xa else np.empty(0, np.uint8)
         buf, nbuf = write_record(buf, nbuf, opt, name, q, qual, has_qual, comment, rg_id, ctg_names, ctg_off,
                                  l_rid[j], l_pos[j], l_rev[j], l_mapq[j], l_flag[j], l_nm[j],
                                  cigs[cig_off[j]:cig_off[j + 1]], mds[md_off[j]:md_off[j + 1]],
@@ -227,7 +227,7 @@ def reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, nam
     return buf, nbuf
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def align_range_se(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual, has_qual,
                    names, name_off, comments, com_off, rg_id, first_id, i0, i1, opt, mat, pre):
     """CPU kernel: SAM bytes for reads [i0, i1) of a batch (read ids first_id + i). With a non-empty `pre`
@@ -244,14 +244,14 @@ def align_range_se(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qu
     for i in range(i0, i1):
         q = seq[seq_off[i]:seq_off[i + 1]]
         R, nreg, fr = align1_in_batch(fm, offsets, l_pac, pac, seq, seq_off, i, opt, mat, pre)
-        qu = qual[seq_off[i]:seq_off[i + 1]] if has_qual else _EMPTY_U8
+        qu = qual[seq_off[i]:seq_off[i + 1]] if has_qual else np.empty(0, np.uint8)
         buf, nbuf = reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q,
                                names[name_off[i]:name_off[i + 1]], qu, has_qual,
                                comments[com_off[i]:com_off[i + 1]], rg_id, R, nreg, first_id + i, cg)
     return owned_text(buf_own, buf, nbuf)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def sam_se_range(offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual, has_qual, names, name_off, comments,
                  com_off, rg_id, first_id, R_cat, reg_off, cg, i0, i1, opt, mat):
     """CPU kernel: SAM bytes for reads [i0, i1) of a single-end batch from their regions (R_cat rows
@@ -273,7 +273,7 @@ def sam_se_range(offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual, ha
         R = np.empty((max(nreg, 1), R_cat.shape[1]), np.int64)
         R[:nreg] = R_cat[u:u + nreg]
         q = seq[seq_off[i]:seq_off[i + 1]]
-        qu = qual[seq_off[i]:seq_off[i + 1]] if has_qual else _EMPTY_U8
+        qu = qual[seq_off[i]:seq_off[i + 1]] if has_qual else np.empty(0, np.uint8)
         c = cg_slice(cg, u, u + nreg) if has_cg else none
         buf, nbuf = reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q,
                                names[name_off[i]:name_off[i + 1]], qu, has_qual,

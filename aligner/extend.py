@@ -8,11 +8,12 @@ the seed, retrying with a doubled band when the best cell lies near the band edg
 Regions are rows of an int64 matrix `R` (fields below, bwa's mem_alnreg_t); coordinates are in the
 forward-reverse reference space, half-open: query [QB, QE), reference [RB, RE).
 """
-import numba as nb
 import numpy as np
 from g3align.aligner.bns import clip_to_contig, fetch_seq, get_seq
 from g3align.aligner.ksort import sort_distinct_u64
 from g3align.aligner.ksw import ksw_align2, ksw_extend2
+
+from g3align.jit import njit
 
 # region fields
 RB, RE, QB, QE, RID, SCORE, TRUESC, SUB, ALT_SC, CSUB, SUB_N, W, SEEDCOV, SECONDARY, SECONDARY_ALL, \
@@ -24,7 +25,7 @@ MEM_SHORT_LEN = 200
 KSW_XSTART = 0x80000  # see ksw.h
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def cal_max_gap(opt, qlen):
     l_del = int((qlen * opt.a - opt.o_del) / opt.e_del + 1.)
     l_ins = int((qlen * opt.a - opt.o_ins) / opt.e_ins + 1.)
@@ -33,7 +34,7 @@ def cal_max_gap(opt, qlen):
     return l if l < (opt.w << 1) else (opt.w << 1)
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def seed_sw(opt, mat, offsets, l_pac, pac, L, q, rbeg, qbeg, slen):
     """bwa's mem_seed_sw: local SW score around a short seed, -1 when not needed."""
     if slen >= MEM_SHORT_LEN:
@@ -64,7 +65,7 @@ def seed_sw(opt, mat, offsets, l_pac, pac, L, q, rbeg, qbeg, slen):
     return r[0]
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def flt_chained_seeds(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_score, ch_off, ch_seed):
     """bwa's mem_flt_chained_seeds (only active for long reads). Returns the new ch_off/ch_seed."""
     if opt.min_chain_weight:
@@ -97,7 +98,7 @@ X_QB, X_RB, X_QE, X_RE, X_SCORE, X_TRUESC, X_W = range(7)
 XF = 8
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def chain_window(opt, offsets, l_pac, L, s_rbeg, s_qbeg, s_len, seeds):
     """The reference window [rmax0, rmax1) of one chain (mem_chain2aln's rmax, clipped to the contig
     and strand of the chain's first seed as bns_fetch_seq clips it)."""
@@ -121,7 +122,7 @@ def chain_window(opt, offsets, l_pac, L, s_rbeg, s_qbeg, s_len, seeds):
     return rmax0, rmax1
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def ext_seed(opt, mat, L, q, rseq, rmax0, rmax1, sq, sr, sl, qs, rs, out):
     """Extend one seed (query [sq, sq+sl) at reference sr) to the left and right inside the chain's
     window rseq = reference [rmax0, rmax1): ksw_extend2 with bwa's band doubling (at most two tries),
@@ -188,7 +189,7 @@ def ext_seed(opt, mat, L, q, rseq, rmax0, rmax1, sq, sr, sl, qs, rs, out):
     out[X_W] = aw0 if aw0 > aw1 else aw1
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def chain2aln(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_score, seeds, rid, l_rep,
               R, nreg, X):
     """Extend one chain; regions are appended to R from row nreg. Returns (R, nreg).

@@ -7,14 +7,15 @@ node layout (leaf inserts go after the first equal key of a node, splits move me
 stops at an internal node holding an equal key). A sorted array does not reproduce that, so this module
 mirrors kbtree's nodes, splits, lookups and in-order traversal. Keys are chain ids; `pos[id]` is the key.
 """
-import numba as nb
 import numpy as np
+
+from g3align.jit import njit
 
 T = 5                # kbtree's t for 40-byte mem_chain_t and KB_DEFAULT_SIZE 512
 MAXK = 2 * T - 1     # keys per node
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def new_tree(cap):
     """(n_keys[node], internal[node], keys[node, MAXK], ptr[node, MAXK+1], n_nodes, root) as arrays."""
     nodes = max(4, cap // (T - 1) + 4)
@@ -28,12 +29,12 @@ def new_tree(cap):
     return nkey, internal, keys, ptr, meta
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _cmp(a, b):
     return (1 if a > b else 0) - (1 if a < b else 0)
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _getp_aux(nkey, keys, pos, x, k):
     """kbtree's __kb_getp_aux: (index, r) with r = cmp(k, key[index]) semantics."""
     n = nkey[x]
@@ -55,7 +56,7 @@ def _getp_aux(nkey, keys, pos, x, k):
     return begin, r
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def interval_lower(tree, pos, k):
     """kb_intervalp's `lower` for key k: a chain id, or -1."""
     nkey, internal, keys, ptr, meta = tree
@@ -73,7 +74,7 @@ def interval_lower(tree, pos, k):
     return lower
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _alloc(tree, is_internal):
     nkey, internal, keys, ptr, meta = tree
     z = meta[0]
@@ -83,7 +84,7 @@ def _alloc(tree, is_internal):
     return z
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _split(tree, x, i, y):
     nkey, internal, keys, ptr, meta = tree
     z = _alloc(tree, internal[y])
@@ -103,7 +104,7 @@ def _split(tree, x, i, y):
     nkey[x] += 1
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def put(tree, pos, cid):
     """kb_putp of chain id `cid` (key pos[cid]). The tree arrays must have room for one more node."""
     nkey, internal, keys, ptr, meta = tree
@@ -134,7 +135,7 @@ def put(tree, pos, cid):
         x = ptr[x, i]
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def traverse(tree, out):
     """In-order chain ids (kbtree's __kb_traverse) into out; returns the count."""
     nkey, internal, keys, ptr, meta = tree

@@ -10,12 +10,13 @@ lexicographically smaller than row K[j] (K: int64[n_records, n_keys]; a descendi
 negated, an unsigned 64-bit key with its top bit flipped). Comparisons only read keys, so sorting
 indices moves them like the records. One comparator keeps every caller cacheable by numba.
 """
-import numba as nb
 import numpy as np
 from g3align.aligner.nbshare import unowned
 
+from g3align.jit import njit
 
-@nb.njit(cache=True, inline="always")
+
+@njit(cache=True, inline="always")
 def lt(K, i, j):
     for c in range(K.shape[1]):
         if K[i, c] != K[j, c]:
@@ -23,7 +24,7 @@ def lt(K, i, j):
     return False
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _insertsort(idx, s, t, K):
     # insertion sort of idx[s:t]
     i = s + 1
@@ -37,7 +38,7 @@ def _insertsort(idx, s, t, K):
         i += 1
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _combsort(idx, s, n, K):
     shrink = 1.2473309501039786540366528676643
     gap = n
@@ -62,7 +63,7 @@ def _combsort(idx, s, n, K):
         _insertsort(idx, s, s + n, K)
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def introsort(idx, n, K):
     """Sort idx[0:n] in place with ksort's introsort (median-of-3 quicksort, combsort fallback,
     final insertion sort over the whole array)."""
@@ -72,7 +73,7 @@ def introsort(idx, n, K):
 STACK_ROWS = 2 * 64 + 4 + 64  # introsort_ws: rows of range stack any n needs (a push needs a side of 17+ records)
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def introsort_ws(idx, n, K, stack):
     """introsort with its range stack given: int64[STACK_ROWS, 3] (or any rows when n <= 17), e.g. a view of
     a caller's scratch, so that the sort allocates nothing."""
@@ -152,7 +153,7 @@ def introsort_ws(idx, n, K, stack):
             d = stack[top, 2]
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def sort_distinct_u64(a):
     """Sort a (distinct uint64 keys) ascending in place: insertion sort when short (no allocation),
     numba's quicksort otherwise."""

@@ -36,7 +36,8 @@ The plain variants allocate their scratch once per call.
 """
 
 import numpy as np
-from numba import njit
+
+from g3align.jit import njit
 
 # flags of ksw_align2's ``xtra`` argument (values as in bwa's ksw.h)
 KSW_XBYTE = 0x10000   # 8-bit (saturating) score cells; score 255 signals overflow

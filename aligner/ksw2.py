@@ -22,7 +22,8 @@ its runtime dispatch picks on any x86-64 CPU with SSE4.1), checked against a C h
 original sources (tests/test_ksw2.py, scripts/ksw2_harness.c).
 """
 import numpy as np
-from numba import njit
+
+from g3align.jit import njit
 
 from .mm_types import (
     EZ_MAX,

@@ -21,6 +21,8 @@ import contextlib
 import numba as nb
 import numpy as np
 
+from g3align.jit import njit
+
 from .ksw2 import extd2
 from .mm_types import EZ_N, KSW_EZ_APPROX_MAX, KSW_EZ_GENERIC_SC, KSW_EZ_SCORE_ONLY
 
@@ -92,7 +94,7 @@ def job_geometry(jobs: np.ndarray, grid: int = GRID) -> tuple[np.ndarray, np.nda
 
 
 # ----------------------------------------------------------------------------------------------- CPU twin
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def job_seq(buf, off, n, mode):
     """A job's query or target as the kernel reads it (views of buf, reversed / complemented)."""
     out = np.empty(n, np.uint8)
@@ -104,7 +106,7 @@ def job_seq(buf, off, n, mode):
     return out
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _one(Q, T, jobs, P, j, ez, cig, cig_off, n_cig):
     row = jobs[j]
     qs = job_seq(Q, row[J_Q_OFF], row[J_Q_LEN], row[J_Q_MODE])
@@ -117,7 +119,7 @@ def _one(Q, T, jobs, P, j, ez, cig, cig_off, n_cig):
     cig[cig_off[j]:cig_off[j] + c.shape[0]] = c
 
 
-@nb.njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _batch_cpu(Q, T, jobs, P, ez, cig, cig_off, n_cig):
     for j in nb.prange(jobs.shape[0]):
         _one(Q, T, jobs, P, j, ez, cig, cig_off, n_cig)

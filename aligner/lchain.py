@@ -14,8 +14,9 @@ choice among equal scores match minimap2. The RMQ chainer keeps an exact emulati
 augmented AVL tree (krmq.h), because which of several equal-priority anchors a range query returns
 depends on the tree's shape.
 """
-import numba as nb
 import numpy as np
+
+from g3align.jit import njit
 
 from .mm_types import (
     AS,
@@ -50,7 +51,7 @@ SEG_MASK = np.uint64(0xFF) << np.uint64(48)
 # ---------------------------------------------------------------------------------------------
 # small integer helpers (C casts)
 # ---------------------------------------------------------------------------------------------
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def lo32s(v):
     """(int32_t) of a uint64: the low 32 bits as a signed value (returned as int64)."""
     w = np.int64(np.uint64(v) & U32)
@@ -59,17 +60,17 @@ def lo32s(v):
     return w
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _span(y):
     return np.int64((np.uint64(y) >> np.uint64(32)) & np.uint64(0xFF))
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _seg(y):
     return np.int64((np.uint64(y) & SEG_MASK) >> np.uint64(48))
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _to_u64(v):
     """An int64 (possibly negative) as the uint64 with the same bits (C's int -> uint64_t)."""
     return np.uint64(v) if v >= 0 else ~np.uint64(-(v + 1))
@@ -78,7 +79,7 @@ def _to_u64(v):
 # ---------------------------------------------------------------------------------------------
 # minimap2's radix sorts (ksort.h KRADIX_SORT_INIT with 8-bit digits, insertion sort below 65)
 # ---------------------------------------------------------------------------------------------
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _rs_insertsort(x, y, beg, end):
     for i in range(beg + 1, end):
         if x[i] < x[i - 1]:
@@ -93,7 +94,7 @@ def _rs_insertsort(x, y, beg, end):
             y[j] = ty
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def radix_sort_128x(x, y, beg, end):
     """Sort pairs (x[k], y[k]) for k in [beg, end) by x, moving elements exactly as minimap2's
     radix_sort_128x does (so records with equal x end in minimap2's order)."""
@@ -164,7 +165,7 @@ def radix_sort_128x(x, y, beg, end):
                     _rs_insertsort(x, y, bb[k], be[k])
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def radix_sort_a(a):
     """radix_sort_128x applied to an anchor array a (n, 2) in place (sort by a[:,0])."""
     n = a.shape[0]
@@ -179,7 +180,7 @@ def radix_sort_a(a):
 # ---------------------------------------------------------------------------------------------
 # scores
 # ---------------------------------------------------------------------------------------------
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def mg_log2(x):
     """minimap2's fast single-precision log2 approximation (mmpriv.h; only meaningful for x >= 2), in float32
     step by step as the C code computes it. The float's bits are moved through registers, not a scratch array
@@ -194,7 +195,7 @@ def mg_log2(x):
     return np.float32(log_2 + t)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def chain_pens(chain_gap_scale, chain_skip_scale, k):
     """(chn_pen_gap, chn_pen_skip) as mm_map_frag computes them: float scale * 0.01 * k in double,
     stored into a float."""
@@ -203,7 +204,7 @@ def chain_pens(chain_gap_scale, chain_skip_scale, k):
     return g, s
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _comput_sc(a, i, j, max_dist_x, max_dist_y, bw, pg, ps, is_cdna, n_seg):
     dq = lo32s(a[i, 1]) - lo32s(a[j, 1])
     sidi = _seg(a[i, 1])
@@ -236,7 +237,7 @@ def _comput_sc(a, i, j, max_dist_x, max_dist_y, bw, pg, ps, is_cdna, n_seg):
     return sc
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _comput_sc_simple(a, i, j, pg, ps):
     """(score, exact, width) of the RMQ chainer's gap cost."""
     dq = lo32s(a[i, 1]) - lo32s(a[j, 1])
@@ -256,7 +257,7 @@ def _comput_sc_simple(a, i, j, pg, ps):
 # ---------------------------------------------------------------------------------------------
 # backtracking (shared by the DP and the RMQ chainer)
 # ---------------------------------------------------------------------------------------------
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _bk_end(max_drop, zx, zy, f, p, t, k):
     i = zy[k]
     end_i = -1
@@ -284,7 +285,7 @@ def _bk_end(max_drop, zx, zy, f, p, t, k):
     return max_i
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def chain_backtrack(f, p, t, min_cnt, min_sc, max_drop):
     """mg_chain_backtrack: returns (u, v) -- chains (score<<32|count) and their anchor indices,
     each chain's anchors listed from its end to its start."""
@@ -333,7 +334,7 @@ def chain_backtrack(f, p, t, min_cnt, min_sc, max_drop):
     return u[:n_u].copy(), v[:n_v].copy()
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _compact_a(u, v, a):
     """compact_a: gather each chain's anchors (start to end) and order chains by their first anchor's
     target coordinate; u is reordered to match."""
@@ -375,7 +376,7 @@ def _compact_a(u, v, a):
 # ---------------------------------------------------------------------------------------------
 # the DP chainer
 # ---------------------------------------------------------------------------------------------
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def dp_limits(max_dist_x, max_dist_y, bw, is_cdna):
     """mg_lchain_dp's adjusted (max_dist_x, max_dist_y, max_drop)."""
     max_drop = bw
@@ -388,7 +389,7 @@ def dp_limits(max_dist_x, max_dist_y, bw, is_cdna):
     return max_dist_x, max_dist_y, max_drop
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def dp_scores(max_dist_x, max_dist_y, bw, max_skip, max_iter, pg, ps, is_cdna, n_seg, a, f, p, v, t):
     """The DP of mg_lchain_dp over anchors a (sorted, limits from dp_limits): best chain score f[i] ending
     at anchor i, its predecessor p[i] (-1: none) and v[i], the peak score on that chain; t is scratch.
@@ -445,7 +446,7 @@ def dp_scores(max_dist_x, max_dist_y, bw, max_skip, max_iter, pg, ps, is_cdna, n
             max_ii = i
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def dp_chains(max_drop, min_cnt, min_sc, a, f, p, v, t):
     """mg_lchain_dp after its DP: backtracking and the chained anchors (see lchain_dp)."""
     u, vv = chain_backtrack(f, p, t, min_cnt, min_sc, max_drop)
@@ -454,7 +455,7 @@ def dp_chains(max_drop, min_cnt, min_sc, a, f, p, v, t):
     return _compact_a(u, vv, a)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def lchain_dp(max_dist_x, max_dist_y, bw, max_skip, max_iter, min_cnt, min_sc, chn_pen_gap, chn_pen_skip,
               is_cdna, n_seg, a):
     """mg_lchain_dp. a: anchors sorted by a[:,0]. Returns (a_chained, u) as minimap2 leaves them:
@@ -472,7 +473,7 @@ def lchain_dp(max_dist_x, max_dist_y, bw, max_skip, max_iter, min_cnt, min_sc, c
     return dp_chains(max_drop, min_cnt, min_sc, a, f, p, v, t)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def lchain_dp_fp(max_dist_x, max_dist_y, bw, min_cnt, min_sc, is_cdna, a, f, p):
     """lchain_dp with the scores f / predecessors p already computed for a's anchors (a batch's DP on the
     GPU, aligner/lchain_gpu.py, or its CPU twin): backtracking as lchain_dp does (the peak scores v of
@@ -491,7 +492,7 @@ def lchain_dp_fp(max_dist_x, max_dist_y, bw, min_cnt, min_sc, is_cdna, a, f, p):
 _L, _R, _S, _B, _SZ, _Y, _I = 0, 1, 2, 3, 4, 5, 6
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _kcmp(y1, i1, y2, i2):
     if y1 < y2:
         return -1
@@ -500,24 +501,24 @@ def _kcmp(y1, i1, y2, i2):
     return (1 if i1 > i2 else 0) - (1 if i1 < i2 else 0)
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _ncmp(T, x, p):
     return _kcmp(T[x, _Y], T[x, _I], T[p, _Y], T[p, _I])
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _csize(T, q, d):
     c = T[q, d]
     return T[c, _SZ] if c >= 0 else 0
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _update_min(T, P, p, q, r):
     T[p, _S] = p if (q < 0 or P[p] < P[T[q, _S]]) else T[q, _S]
     T[p, _S] = T[p, _S] if (r < 0 or P[T[p, _S]] < P[T[r, _S]]) else T[r, _S]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _rotate1(T, P, p, dr):
     opp = 1 - dr
     q = T[p, opp]
@@ -532,7 +533,7 @@ def _rotate1(T, P, p, dr):
     return q
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _rotate2(T, P, p, dr):
     opp = 1 - dr
     q = T[p, opp]
@@ -563,7 +564,7 @@ def _rotate2(T, P, p, dr):
     return r
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _krmq_insert(T, P, root, x, stack, path):
     """Insert node x; returns the new root (x must not be present). stack, path: scratch int64[64]."""
     bp = root
@@ -632,7 +633,7 @@ def _krmq_insert(T, P, root, x, stack, path):
     return root
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _krmq_find(T, root, y, i):
     p = root
     while p >= 0:
@@ -646,7 +647,7 @@ def _krmq_find(T, root, y, i):
     return p
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _krmq_erase(T, P, root, x, fake, path, dirs):
     """Erase node x (present in the tree); returns the new root. `fake` is a scratch node id; path, dirs:
     scratch int64[64]."""
@@ -734,7 +735,7 @@ def _krmq_erase(T, P, root, x, fake, path, dirs):
     return T[fake, _L]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _krmq_rmq(T, P, root, lo_y, lo_i, up_y, up_i, path0, path1, pc0, pc1):
     """Node of minimum pri among nodes with lo <= key <= up (closed), as krmq_rmq picks it; -1 if none."""
     if root < 0:
@@ -791,7 +792,7 @@ def _krmq_rmq(T, P, root, lo_y, lo_i, up_y, up_i, path0, path1, pc0, pc1):
     return mn
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _krmq_lower(T, root, y, i):
     """krmq_interval's lower bound: the last node with key <= (y, i), or -1."""
     p = root
@@ -812,7 +813,7 @@ def _krmq_lower(T, root, y, i):
 # ---------------------------------------------------------------------------------------------
 # the RMQ chainer
 # ---------------------------------------------------------------------------------------------
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def lchain_rmq(max_dist, max_dist_inner, bw, max_chn_skip, cap_rmq_size, min_cnt, min_sc, chn_pen_gap,
                chn_pen_skip, a):
     """mg_lchain_rmq. a: anchors sorted by a[:,0]. Returns (a_chained, u) like lchain_dp."""
@@ -957,7 +958,7 @@ def lchain_rmq(max_dist, max_dist_inner, bw, max_chn_skip, cap_rmq_size, min_cnt
 # ---------------------------------------------------------------------------------------------
 # re-chaining decision of mm_map_frag
 # ---------------------------------------------------------------------------------------------
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def need_long_rechain(bw, bw_long, no_ljoin_flags, n_segs, qlen_sum, rmq_rescue_size, rmq_rescue_ratio, a, u):
     """True when mm_map_frag redoes chaining with RMQ and bw_long. no_ljoin_flags: nonzero when any of
     MM_F_SPLICE, MM_F_SR, MM_F_NO_LJOIN is set. rmq_rescue_ratio is a C float."""
@@ -970,7 +971,7 @@ def need_long_rechain(bw, bw_long, no_ljoin_flags, n_segs, qlen_sum, rmq_rescue_
         np.float32(en - st) > np.float32(qlen_sum) * np.float32(rmq_rescue_ratio)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def maybe_rechain_long(bw, bw_long, no_ljoin_flags, n_segs, qlen_sum, rmq_rescue_size, rmq_rescue_ratio,
                        max_gap, rmq_inner_dist, max_chain_skip, rmq_size_cap, min_cnt, min_chain_score,
                        chn_pen_gap, chn_pen_skip, a, u):
@@ -989,7 +990,7 @@ def maybe_rechain_long(bw, bw_long, no_ljoin_flags, n_segs, qlen_sum, rmq_rescue
     return a, u, False
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def need_occ_rechain(max_occ, mid_occ, rep_len, is_rmq, n_segs, a, u):
     """The short-read re-chaining test of mm_map_frag (only reached when the long-join branch was not
     taken): True when seeds should be collected again with max_occ and chained with lchain_dp."""
@@ -1019,7 +1020,7 @@ def need_occ_rechain(max_occ, mid_occ, rep_len, is_rmq, n_segs, a, u):
 # ---------------------------------------------------------------------------------------------
 # hashes and region generation (hit.c)
 # ---------------------------------------------------------------------------------------------
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def wang_hash(key):
     """khash's __ac_Wang_hash on uint32."""
     m = np.uint64(0xFFFFFFFF)
@@ -1033,7 +1034,7 @@ def wang_hash(key):
     return k
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def x31_hash(name):
     """khash's __ac_X31_hash_string over a uint8 array (bytes of the name; chars are signed)."""
     m = np.uint64(0xFFFFFFFF)
@@ -1049,7 +1050,7 @@ def x31_hash(name):
     return h
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def read_hash(name, qlen_sum, seed):
     """The per-read hash of mm_map_frag. name: uint8 bytes of the read name (empty when there is no
     name or MM_F_NO_HASH_NAME is set); seed: opt->seed (11)."""
@@ -1059,7 +1060,7 @@ def read_hash(name, qlen_sum, seed):
     return wang_hash(h)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def hash64(key):
     k = np.uint64(key)
     k = (~k) + (k << np.uint64(21))
@@ -1072,7 +1073,7 @@ def hash64(key):
     return k
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def cal_fuzzy_len(R, r, a):
     """mm_cal_fuzzy_len: MLEN and BLEN of row r from its anchors."""
     R[r, MLEN] = 0
@@ -1095,7 +1096,7 @@ def cal_fuzzy_len(R, r, a):
     R[r, BLEN] = lo32s(blen)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def reg_set_coor(R, r, qlen, a, is_qstrand):
     """mm_reg_set_coor: REV RID RS RE QS QE (and MLEN/BLEN) of row r from AS and CNT."""
     k = R[r, AS]
@@ -1116,7 +1117,7 @@ def reg_set_coor(R, r, qlen, a, is_qstrand):
     cal_fuzzy_len(R, r, a)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def gen_regs(hash, qlen, u, a, is_qstrand):
     """mm_gen_regs: one region per chain, ordered by score (ties broken by a hash of the chain's first
     anchor and the read hash), with coordinates from the anchors. Returns R int64[n_u, NR]."""
@@ -1156,7 +1157,7 @@ def gen_regs(hash, qlen, u, a, is_qstrand):
     return R
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def chain_gaps(is_sr, qlen_sum, max_gap, max_gap_ref, max_frag_len):
     """(max_chain_gap_qry, max_chain_gap_ref) of mm_map_frag; lchain_dp takes them as
     (max_dist_x = gap_ref, max_dist_y = gap_qry)."""
@@ -1175,7 +1176,7 @@ def chain_gaps(is_sr, qlen_sum, max_gap, max_gap_ref, max_frag_len):
     return gq, gr
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def seg_gen(hash, qlens, R0, n0, a):
     """mm_seg_gen: split the fragment chains R0[:n0] (anchors in a) into per-segment chains.
     Returns (a_cat, a_off, R_cat, r_off): segment s has anchors a_cat[a_off[s]:a_off[s+1]] (query

@@ -7,12 +7,13 @@ what lchain.dp_scores computes per read; lchain.dp_chains then backtracks each r
 """
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 from g3align.aligner.lchain import INT32_MIN, _comput_sc, _span, dp_limits, dp_scores
 
+from g3align.jit import njit
 
-@nb.njit(cache=True, nogil=True)
+
+@njit(cache=True, nogil=True)
 def limits_batch(mdx, mdy, bw, is_cdna):
     """dp_limits per read -> (max_dist_x, max_dist_y) arrays."""
     n = mdx.shape[0]
@@ -25,7 +26,7 @@ def limits_batch(mdx, mdy, bw, is_cdna):
     return ox, oy
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def dp_scores_batch(a, off, mdx, mdy, nseg, bw, max_skip, max_iter, pg, ps, is_cdna):
     """CPU twin of lchain_dp_kernel over a batch (limits already from limits_batch) -> (f, p)."""
     n = a.shape[0]
@@ -90,7 +91,7 @@ def dp_scores_gpu_warp(a, off, mdx, mdy, nseg, bw, max_skip, max_iter, pg, ps, i
     return fetch(f), fetch(p)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def warp_emulate(mdx, mdy, bw, max_skip, max_iter, pg, ps, is_cdna, n_seg, a, f, p, t):
     """lchain_dp_warp_kernel's algorithm for one read, its 32 lanes run one after the other between the
     kernel's synchronisation points (the test oracle of the warp kernel's logic: == dp_scores)."""

@@ -21,10 +21,11 @@ ops or its MD more than CAP_MD bytes: then res = (0, 0, -1, 0) and the row is em
 """
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 from g3align.aligner.nbshare import unowned
 from g3align.aligner.samout import CG_FIELDS, infer_bw, region_cigar
+
+from g3align.jit import njit
 
 CAP_CIG = 32  # CIGAR ops of a computed row (a 150 bp read has 1-5)
 CAP_MD = 128  # MD bytes of a computed row
@@ -34,7 +35,7 @@ MAX_JOB_SCRATCH = 1 << 20  # bytes of DP scratch (H/E rows + banded direction ma
 _F = np.array(CG_FIELDS, np.int64)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def cigar_keys(R_cat, reg_off):
     """(keys (m, 6), read index of each row) of a part's regions."""
     m = R_cat.shape[0]
@@ -48,7 +49,7 @@ def cigar_keys(R_cat, reg_off):
     return keys, j_read
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _plan1(opt, mat, lq, tl, truesc, w_reg):
     tmp = infer_bw(lq, tl, truesc, opt.a, opt.o_del, opt.e_del)
     w2 = infer_bw(lq, tl, truesc, opt.a, opt.o_ins, opt.e_ins)
@@ -74,7 +75,7 @@ def _plan1(opt, mat, lq, tl, truesc, w_reg):
     return b if b <= MAX_JOB_SCRATCH else -1
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def cigar_plan(opt, mat, keys):
     """Per job: bytes of DP scratch the GPU needs (0: ungapped only, -1: over MAX_JOB_SCRATCH, left to the
     SAM stage). A job needs the DP unless reg2aln's band starts (and so stays) at 0 with equal query and
@@ -87,7 +88,7 @@ def cigar_plan(opt, mat, keys):
     return out
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def cigar_jobs_range(opt, mat, l_pac, pac, seq, seq_off, keys, j_read, plan, j0, j1, res, cig_cap, md_cap):
     """CPU twin of mem_cigar_kernel for jobs [j0, j1): region_cigar of each, into fixed slots."""
     mat, pac, seq, seq_off, keys, j_read, plan, res, cig_cap, md_cap = unowned(
@@ -146,7 +147,7 @@ def cigar_params(opt) -> np.ndarray:
     return np.array([opt.a, opt.o_del, opt.e_del, opt.o_ins, opt.e_ins, opt.w], np.int32)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def job_table(plan, keys, j_read, ws_bytes):
     """The GPU's packed jobs J (m, 8) int64 = keys, read, scratch offset (kernels/memcigar.cu), the
     launches as bounds (consecutive jobs whose DP scratch, cigar_plan, fits ws_bytes; offsets within it;

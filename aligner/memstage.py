@@ -23,13 +23,14 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-import numba as nb
 import numpy as np
 from g3align.aligner.bns import get_seq
 from g3align.aligner.chain import chain_seeds, rep_len
 from g3align.aligner.extend import XF, chain_window, ext_seed, flt_chained_seeds
 from g3align.aligner.nbshare import unowned
 from g3align.aligner.pinned import empty_pinned, pinned_class, to_device, to_host, upload_large  # noqa: F401
+
+from g3align.jit import njit
 
 # s_off: read r's seeds are [s_off[r], s_off[r+1]) of s_rbeg/s_qbeg/s_len/s_score;
 # c_off: read r's kept chains are [c_off[r], c_off[r+1]) of ch_rid; cs_off: chain c's seeds are
@@ -46,7 +47,7 @@ def empty_pre() -> tuple:
     return (z, z, z32, z32, z32, z, z, z, z, np.zeros((0, XF), np.int64), z)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def chain_range(offsets, l_pac, pac, seq, seq_off, i0, i1, opt, mat, s_off, s_rbeg, s_qbeg, s_len, s_rid):
     """Chains of reads [i0, i1) from their seeds. Returns
     (s_score for seeds [s_off[i0], s_off[i1]), n_chains per read, ch_rid, ch_r0, ch_r1, ch_n, ch_seed):
@@ -100,14 +101,14 @@ def chain_range(offsets, l_pac, pac, seq, seq_off, i0, i1, opt, mat, s_off, s_rb
     return s_score, n_ch, ch_rid[:nc], ch_r0[:nc], ch_r1[:nc], ch_n[:nc], ch_seed[:ns]
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _grow(a, n, cap):
     b = np.empty(cap, a.dtype)
     b[:n] = a[:n]
     return b
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def rep_len_csr(mb, me, ms, off, max_occ):
     """rep_len of every read of a batch's CSR intervals (CPU twin of memext.cu's rep_len_kernel)."""
     n = off.shape[0] - 1
@@ -118,7 +119,7 @@ def rep_len_csr(mb, me, ms, off, max_occ):
     return fr
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def ext_jobs_range(opt, mat, l_pac, pac, seq, seq_off, j_read, j_sq, j_sr, j_sl, j_r0, j_r1, j0, j1, X):
     """CPU twin of kernels/memext.cu: ext_seed for jobs [j0, j1) into X[j]."""
     mat, pac, seq, seq_off, j_read, j_sq, j_sr, j_sl, j_r0, j_r1, X = unowned(
@@ -396,7 +397,7 @@ def chain_scratch_words(n_seeds, xp=np):
     return xp.add(xp.add(xp.multiply(n_seeds, 17), 8), xp.multiply(nodes, 21))
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def chain_reads(idx, offsets, l_pac, pac, seq, seq_off, opt, mat, s_off, s_rbeg, s_qbeg, s_len, s_rid,
                 s_score, sl_rid, sl_r0, sl_r1, sl_n, sl_seed, n_ch, n_cs):
     """chain_range for the reads idx (the ones chain_kernel leaves to the CPU), written into the kernel's

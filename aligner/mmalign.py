@@ -38,7 +38,8 @@ Memory stays bounded on ultra-long reads: every DP goes through ksw2's banded ke
 one end at a time (at most ``max_sw_mat`` cells, as in minimap2).
 """
 import numpy as np
-from numba import njit
+
+from g3align.jit import njit
 
 from .ksw2 import extd2, extz2, gen_simple_mat, ll_i16
 from .lchain import mg_log2

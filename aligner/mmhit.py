@@ -7,8 +7,9 @@ past n are garbage). Functions that delete or reorder regions do it in place and
 `DP_MAX2` are then meaningful. Floating-point expressions follow C's promotions exactly (float where
 minimap2 uses float, double where it mixes in double constants).
 """
-import numba as nb
 import numpy as np
+
+from g3align.jit import njit
 
 from .lchain import U32, _span, _to_u64, lo32s, radix_sort_128x, reg_set_coor  # noqa: F401 (re-exported)
 from .mm_types import (
@@ -55,7 +56,7 @@ PARENT_UNSET = -1
 PARENT_TMP_PRI = -2
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def alt_score(score, alt_diff_frac):
     """mm_alt_score (double arithmetic on a float fraction)."""
     if score < 0:
@@ -64,7 +65,7 @@ def alt_score(score, alt_diff_frac):
     return s if s > 0 else 1
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def mark_alt(R, n, is_alt):
     """mm_mark_alt: is_alt[rid] != 0 marks the reference sequence as ALT."""
     for i in range(n):
@@ -72,7 +73,7 @@ def mark_alt(R, n, is_alt):
             R[i, IS_ALT] = 1
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def split_reg(R, r, r2, n_split, qlen, a, is_qstrand):
     """mm_split_reg: row r keeps its first n_split anchors, row r2 (already allocated by the caller)
     receives the rest. Nothing happens when n_split <= 0 or n_split >= cnt."""
@@ -99,7 +100,7 @@ def split_reg(R, r, r2, n_split, qlen, a, is_qstrand):
     R[r2, SPLIT] |= 2
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def set_parent(mask_level, mask_len, R, n, sub_diff, hard_mask_level, alt_diff_frac):
     """mm_set_parent: PARENT, SUBSC, N_SUB (and DP_MAX2 of primaries with alignments)."""
     if n <= 0:
@@ -188,7 +189,7 @@ def set_parent(mask_level, mask_len, R, n, sub_diff, hard_mask_level, alt_diff_f
             R[i, N_SUB] = 0
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def hit_sort(R, n, alt_diff_frac):
     """mm_hit_sort: drop soft-deleted rows (cnt == 0 and not inversion) and order the rest by
     (dp_max if aligned else score, with ALT penalty) then hash, descending. Returns the new n."""
@@ -217,7 +218,7 @@ def hit_sort(R, n, alt_diff_frac):
     return n_aux
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def set_sam_pri(R, n):
     """mm_set_sam_pri; returns the number of primaries."""
     n_pri = 0
@@ -230,7 +231,7 @@ def set_sam_pri(R, n):
     return n_pri
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def sync_regs(R, n):
     """mm_sync_regs: renumber ID to row order, remap PARENT (TMP_PRI -> itself, lost parents -> -1),
     then set_sam_pri."""
@@ -255,14 +256,14 @@ def sync_regs(R, n):
     set_sam_pri(R, n)
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _copy_row(R, dst, src):
     if dst != src:
         for c in range(NR):
             R[dst, c] = R[src, c]
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def select_sub(pri_ratio, min_diff, best_n, check_strand, min_strand_sc, R, n):
     """mm_select_sub; returns the new n. pri_ratio is a C float."""
     pr = np.float32(pri_ratio)
@@ -292,7 +293,7 @@ def select_sub(pri_ratio, min_diff, best_n, check_strand, min_strand_sc, R, n):
     return n
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def select_sub_multi(pri_ratio, pri1, pri2, max_gap_ref, min_diff, best_n, n_segs, qlens, R, n):
     """pe.c's mm_select_sub_multi (minimap2 calls it with pri1 = 0.2f, pri2 = 0.7f); returns the new n."""
     pr = np.float32(pri_ratio)
@@ -338,7 +339,7 @@ def select_sub_multi(pri_ratio, pri1, pri2, max_gap_ref, min_diff, best_n, n_seg
     return n
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def filter_strand_retained(R, n):
     """mm_filter_strand_retained; returns the new n (PARENT is not re-synced, as in minimap2)."""
     k = 0
@@ -351,7 +352,7 @@ def filter_strand_retained(R, n):
     return k
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def filter_regs(min_cnt, min_chain_score, min_dp_max, max_clip_ratio, qlen, R, n):
     """mm_filter_regs (its opt fields passed one by one; max_clip_ratio is a C float); returns the new n.
     PARENT may point at a filtered row afterwards, as in minimap2."""
@@ -374,7 +375,7 @@ def filter_regs(min_cnt, min_chain_score, min_dp_max, max_clip_ratio, qlen, R, n
     return k
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def squeeze_a(R, n, a):
     """mm_squeeze_a: move the anchors referenced by the regions to the front of a (in order of AS),
     updating AS; returns the number of anchors kept."""
@@ -398,7 +399,7 @@ def squeeze_a(R, n, a):
 # ---------------------------------------------------------------------------------------------
 # esterr.c
 # ---------------------------------------------------------------------------------------------
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _for_qpos(qlen, a, k):
     x = lo32s(a[k, 1])
     q_span = _span(a[k, 1])
@@ -407,7 +408,7 @@ def _for_qpos(qlen, a, k):
     return x
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _mini_idx(qlen, a, k, mini_pos):
     x = _for_qpos(qlen, a, k)
     L = 0
@@ -424,7 +425,7 @@ def _mini_idx(qlen, a, k, mini_pos):
     return -1
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def est_err(qlen, R, n, a, mini_pos, ref_len):
     """mm_est_err: DIV (float32 bits) of each region from the fraction of the read's minimizers
     (mini_pos: q_span<<32 | q_pos, as mm_collect_matches gives them) found in its chain.
@@ -473,7 +474,7 @@ def est_err(qlen, R, n, a, mini_pos, ref_len):
 # ---------------------------------------------------------------------------------------------
 # MAPQ
 # ---------------------------------------------------------------------------------------------
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _f2i(x):
     """C's (int) of a float on x86: truncation; NaN and out-of-range values give INT32_MIN."""
     if not (x > -2147483649.0 and x < 2147483648.0):
@@ -481,12 +482,12 @@ def _f2i(x):
     return np.int64(x)
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _i32(v):
     return lo32s(np.int64(v))
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _set_inv_mapq(R, n):
     if n < 3:
         return
@@ -514,7 +515,7 @@ def _set_inv_mapq(R, n):
             R[v, MAPQ] = lq if lq < rq else rq
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def set_mapq(R, n, min_chain_sc, match_sc, rep_len, is_sr):
     """mm_set_mapq (with mm_set_inv_mapq): MAPQ of every region."""
     if n == 0:
@@ -570,7 +571,7 @@ def set_mapq(R, n, min_chain_sc, match_sc, rep_len, is_sr):
 # ---------------------------------------------------------------------------------------------
 # the two fixed call sequences of map.c
 # ---------------------------------------------------------------------------------------------
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def chain_post(all_chains, mask_level, mask_len, sub_diff, hard_mask_level, alt_drop, pri_ratio, k, best_n, max_gap,
                n_segs, qlens, max_chain_gap_ref, R, n):
     """map.c's chain_post: set_parent, then select_sub (one segment; strand check on, min_strand_sc =
@@ -585,7 +586,7 @@ def chain_post(all_chains, mask_level, mask_len, sub_diff, hard_mask_level, alt_
                             qlens, R, n)
 
 
-@nb.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def align_post(all_chains, mask_level, mask_len, sub_diff, hard_mask_level, alt_drop, pri_ratio, k, best_n, max_gap,
                R, n):
     """What map.c's align_regs does after mm_align_skeleton: set_parent, select_sub (no strand check),

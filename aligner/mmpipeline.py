@@ -22,7 +22,6 @@ import warnings
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
-import numba as nb
 import numpy as np
 from g3align.aligner import ksw2_gpu as KG
 from g3align.aligner import lap, log, trace_event
@@ -35,6 +34,8 @@ from g3align.aligner.mmformat import write_read
 from g3align.aligner.mmseed import seed_hits, seed_read
 from g3align.aligner.nbshare import unowned
 from g3align.aligner.pinned import on_stream
+
+from g3align.jit import njit
 
 # int options
 (I_FLAG, I_SEED, I_MAX_QLEN, I_BW, I_BW_LONG, I_MAX_GAP, I_MAX_GAP_REF, I_MAX_FRAG_LEN, I_MAX_CHAIN_SKIP,
@@ -112,7 +113,7 @@ MAP_POOL_RESERVE = 4 << 30
 MAP_KSW2_STREAM = True
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def map_one(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, ref_off, dual_skip, diag_rid,
             pre, mv_p, a_p, rep_p, mini_p, fp_on, f_p, p_p):
     """mm_map_frag for one single-segment read (codes q, name bytes).  pre: the read's seeds were
@@ -127,7 +128,7 @@ def map_one(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, r
     return map_one_post(ok, q, iv, fv, R, n, a, rep_len, ref_seq, ref_off, ref_len, MA.jc_new(MA.JC_DIRECT, 0))
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def map_one_post(ok, q, iv, fv, R, n, a, rep_len, ref_seq, ref_off, ref_len, jc):
     """The rest of mm_map_frag after map_one_pre: base alignment (with -c/-a; jc serves its ksw calls) and
     MAPQ.  Returns (R, n_regs, cigar buffer, rep_len)."""
@@ -140,7 +141,7 @@ def map_one_post(ok, q, iv, fv, R, n, a, rep_len, ref_seq, ref_off, ref_len, jc)
     return R, n, cig, rep_len
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def map_one_pre(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, dual_skip, diag_rid,
                 pre, mv_p, a_p, rep_p, mini_p, fp_on, f_p, p_p):
     """mm_map_frag up to the base alignment: seeds, chains, regions, parents, error estimate.
@@ -196,7 +197,7 @@ def map_one_pre(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, dual_s
     return True, R, n, a, rep_len
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _align(q, iv, fv, R, n, a, ref_seq, ref_off, ref_len, cig, jc):
     """map.c's align_regs: base-level alignment of every region, then parent/secondary selection."""
     flag = iv[I_FLAG]
@@ -214,7 +215,7 @@ def _align(q, iv, fv, R, n, a, ref_seq, ref_off, ref_len, cig, jc):
     return R, n, cig
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def map_range(lo, hi, seq, seq_off, raw, qual, qual_on, names, name_off, comments, com_off, iv, fv, b, bkt_off,
               keys, key_off, pos, ref_len, ref_seq, ref_off, ctg_names, ctg_noff, rg_id, dual_skip, diag_rids,
               pre, mv, mv_off, a, a_off, rep_len, mini_pos, mini_off, fp_on, f, p):
@@ -245,7 +246,7 @@ def map_range(lo, hi, seq, seq_off, raw, qual, qual_on, names, name_off, comment
     return buf, nb_
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _grow_rows(arr, used, need):
     """arr with room for `need` more rows after `used` (doubling; content kept)."""
     if used + need <= arr.shape[0]:
@@ -256,7 +257,7 @@ def _grow_rows(arr, used, need):
     return out
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def map_range_plan(lo, hi, seq, seq_off, names, name_off, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq,
                    ref_off, dual_skip, diag_rids, pre, mv, mv_off, a, a_off, rep_len, mini_pos, mini_off, fp_on, f, p):
     """The staged path's first half for reads [lo, hi): map_one_pre of every read, then its base alignment in
@@ -308,7 +309,7 @@ def map_range_plan(lo, hi, seq, seq_off, names, name_off, iv, fv, b, bkt_off, ke
     return Rs[:r_off[nr]], r_off, As[:a_off2[nr]], a_off2, st, K[:k_off[nr]], k_off
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def map_range_finish(lo, hi, seq, seq_off, raw, qual, qual_on, names, name_off, comments, com_off, iv, fv, ref_len,
                      ref_seq, ref_off, ctg_names, ctg_noff, rg_id, Rs, r_off, As, a_off2, st, K, k_off, pez, pcig,
                      pcig_off, pn_cig):
@@ -652,7 +653,7 @@ def _ranges(seq_off: np.ndarray, n_threads: int) -> list[tuple[int, int]]:
     return [(edges[i], edges[i + 1]) for i in range(len(edges) - 1) if edges[i] < edges[i + 1]]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _u_to_t(raw: np.ndarray) -> np.ndarray:
     """The read letters with U/u as T/t (minimap2 prints RNA reads' U as T): `raw` itself when it has no U
     (the usual case: no copy), else a copy. Compiled without the GIL: it runs on whole parts, beside the

@@ -23,7 +23,8 @@ map-hifi and sr (options.c), :func:`resolve_mid_occ` the ``mid_occ`` of ``mm_map
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from g3align.jit import njit
 
 from ..index.mmidx import cal_max_occ, mm_idx_get, sketch_into
 

@@ -52,6 +52,8 @@ from g3align.aligner.mmseed import (
 )
 from g3align.aligner.mmsketch_gpu import gpu_available
 
+from g3align.jit import njit
+
 __all__ = ["SeedBatch", "gpu_available", "index_to_device", "seed_batch_cpu", "seed_batch_gpu"]
 
 _BLOCK = 256       # thread-per-minimizer kernels
@@ -125,7 +127,7 @@ def _exclusive(xp, c):
 # CPU twin
 # ------------------------------------------------------------------------------------------------
 
-@nb.njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True)
 def _cpu_counts(mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q_occ_frac, flag, b, bkt_off, keys, key_off,
                 pos, diag_rid, dual_skip, mv_slot, n_mv, mp_slot, n_mp, n_a, rep_len):
     """Per read: filtered minimizers and mini_pos into slots laid out as mz (both are at most as many as
@@ -162,7 +164,7 @@ def _cpu_counts(mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q_occ_frac, fl
         n_a[r] = na
 
 
-@nb.njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True)
 def _cpu_fill(mz_off, qlen, mid_occ, max_max_occ, occ_dist, flag, b, bkt_off, keys, key_off, pos, ref_len,
               diag_rid, dual_skip, mv_slot, mp_slot, mv_off, mp_off, a_off, mv, mini_pos, a):
     """Slots -> CSR; anchors of each read by seed_hits straight into the CSR."""

@@ -21,6 +21,8 @@ import numba as nb
 import numpy as np
 from g3align.index.mmidx import _check_wk, sketch_into
 
+from g3align.jit import njit
+
 __all__ = ["gpu_available", "slot_caps", "sketch_batch_cpu", "sketch_batch_gpu"]
 
 _BLOCK = 128
@@ -55,7 +57,7 @@ def _exclusive(c):
 # CPU twin
 # ------------------------------------------------------------------------------------------------
 
-@nb.njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True)
 def _sketch_slots(seq, seq_off, w, k, is_hpc, cap, base, slot, count):
     for r in nb.prange(seq_off.shape[0] - 1):
         buf = np.empty((cap[r], 2), np.uint64)
@@ -68,7 +70,7 @@ def _sketch_slots(seq, seq_off, w, k, is_hpc, cap, base, slot, count):
                 slot[b + j, 1] = buf[j, 1]
 
 
-@nb.njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True)
 def _compact(seq, seq_off, w, k, is_hpc, cap, base, slot, count, off, out):
     for r in nb.prange(seq_off.shape[0] - 1):
         m = count[r]
@@ -207,7 +209,7 @@ def sketch_batch_gpu(seq, seq_off, w: int, k: int, is_hpc: bool, cap: int | None
 # benchmark (device box): python3 -m g3align.aligner.mmsketch_gpu --reads 200000 --len 10000 --out DIR
 # ------------------------------------------------------------------------------------------------
 
-@nb.njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True)
 def _sim(n, length, seed, out):
     """Random codes with ~0.1 % N and a homopolymer stretch now and then (deterministic per read)."""
     for r in nb.prange(n):

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import threading
 
-import numba as nb
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
+
+from g3align.jit import njit
 
 
 def _strip(context, builder, ty, val):
@@ -50,14 +51,14 @@ def _unowned_jit(x):
     return lambda x: _strip_owner(x)
 
 
-@nb.njit(cache=True, inline="never")
+@njit(cache=True, inline="never")
 def keep_alive(a):
     """A use of the owned array `a` (or tuple of arrays) that ends its life no earlier than here: numba frees
     an owned array after its last use, and unowned views of it are safe only while it lives."""
     return 0
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def owned_text(own, buf, n):
     """The n bytes written so far to `buf`, which is an unowned view of `own` unless a writer regrew it (the
     record writers' buffers only grow, into new owned arrays), as an owned array that may be returned."""
@@ -101,7 +102,7 @@ def u32_as_f32(typingctx, u):
     return types.float32(u), codegen
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def claim(counter):
     """The next work item for the calling thread: counter[0] before an atomic increment. Threads running the
     same kernel on a shared counter take items 0, 1, 2, ... each exactly once, whatever their number and

@@ -13,12 +13,9 @@ Regions are the int64 rows of extend.py (one matrix per read, rows appended by m
 import math
 from collections import namedtuple
 
-import numba as nb
 import numpy as np
 from g3align.aligner.bns import clip_to_contig, get_seq
 from g3align.aligner.core import (
-    _EMPTY_U8,
-    _EMPTY_U32,
     F_PRIMARY5,
     align1_in_batch,
     reg2sam,
@@ -47,6 +44,8 @@ from g3align.aligner.nbshare import claim, keep_alive, owned_text, unowned
 from g3align.aligner.samout import F_ALL, cg_empty, cg_slice, gen_alt_one, reg2aln, write_record
 from g3align.aligner.select import approx_mapq_se, hash_64, mark_primary_se, sort_dedup_patch
 
+from g3align.jit import njit
+
 F_NOPAIRING = 0x4
 F_NO_RESCUE = 0x20
 KSW_XBYTE = 0x10000
@@ -61,7 +60,7 @@ MAX_STDDEV = 4.0
 
 
 # ------------------------------------------------------------------ stage 1: regions of every read
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _regions_into(R_cat, tot, fm, offsets, l_pac, pac, seq, seq_off, i0, i1, cnt, c0, opt, mat, pre):
     """The regions of reads [i0, i1) appended to R_cat's first `tot` rows (grown when full) and each read's
     count into cnt[i - c0]. Returns (R_cat, tot)."""
@@ -77,7 +76,7 @@ def _regions_into(R_cat, tot, fm, offsets, l_pac, pac, seq, seq_off, i0, i1, cnt
     return R_cat, tot
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def regions_range(fm, offsets, l_pac, pac, seq, seq_off, i0, i1, opt, mat, pre):
     """Regions of reads [i0, i1) concatenated: (R_cat, counts). Chains and seed extensions precomputed
     when `pre` is not empty (see core.align_range_se)."""
@@ -88,7 +87,7 @@ def regions_range(fm, offsets, l_pac, pac, seq, seq_off, i0, i1, opt, mat, pre):
     return R_cat[:tot], cnt
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def regions_claim(fm, offsets, l_pac, pac, seq, seq_off, bounds, counter, cnt, k_beg, k_end, k_own, t, opt, mat,
                   pre):
     """regions_range for the pool's threads with one call each per part: the read ranges [bounds[k],
@@ -114,7 +113,7 @@ def regions_claim(fm, offsets, l_pac, pac, seq, seq_off, bounds, counter, cnt, k
 
 
 # ------------------------------------------------------------------ insert-size statistics
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def infer_dir(l_pac, b1, b2):
     """(orientation 0..3 = FF FR RF RR, distance) of read 2 at b2 relative to read 1 at b1."""
     r1 = 1 if b1 >= l_pac else 0
@@ -125,7 +124,7 @@ def infer_dir(l_pac, b1, b2):
     return d, dist
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _cal_sub(opt, R, s, e):
     for j in range(s + 1, e):
         b_max = max(R[j, QB], R[s, QB])
@@ -137,7 +136,7 @@ def _cal_sub(opt, R, s, e):
     return opt.min_seed_len * opt.a
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def pestat_sizes(opt, l_pac, R_cat, reg_off, n_pairs):
     """Insert sizes of unique pairs per orientation: (sizes, dir) arrays (bwa's isize[4] lists)."""
     sizes = np.empty(n_pairs, np.int64)
@@ -162,7 +161,7 @@ def pestat_sizes(opt, l_pac, R_cat, reg_off, n_pairs):
     return sizes[:m], dirs[:m]
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _mean_std(sel):
     """bwa's mean and standard deviation of the kept insert sizes: double sums in input order (numba does
     not reassociate floating-point additions, so this is bwa's arithmetic exactly)."""
@@ -234,7 +233,7 @@ def pestat_of_sizes(sizes, dirs, log=None):
 
 
 # ------------------------------------------------------------------ mate rescue
-@nb.njit(cache=True)
+@njit(cache=True)
 def _push_region(R, n):
     if n == R.shape[0]:
         R2 = np.zeros((2 * R.shape[0] + 4, NF), np.int64)
@@ -243,7 +242,7 @@ def _push_region(R, n):
     return R
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def rescue_window(opt, offsets, l_pac, p_low, p_high, a_row, l_ms, r):
     """mem_matesw's reference window for orientation r around region a_row, clipped as bns_fetch_seq
     clips it: (rb, re, rid, is_rev, xtra); rid = -1 when the window is empty. The SW runs when
@@ -267,7 +266,7 @@ def rescue_window(opt, offsets, l_pac, p_low, p_high, a_row, l_ms, r):
     return rb, re, rid, is_rev, xtra
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _rc(ms):
     l_ms = ms.shape[0]
     rev = np.empty(l_ms, np.uint8)
@@ -277,7 +276,7 @@ def _rc(ms):
     return rev
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _seen_orientations(l_pac, p_low, p_high, p_failed, a_row, Rm, nm):
     """mem_matesw's skip[r] as bits: bit r set when orientation r needs no rescue (no statistics for it, or
     a mate region Rm[:nm] already lies within its insert-size bounds of a_row). 15: none needs one."""
@@ -292,7 +291,7 @@ def _seen_orientations(l_pac, p_low, p_high, p_failed, a_row, Rm, nm):
     return skip
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, a_row, l_ms, ms, Rm, nm, sw_key, sw_res, key0):
     """mem_matesw: rescue the mate near region a_row in the orientations not yet seen.
     sw_key/sw_res: precomputed local alignments of this pair (rescue_jobs_range keys, key0 + r for
@@ -350,7 +349,7 @@ def matesw(opt, mat, offsets, l_pac, pac, p_low, p_high, p_failed, a_row, l_ms, 
     return Rm, nm, n
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _candidates(opt, R, n, out):
     """Rescue anchors of one read: regions within pen_unpaired of its best, at most max_matesw, written to
     out (max_matesw long). Returns how many."""
@@ -364,7 +363,7 @@ def _candidates(opt, R, n, out):
     return m
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def rescue_jobs_range(opt, offsets, l_pac, p_low, p_high, p_failed, seq_off, R_cat, reg_off, j0, j1):
     """Speculative mate-rescue alignments of pairs [j0, j1): every (side, anchor, orientation) that
     mem_matesw could align given the regions before any rescue (a superset of the calls it makes:
@@ -410,7 +409,7 @@ def rescue_jobs_range(opt, offsets, l_pac, p_low, p_high, p_failed, seq_off, R_c
     return cnt, J[:n]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def rescue_sw_range(opt, mat, l_pac, pac, seq, seq_off, mate, wrb, wre, wrev, wx, k0, k1, res):
     """CPU twin of kernels/memext.cu's mem_sw_kernel: ksw_align2 of rescue jobs [k0, k1) into res[k, 0:7]
     (score, te, qe, score2, te2, tb, qb)."""
@@ -428,7 +427,7 @@ def rescue_sw_range(opt, mat, l_pac, pac, seq, seq_off, mate, wrb, wre, wrev, wx
 
 
 # ------------------------------------------------------------------ pairing
-@nb.njit(cache=True)
+@njit(cache=True)
 def pair_score(opt, offsets, l_pac, p_low, p_high, p_failed, p_avg, p_std, Ra, na, Rb, nb_, n_pri0, n_pri1,
                pair_id, ws):
     """mem_pair: (best pair score o, subo, n_sub, z0, z1). ws: the caller's scratch (pair_ws): the work
@@ -545,22 +544,22 @@ def pair_score(opt, offsets, l_pac, p_low, p_high, p_failed, p_avg, p_std, Ra, n
     return ret, sub, n_sub, z0, z1
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def raw_mapq(diff, a):
     return int(6.02 * diff / a + .499)
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _aln_for_mate(opt, mat, offsets, l_pac, pac, q, R, which, cg):
     """h = mem_reg2aln(region `which`) or an unmapped placeholder: (rid, pos, is_rev, cigar)."""
     if which < 0:
-        return -1, -1, 0, _EMPTY_U32
+        return -1, -1, 0, np.empty(0, np.uint32)
     rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt = reg2aln(opt, mat, offsets, l_pac, pac, q.shape[0],
                                                                      q, R, which, cg)
     return rid, pos, is_rev, cig
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, p_high, p_failed, p_avg, p_std,
            q0, q1, name0, name1, qual0, qual1, has_qual, com0, com1, rg_id, Ra, na, Rb, nb_, pair_id, sw_key, sw_res,
            cg0, cg1, ws):
@@ -637,7 +636,7 @@ def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, 
     return buf, nbuf
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q0, q1, name0, name1, qual0, qual1,
                   has_qual, com0, com1, rg_id, Ra, na, Rb, nb_, n_pri0, n_pri1, o, subo, n_sub, z0, z1, cg0, cg1, ws):
     (mat, offsets, pac, ctg_names, ctg_off, q0, q1, name0, name1, qual0, qual1, com0, com1, rg_id, Ra, Rb, cg0,
@@ -731,7 +730,7 @@ PAIR_REGS = 64  # a read's regions held in pair_ws (more: an array of their own)
 PairWS = namedtuple("PairWS", ["ints", "pairs", "stack", "anchors", "regs0", "regs1"])
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _regions_of(R_cat, r0, n, w):
     """A read's n regions R_cat[r0:r0+n] as a working copy of max(n, 4) rows (zeros after n): a view of the
     scratch w when they fit, else an array of their own (sam_pe may append rescued hits, regrowing it)."""
@@ -742,7 +741,7 @@ def _regions_of(R_cat, r0, n, w):
     return R
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def pair_ws(opt):
     """sam_pe's scratch (PairWS), one per range of pairs; views of it are handed down unowned."""
     return PairWS(np.empty(PAIR_WS, np.int64), np.empty((PAIR_WS, 2), np.int64), np.empty((STACK_ROWS, 3), np.int64),
@@ -750,7 +749,7 @@ def pair_ws(opt):
                   np.empty((PAIR_REGS, NF), np.int64))
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def sam_pe_range(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual, has_qual, names, name_off,
                  comments, com_off, rg_id, R_cat, reg_off, p_low, p_high, p_failed, p_avg, p_std, first_pair,
                  j0, j1, opt, mat, sw_off, sw_key, sw_res, cg):
@@ -779,8 +778,8 @@ def sam_pe_range(fm, offsets, l_pac, pac, ctg_names, ctg_off, seq, seq_off, qual
         Rb = _regions_of(R_cat, reg_off[b], nb_, ws.regs1)
         q0 = seq[seq_off[a]:seq_off[a + 1]]
         q1 = seq[seq_off[b]:seq_off[b + 1]]
-        qa = qual[seq_off[a]:seq_off[a + 1]] if has_qual else _EMPTY_U8
-        qb = qual[seq_off[b]:seq_off[b + 1]] if has_qual else _EMPTY_U8
+        qa = qual[seq_off[a]:seq_off[a + 1]] if has_qual else np.empty(0, np.uint8)
+        qb = qual[seq_off[b]:seq_off[b + 1]] if has_qual else np.empty(0, np.uint8)
         u, v = (sw_off[j], sw_off[j + 1]) if sw_off.shape[0] else (0, 0)
         cg0 = cg_slice(cg, reg_off[a], reg_off[a + 1]) if has_cg else none
         cg1 = cg_slice(cg, reg_off[b], reg_off[b + 1]) if has_cg else none

@@ -58,7 +58,9 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from g3align.jit import njit
 
 MODES = {"global": 0, "semiglobal": 1, "local": 2}
 NEG = -0x20000000                 # minus "infinity", as in the kernels

@@ -43,10 +43,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO
 
-import numba as nb
 import numpy as np
 from g3align.aligner import trace_event
 from g3align.aligner.nbshare import unowned
+
+from g3align.jit import njit
 
 # --------------------------------------------------------------------------------------------------
 # Base encoding (bwa's nst_nt4_table plus a "rejected" marker)
@@ -298,7 +299,7 @@ def _interleave_pool() -> ThreadPoolExecutor:
 _IPOOL: list = []
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _interleave_off(o1, o2):
     """Offsets (from 0) of two CSRs' n items each, interleaved: o1's item 0, o2's item 0, o1's item 1, ..."""
     n = o1.shape[0] - 1
@@ -310,7 +311,7 @@ def _interleave_off(o1, o2):
     return off
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _interleave_into(out, off, a1, o1, a2, o2, i0, i1):
     """Items i0..i1-1 of two CSRs (offsets may start anywhere) into out at the interleaved offsets `off`
     (_interleave_off). Threads may fill disjoint item ranges of the same `out` at once."""
@@ -321,7 +322,7 @@ def _interleave_into(out, off, a1, o1, a2, o2, i0, i1):
         _copy(out, off[2 * i + 1], a2, o2[i] - b2, o2[i + 1] - o2[i])
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _interleave_csr1(a1, o1, a2, o2):
     """Items of two CSRs of n items each interleaved a1[0], a2[0], a1[1], ...: (bytes, offsets from 0)."""
     off = _interleave_off(o1, o2)
@@ -330,7 +331,7 @@ def _interleave_csr1(a1, o1, a2, o2):
     return out, off
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _copy(dst, d, src, s, n):
     dst[d:d + n] = src[s:s + n]  # a memmove (a byte loop is 3x slower: not vectorised)
 
@@ -356,7 +357,7 @@ def bytes_csr(strings) -> tuple[np.ndarray, np.ndarray]:
     return np.delete(arr, nl), off
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _gather_codes(arr, starts, lens, off, table, out):
     """out[off[i]:off[i]+lens[i]] = table[arr[starts[i]:starts[i]+lens[i]]]; returns the index in `out`
     of the first byte that `table` maps to INVALID, or -1."""
@@ -377,7 +378,7 @@ def _gather_codes(arr, starts, lens, off, table, out):
     return bad
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def gather_bytes(arr, starts, lens, off, out, sep):
     """Copy arr[starts[i]:starts[i]+lens[i]] to out[off[i]:...]; when sep >= 0 a byte `sep` follows
     each piece (then off must leave room for it)."""
@@ -390,7 +391,7 @@ def gather_bytes(arr, starts, lens, off, out, sep):
             out[o + n] = sep
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _fastq_block(arr, nl, table, space, digit, trim, keep_raw):
     """_Parser.fastq's whole work on a block of 4-line records in one nogil call (the numpy path is ~30 calls,
     each a wait for the GIL on a busy box): (ok, off, codes, qual, raw, name_buf, name_off, com_buf, com_off).
@@ -452,7 +453,7 @@ def _fastq_block(arr, nl, table, space, digit, trim, keep_raw):
             cbuf_o[:coff[n]], coff)
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _line_bound(arr, nl, k):
     """(start, end) of line k ending at the newline nl[k] (end exclusive, a trailing '\\r' dropped)."""
     s = nl[k - 1] + 1 if k > 0 else 0
@@ -462,7 +463,7 @@ def _line_bound(arr, nl, k):
     return s, e
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def mate_name_mismatch(buf, off):
     """The first even k whose record k and k + 1 (names as bytes + offsets from 0) are named differently, or -1:
     the mate check of interleaved input (-p) without making strings of the names."""
@@ -476,7 +477,7 @@ def mate_name_mismatch(buf, off):
     return -1
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _newlines(arr):
     """Positions of the newline bytes of arr (np.flatnonzero(arr == 10) without holding the GIL: the reader
     thread finds a 4 MB block's lines while the pipeline's threads need the GIL)."""
@@ -492,7 +493,7 @@ def _newlines(arr):
     return out
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _first_space(arr, hs, he, space):
     """Position of the first whitespace byte in each line arr[hs[i]:he[i]] (he[i] if none)."""
     ne = he.copy()

@@ -4,7 +4,6 @@ Everything here is numba: the batch kernel formats each read's records into one 
 buffer, so no per-read Python runs on the output path. CIGAR ops are bwa's (len<<4 | op, op in MIDSH
 = 0..4); internal clipping op 3 prints as S, or H for supplementary records unless -Y.
 """
-import numba as nb
 import numpy as np
 from g3align.aligner.bns import depos, pos2rid
 from g3align.aligner.extend import (
@@ -25,6 +24,8 @@ from g3align.aligner.extend import (
 from g3align.aligner.ksw import gen_cigar2
 from g3align.aligner.nbshare import unowned
 from g3align.aligner.select import approx_mapq_se
+
+from g3align.jit import njit
 
 F_ALL = 0x8
 F_NO_MULTI = 0x10
@@ -52,7 +53,7 @@ _LIT_MC = np.frombuffer(b"\tMC:Z:", np.uint8).copy()
 
 
 # ---------------------------------------------------------------- byte buffer helpers
-@nb.njit(cache=True, inline="always")
+@njit(cache=True)
 def _reserve(buf, n, extra):
     if n + extra <= buf.shape[0]:
         return buf
@@ -64,21 +65,21 @@ def _reserve(buf, n, extra):
     return b2
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True)
 def put_bytes(buf, n, src):
     buf = _reserve(buf, n, src.shape[0])
     buf[n:n + src.shape[0]] = src
     return buf, n + src.shape[0]
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True)
 def put_char(buf, n, c):
     buf = _reserve(buf, n, 1)
     buf[n] = c
     return buf, n + 1
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True)
 def put_int(buf, n, v):
     buf = _reserve(buf, n, 24)
     v = np.int64(v)
@@ -97,7 +98,7 @@ def put_int(buf, n, v):
     return buf, n + k
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def put_cigar(buf, n, cig, hard):
     for k in range(cig.shape[0]):
         op = cig[k] & 0xf
@@ -109,7 +110,7 @@ def put_cigar(buf, n, cig, hard):
 
 
 # ---------------------------------------------------------------- region -> alignment
-@nb.njit(cache=True)
+@njit(cache=True)
 def ref_len(cig):
     """Reference bases covered by a CIGAR (M and D)."""
     l = 0
@@ -120,7 +121,7 @@ def ref_len(cig):
     return l
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def infer_bw(l1, l2, score, a, q, r):
     if l1 == l2 and l1 * a - score < ((q + r - a) << 1):
         return 0
@@ -138,7 +139,7 @@ CG_FIELDS = (QB, QE, RB, RE, TRUESC, W)
 CG_SCORE, CG_NM, CG_NCIG, CG_NMD = 0, 1, 2, 3  # columns of a precomputed result row (int32); NCIG -1: none
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def cg_empty():
     """A read's precomputed-alignment context with nothing in it: (keys (k, 6) int64, res (k, 4) int32,
     cig_off (k+1), cig uint32, md_off (k+1), md uint8); reg2aln then aligns every region itself."""
@@ -146,13 +147,13 @@ def cg_empty():
             np.zeros(0, np.uint32), np.zeros(1, np.int64), np.zeros(0, np.uint8))
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def cg_slice(cg, u, v):
     """The precomputed alignments of region rows [u, v) (one read) of a part's cg."""
     return (cg[0][u:v], cg[1][u:v], cg[2][u:v + 1], cg[3], cg[4][u:v + 1], cg[5])
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def cg_find(cg, R, i):
     """Row of region i's precomputed alignment in the read's context `cg`, or -1."""
     keys = cg[0]
@@ -163,7 +164,7 @@ def cg_find(cg, R, i):
     return -1
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def region_cigar(opt, mat, l_pac, pac, q, qb, qe, rb, re, truesc, w_reg):
     """mem_reg2aln's alignment of a region: gen_cigar2 over the query [qb, qe) and reference [rb, re) with
     the band inferred from the score, doubled while the score stays short of truesc (at most 3 tries).
@@ -189,7 +190,7 @@ def region_cigar(opt, mat, l_pac, pac, q, qb, qe, rb, re, truesc, w_reg):
     return score, cig, nm, md
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def reg2aln(opt, mat, offsets, l_pac, pac, L, q, R, i, cg):
     """mem_reg2aln. Returns (rid, pos, is_rev, mapq, flag, NM, cigar, MD, score, sub, alt_sc). The region's
     alignment comes from `cg` (cg_empty() or a read's slice of memcigar's results) when it is there."""
@@ -236,7 +237,7 @@ def reg2aln(opt, mat, offsets, l_pac, pac, L, q, R, i, cg):
     return rid, pos, is_rev, mapq, flag, nm, cig, md, R[i, SCORE], sub, R[i, ALT_SC]
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _pri_idx(xa_drop, R, i):
     k = R[i, SECONDARY_ALL]
     # bwa passes the float ratio to a double parameter: double arithmetic with the float's value
@@ -245,7 +246,7 @@ def _pri_idx(xa_drop, R, i):
     return -1
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _put_alt(bufs, nb_, opt, mat, offsets, l_pac, pac, L, q, R, i, name_buf, name_off, cg):
     """One XA entry (contig,strand+pos,CIGAR,NM;) for region i."""
     rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt = reg2aln(opt, mat, offsets, l_pac, pac, L, q, R, i, cg)
@@ -263,13 +264,13 @@ def _put_alt(bufs, nb_, opt, mat, offsets, l_pac, pac, L, q, R, i, name_buf, nam
     return bufs, nb_
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _xa_dropped(opt, cnt, has_alt):
     """bwa drops a region's XA when it has more hits than -h allows (the second -h value when one is ALT)."""
     return cnt > opt.max_XA_hits_alt or (not has_alt and cnt > opt.max_XA_hits)
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def gen_alt_one(opt, mat, offsets, l_pac, pac, L, q, R, n, z, name_buf, name_off, cg):
     """The XA bytes gen_alt would give region z (empty if none): only hits whose primary is z are
     aligned, so a paired record (which carries only its own region's XA) skips the others' reg2aln."""
@@ -290,7 +291,7 @@ def gen_alt_one(opt, mat, offsets, l_pac, pac, L, q, R, n, z, name_buf, name_off
     return bufs[:nb_]
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, n, name_buf, name_off, cg):
     """mem_gen_alt: XA strings per region (CSR: xa_off[n+1], xa bytes). Only after mark_primary."""
     cnt = np.zeros(n, np.int64)
@@ -339,7 +340,7 @@ def gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, n, name_buf, name_off, cg):
     return xa_off, xa, True
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def write_record(buf, n, opt, name, seq, qual, has_qual, comment, rg_id, ctg_names, ctg_off,
                  rid, pos, is_rev, mapq, flag, nm, cig, md, score, sub, alt_sc, xa, which,
                  sa_rid, sa_pos, sa_rev, sa_cig_off, sa_cig, sa_mapq, sa_nm, sa_flag, n_list,

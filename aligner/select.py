@@ -7,7 +7,6 @@
 * approx_mapq_se    = mem_approx_mapq_se.
 All operate on the region matrix R (fields from extend.py) in place, and return the new count.
 """
-import numba as nb
 import numpy as np
 from g3align.aligner.extend import (
     ALT_SC,
@@ -34,10 +33,12 @@ from g3align.aligner.extend import (
 from g3align.aligner.ksort import introsort
 from g3align.aligner.ksw import gen_cigar2
 
+from g3align.jit import njit
+
 INT_MAX = 2147483647
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def hash_64(key):
     key = np.uint64(key)
     key += ~(key << np.uint64(32))
@@ -56,7 +57,7 @@ SIGN = np.int64(-9223372036854775808)
 KEY_RE, KEY_SCORE_RB_QB, KEY_HASH, KEY_HASH2 = 0, 1, 2, 3
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _row_key(R, i, kind):
     """Row i's sort key for _sort_rows' `kind`, as the tuple that K[i] holds there."""
     if kind == KEY_RE:
@@ -68,7 +69,7 @@ def _row_key(R, i, kind):
     return (R[i, IS_ALT], -R[i, SCORE], R[i, HASH] ^ SIGN)
 
 
-@nb.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _distinct_keys(R, n, kind):
     for i in range(1, n):
         ki = _row_key(R, i, kind)
@@ -78,7 +79,7 @@ def _distinct_keys(R, n, kind):
     return True
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _sort_rows(R, n, kind):
     """Sort regions R[0:n] with bwa's introsort and one of its four region orders:
     KEY_RE (re asc: mem_ars2), KEY_SCORE_RB_QB (score desc, rb, qb: mem_ars),
@@ -119,7 +120,7 @@ def _sort_rows(R, n, kind):
             return
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def patch_reg(opt, mat, l_pac, pac, q, R, a, b):
     """mem_patch_reg: score of merging region a (left) into b, 0 if not mergeable. Returns (score, w)."""
     if R[a, RB] < l_pac and R[b, RB] >= l_pac:
@@ -151,7 +152,7 @@ def patch_reg(opt, mat, l_pac, pac, q, R, a, b):
     return score, w
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def sort_dedup_patch(opt, mat, l_pac, pac, q, R, n, patch=True):
     """patch=False: no merging of colinear hits (bwa calls it with bns == NULL after mate rescue)."""
     if n <= 1:
@@ -218,7 +219,7 @@ def sort_dedup_patch(opt, mat, l_pac, pac, q, R, n, patch=True):
     return m
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _mark_core(opt, R, n, z):
     tmp = opt.a + opt.b
     if opt.o_del + opt.e_del > tmp:
@@ -252,7 +253,7 @@ def _mark_core(opt, R, n, z):
     return nz
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def mark_primary_se(opt, R, n, read_id):
     if n == 0:
         return 0
@@ -295,7 +296,7 @@ def mark_primary_se(opt, R, n, read_id):
     return n_pri
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def approx_mapq_se(opt, R, i):
     sub = R[i, SUB] if R[i, SUB] else opt.min_seed_len * opt.a
     if R[i, CSUB] > sub:

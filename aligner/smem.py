@@ -20,13 +20,14 @@ extension of every distinct right end). We use only backward steps:
   (double-step occurrence table), with one single step to resolve the last base when the pair
   overshoots the threshold.
 """
-import numba as nb
 import numpy as np
 from g3align.aligner.ksort import introsort
 from g3align.index.fm import fm_step1, fm_step2
 
+from g3align.jit import njit
 
-@nb.njit(cache=True)
+
+@njit(cache=True)
 def backward_search(fm, s, e, lo, min_intv):
     """Extend the empty pattern leftwards over s[e-1], s[e-2], ... while the count stays >= min_intv,
     never past position lo and never over an ambiguous base (code > 3).
@@ -60,14 +61,14 @@ def backward_search(fm, s, e, lo, min_intv):
     return i, k, l
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def forward_end(fm, rc, L, s, min_intv):
     """End of the longest match starting at s that occurs >= min_intv times (s itself if none)."""
     b, k, l = backward_search(fm, rc, L - s, 0, min_intv)
     return L - b
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def smem1(fm, q, rc, L, x, min_intv, ob, oe, ok, os_, n_out):
     """bwa's bwt_smem1(x, min_intv): append the matches containing x to (ob, oe, ok, os_) from
     index n_out in ascending start order; return (ret, n_out_new)."""
@@ -112,7 +113,7 @@ def smem1(fm, q, rc, L, x, min_intv, ob, oe, ok, os_, n_out):
     return ret, n_out
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def seed_strategy1(fm, q, rc, L, x, min_len, max_intv):
     """bwa's bwt_seed_strategy1 (third seeding round): the shortest match q[x..r) with r-x > min_len
     occurring < max_intv times. Returns (next_x, found, r, k, size)."""
@@ -134,7 +135,7 @@ def seed_strategy1(fm, q, rc, L, x, min_len, max_intv):
     return r, True, r, k, l - k
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def collect_intv(fm, q, L, min_seed_len, split_factor, split_width, max_mem_intv):
     """bwa's mem_collect_intv(): three seeding rounds, then introsort by (start<<32|end).
     Returns arrays (mb, me, mk, ms) of the kept intervals."""
@@ -193,7 +194,7 @@ def collect_intv(fm, q, L, min_seed_len, split_factor, split_width, max_mem_intv
     return mb[idx], me[idx], mk[idx], ms[idx]
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def _push(mb, me, mk, ms, n, b, e, k, s):
     """Append one interval to the growable (mb, me, mk, ms) arrays; returns them and the new count."""
     if n == mb.shape[0]:

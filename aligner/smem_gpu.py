@@ -25,6 +25,8 @@ from g3align.aligner.bns import intv2rid
 from g3align.aligner.smem import collect_intv
 from g3align.index.fm import fm_sa
 
+from g3align.jit import njit
+
 __all__ = [
     "FMDevice",
     "fm_to_device",
@@ -90,7 +92,7 @@ def _split_len(min_seed_len, split_factor) -> int:
 # ------------------------------------------------------------------------------------------------
 
 
-@nb.njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True)
 def _cpu_collect(fm, seq, seq_off, min_seed_len, split_factor, split_width, max_mem_intv, cap, sb, se, sk, ss,
                  cnt):
     n = seq_off.shape[0] - 1
@@ -106,7 +108,7 @@ def _cpu_collect(fm, seq, seq_off, min_seed_len, split_factor, split_width, max_
             ss[r, :m] = ms
 
 
-@nb.njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True)
 def _cpu_compact(fm, seq, seq_off, min_seed_len, split_factor, split_width, max_mem_intv, cap, sb, se, sk, ss,
                  cnt, off, mb_o, me_o, mk_o, ms_o):
     n = seq_off.shape[0] - 1
@@ -150,7 +152,7 @@ def collect_intv_batch_cpu(fm, seq, seq_off, opt, cap: int = 64):
     return out[0], out[1], out[2], out[3], off
 
 
-@nb.njit(cache=True)
+@njit(cache=True)
 def seed_counts(ms, max_occ):
     """Occurrences make_seeds samples per interval: min(ceil(s/step), max_occ), step = s//max_occ
     when s > max_occ else 1."""
@@ -163,7 +165,7 @@ def seed_counts(ms, max_occ):
     return c
 
 
-@nb.njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True)
 def _cpu_seed_pos(fm, offsets, l_pac, mb, me, mk, ms, occ_off, max_occ, s_rbeg, s_qbeg, s_len, s_rid):
     for i in nb.prange(mb.shape[0]):
         s = ms[i]

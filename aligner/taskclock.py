@@ -11,13 +11,14 @@ scripts/trace_timeline.py's task_clock_lines.
 """
 from __future__ import annotations
 
-import numba as nb
 from g3align.aligner import trace_event
 from g3align.aligner.core import sam_se_range
 from g3align.aligner.pair import regions_claim, regions_range, sam_pe_range
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
+
+from g3align.jit import njit
 
 CLOCK_MONOTONIC = 1          # Linux clock ids (time.perf_counter reads CLOCK_MONOTONIC there)
 CLOCK_THREAD_CPUTIME_ID = 3
@@ -39,12 +40,12 @@ def _clock_ns(typingctx, clk):
     return types.int64(clk), codegen
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def clock_ns(clk):
     return _clock_ns(clk)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _regions_range(*args):
     t0 = clock_ns(CLOCK_MONOTONIC)
     c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID)
@@ -53,7 +54,7 @@ def _regions_range(*args):
     return r, t0, clock_ns(CLOCK_MONOTONIC), c1 - c0
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _regions_claim(*args):
     t0 = clock_ns(CLOCK_MONOTONIC)
     c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID)
@@ -62,7 +63,7 @@ def _regions_claim(*args):
     return r, t0, clock_ns(CLOCK_MONOTONIC), c1 - c0
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _sam_pe_range(*args):
     t0 = clock_ns(CLOCK_MONOTONIC)
     c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID)
@@ -71,7 +72,7 @@ def _sam_pe_range(*args):
     return r, t0, clock_ns(CLOCK_MONOTONIC), c1 - c0
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _sam_se_range(*args):
     t0 = clock_ns(CLOCK_MONOTONIC)
     c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID)

@@ -23,7 +23,8 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
+
+from g3align.jit import njit
 
 __all__ = [
     "LRAND48_SEED",

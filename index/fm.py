@@ -35,8 +35,10 @@ from __future__ import annotations
 from collections import namedtuple
 
 import numpy as np
-from numba import get_num_threads, njit, prange, types
+from numba import get_num_threads, prange, types
 from numba.extending import intrinsic
+
+from g3align.jit import njit
 
 __all__ = [
     "FMIndex",

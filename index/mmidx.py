@@ -28,7 +28,8 @@ import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
+
+from g3align.jit import njit
 
 from .store import IndexFormatError
 

@@ -11,7 +11,7 @@
 #   REPEAT=3 runs the default and VARIANTS three times, interleaved, and reports medians
 #   BEFORE='python3 scripts/cpu_probe.py' runs a command first, in this script's environment (output: the call's tail)
 #   AFTER='python3 scripts/reader_probe.py /tmp/g3work/r1.fq /tmp/g3work/r2.fq' the same after CLIPROF's runs
-#   NBCACHE=1 carries numba's cache between calls (.devcache/mem/: copy $OUT's nbcache.tgz.* and stamps.txt there)
+#   NBCACHE=1 carries the kernel cache between calls (.devcache/mem/: copy $OUT's g3cache.tgz.* there)
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 mkdir -p /tmp/pkg/g3align && cp g3align/__init__.py /tmp/pkg/g3align/

@@ -1,0 +1,171 @@
+"""g3align/jit.py: the per-user cache keyed by the source tree, call typing without literal specializations, the
+compile note; an install laid out read-only reuses the cache (no compile in every process)."""
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from g3align import jit
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_cache_dir_is_per_user_and_keyed_by_the_tree(monkeypatch, tmp_path):
+    monkeypatch.setenv("G3ALIGN_CACHE_DIR", str(tmp_path))
+    assert jit.cache_root() == tmp_path
+    assert jit.cache_dir() == tmp_path / "numba" / jit.tree_hash()[:20]
+    monkeypatch.delenv("G3ALIGN_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert jit.cache_root() == tmp_path / "xdg" / "g3align"
+    names = {Path(d).name for d in jit._pkg_dirs()}
+    assert {"aligner", "index"} <= names
+
+
+def test_tree_hash_follows_every_source_file(monkeypatch, tmp_path):
+    """Same bytes anywhere -> same hash (a copy elsewhere shares the cache); an edit to any file -> a new hash."""
+    dirs = []
+    for d in jit._pkg_dirs():
+        dst = tmp_path / "a" / Path(d).name
+        shutil.copytree(d, dst, ignore=shutil.ignore_patterns("__pycache__"))
+        dirs.append(str(dst))
+    monkeypatch.setattr(jit, "_dirs", tuple(dirs))
+    monkeypatch.setattr(jit, "_tree", None)
+    h0 = jit.tree_hash()
+    os.utime(Path(dirs[-1]) / sorted(os.listdir(dirs[-1]))[0], (0, 0))  # a new mtime alone changes nothing
+    monkeypatch.setattr(jit, "_tree", None)
+    assert jit.tree_hash() == h0
+    victim = Path(dirs[-1]) / "fm.py" if (Path(dirs[-1]) / "fm.py").exists() else next(Path(dirs[-1]).glob("*.py"))
+    victim.write_text(victim.read_text() + "\n# an edit\n")
+    monkeypatch.setattr(jit, "_tree", None)
+    assert jit.tree_hash() != h0
+
+
+def test_calls_from_compiled_code_do_not_specialize_on_literals():
+    @jit.njit
+    def add(a, b):
+        return a + b
+
+    @jit.njit
+    def caller(x):
+        return add(x, 1) + add(x, 2) + add(x, -1) + add(x, np.int64(7))
+
+    assert caller(3) == 4 + 5 + 2 + 10
+    assert len(add.signatures) == 1  # numba's own njit compiles `add` once per literal: four times
+
+    @jit.njit
+    def pick(t, i):  # indexing a heterogeneous tuple needs a literal index: the literal typing is kept
+        return t[i]
+
+    @jit.njit
+    def use():
+        return pick((1, 2.5), 1) + pick((1, 2.5), 0)
+
+    assert use() == 3.5
+
+
+def _env(cache: Path) -> dict:
+    env = dict(os.environ, G3ALIGN_CACHE_DIR=str(cache), G3ALIGN_DETACH="0", PYTHONDONTWRITEBYTECODE="1")
+    env.pop("G3ALIGN_COMPILE_NOTE", None)
+    return env
+
+
+def test_compile_note_once_then_cached(tmp_path):
+    """The first process compiles (one note on stderr, the cache in G3ALIGN_CACHE_DIR); the second loads."""
+    code = ("import numpy as np\n"
+            "from g3align.aligner.bns import pos2rid\n"
+            "print(pos2rid(np.array([0, 10, 30], np.int64), 30, 12))\n")
+    outs = [subprocess.run([sys.executable, "-c", code], env=_env(tmp_path), capture_output=True, text=True)
+            for _ in range(2)]
+    for r in outs:
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == "1"
+    assert outs[0].stderr.count("[M::g3align] compiling") == 1, outs[0].stderr
+    assert str(jit.cache_dir().relative_to(jit.cache_root())) in outs[0].stderr.replace(str(tmp_path) + "/", "")
+    assert "compiling" not in outs[1].stderr, outs[1].stderr
+    assert list((tmp_path / "numba").glob("*/aligner/bns.pos2rid-*.nbi"))
+
+
+def _install_copy(dst: Path) -> Path:
+    """The layout pip installs (pyproject's package-dir map): g3align/{aligner,index,kernels} under dst."""
+    pkg = dst / "g3align"
+    shutil.copytree(ROOT / "g3align", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    for d in ("aligner", "index", "kernels"):
+        shutil.copytree(ROOT / d, pkg / d, ignore=shutil.ignore_patterns("__pycache__", "*.nb[ic]"))
+    return pkg
+
+
+def test_read_only_install_compiles_once_per_user(tmp_path):
+    """An install no user may write (root-owned; run as `nobody` when the tests run as root) keeps its
+    compiled kernels in the user's cache: the second process compiles nothing, the output is bwa's, and
+    nothing is written into the install. The user's cache starts as a copy of this tree's cache (the cache is
+    keyed by the sources' content, not their path), so the copy itself is what is tested when it is warm."""
+    site = tmp_path / "site"
+    pkg = _install_copy(site)
+    cache = tmp_path / "cache"
+    src = jit.cache_dir()
+    if src.exists():
+        shutil.copytree(src, cache / "numba" / src.name)
+    else:
+        cache.mkdir()
+    (tmp_path / "out").mkdir()
+    gold = tmp_path / "gold.sam"
+    gold.write_bytes(gzip.decompress((ROOT / "data/golden/lambda_se.bwa.sam.gz").read_bytes()))
+    idx = tmp_path / "out" / "lambda"
+    env = _env(cache)
+    env["PYTHONPATH"] = str(site)
+    r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "index", "-p", str(idx),
+                        str(ROOT / "data/lambda.fa.gz")], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    as_user = []
+    if os.geteuid() == 0 and shutil.which("runuser"):
+        as_user = ["runuser", "-u", "nobody", "--", "env", f"HOME={tmp_path}"]
+        subprocess.run(["chown", "-R", "nobody", str(cache), str(tmp_path / "out")], check=True)
+        os.chmod(tmp_path, 0o755)
+    for p in [site, *site.rglob("*")]:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    before = sorted(str(p) for p in site.rglob("*"))
+    try:
+        runs = []
+        for k in range(2):
+            out = tmp_path / "out" / f"se{k}.sam"
+            cmd = [*as_user, sys.executable, "-m", "g3align.aligner.cli", "mem", "-o", str(out), str(idx),
+                   str(ROOT / "data/lambda_R1.fq.gz")]
+            runs.append(subprocess.run(cmd, env=env, capture_output=True, text=True))
+            assert runs[-1].returncode == 0, runs[-1].stderr
+        assert "compiling" not in runs[1].stderr, runs[1].stderr
+        r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "compare", "--strict",
+                            str(tmp_path / "out" / "se1.sam"), str(gold)], env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert sorted(str(p) for p in site.rglob("*")) == before  # nothing written into the install
+        assert pkg.joinpath("aligner").is_dir()
+    finally:
+        for p in [site, *site.rglob("*")]:
+            p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+@pytest.mark.parametrize("device", ["cpu"])
+def test_warmup_then_no_compile(tmp_path, device):
+    """`g3align warmup` runs every subcommand on its synthetic data without a failure; afterwards a demo run of
+    each command compiles nothing (the cache is the test session's own, so this is quick once it is warm)."""
+    env = dict(os.environ, G3ALIGN_DETACH="0")
+    env.pop("G3ALIGN_COMPILE_NOTE", None)
+    r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "warmup", "-t", "2", "--device", device],
+                       env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "[M::warmup] done" in r.stderr and "[E::warmup]" not in r.stderr, r.stderr
+    idx = tmp_path / "lambda"
+    runs = [["index", "-p", str(idx), str(ROOT / "data/lambda.fa.gz")],
+            ["mem", "--device", device, str(idx), str(ROOT / "data/lambda_R1.fq.gz"),
+             str(ROOT / "data/lambda_R2.fq.gz")],
+            ["map", "--device", device, "-ax", "map-ont", str(ROOT / "data/lambda.fa.gz"),
+             str(ROOT / "data/lambda_pbsim.fq.gz")]]
+    for args in runs:
+        r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", *args], env=env, capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stderr
+        assert "compiling" not in r.stderr, (args, r.stderr)
