@@ -5,8 +5,10 @@ DEMO_OUT ?= demo_out
 
 .PHONY: install demo test lint golden clean clean-cache gpu-check
 
+# pip install, then every kernel compiled for this machine with all cores (g3align warmup; once per version)
 install:
 	$(PIP) install -q -e '.[test]'
+	g3align warmup
 
 # Index the bundled lambda phage reference and align the bundled reads; compare with bwa's output.
 demo: install
@@ -14,10 +16,10 @@ demo: install
 	g3align index -p $(DEMO_OUT)/lambda data/lambda.fa.gz
 	g3align mem -t 2 $(DEMO_OUT)/lambda data/lambda_R1.fq.gz > $(DEMO_OUT)/lambda_se.sam
 	gzip -dc data/golden/lambda_se.bwa.sam.gz > $(DEMO_OUT)/lambda_se.bwa.sam
-	g3align compare $(DEMO_OUT)/lambda_se.sam $(DEMO_OUT)/lambda_se.bwa.sam
+	g3align compare --strict $(DEMO_OUT)/lambda_se.sam $(DEMO_OUT)/lambda_se.bwa.sam
 	g3align map -t 2 -ax map-pb data/lambda.fa.gz data/lambda_pbsim.fq.gz > $(DEMO_OUT)/lambda_pbsim.sam
 	gzip -dc data/golden/lambda_pbsim.mm2.sam.gz > $(DEMO_OUT)/lambda_pbsim.mm2.sam
-	g3align compare $(DEMO_OUT)/lambda_pbsim.sam $(DEMO_OUT)/lambda_pbsim.mm2.sam --tags NM,ms,AS,nn,tp,cm,s1,s2,de,rl,SA
+	g3align compare --strict $(DEMO_OUT)/lambda_pbsim.sam $(DEMO_OUT)/lambda_pbsim.mm2.sam --tags NM,ms,AS,nn,tp,cm,s1,s2,de,rl,SA
 
 test: install lint
 	$(PYTHON) -m pytest -q tests
@@ -41,9 +43,10 @@ gpu-check:
 golden:
 	bash scripts/make_golden.sh
 
-# numba's on-disk cache does not notice edits to *other* modules a cached kernel calls: after editing
-# aligner/ or index/ run `make clean-cache` (a fresh clone or install never has stale entries).
+# The compiled kernels live in ~/.cache/g3align (G3ALIGN_CACHE_DIR), keyed by the whole source tree: an edit
+# never leaves a stale entry. This removes them all (every version); the next run or `g3align warmup` compiles.
 clean-cache:
+	rm -rf "$${G3ALIGN_CACHE_DIR:-$${XDG_CACHE_HOME:-$$HOME/.cache}/g3align}/numba"
 	find . -name '*.nbi' -delete -o -name '*.nbc' -delete
 
 clean: clean-cache

@@ -18,7 +18,10 @@ def read_fasta(path: str) -> tuple[list[str], list[str]]:
     if path == "-":
         fh = sys.stdin.buffer
     else:
-        fh = open(path, "rb")
+        try:
+            fh = open(path, "rb")
+        except OSError as e:
+            raise click.ClickException(f"{path}: {e.strerror}")
         if fh.peek(2)[:2] == b"\x1f\x8b":
             fh = gzip.GzipFile(fileobj=fh)
     names: list[str] = []
@@ -58,6 +61,8 @@ def align_cmd(queries, targets, mode, match, mismatch, gap_open, gap_extend, tra
         raise click.ClickException(f"{len(qs)} queries but {len(ts)} targets: the files must hold an "
                                    "equal number of records (pairs are taken by order)")
     try:
+        from g3align import jit
+        jit.note_expect("the pairwise kernels", "1")
         from g3align.aligner.pairwise import align_pairs  # here: `g3align mem` / `map` need not import it
         r = align_pairs(qs, ts, mode=mode, match=match, mismatch=mismatch, gap_open=gap_open,
                         gap_extend=gap_extend, traceback=traceback, band=band, device=device)

@@ -13,7 +13,7 @@ import time
 
 import click
 
-from g3align import __version__
+from g3align import __version__, jit
 
 
 class G3Error(Exception):
@@ -139,6 +139,7 @@ def index_cmd(fasta, prefix, sa_intv, presets, no_fm):
     """Build the FM-index (double-step occurrence tables) of FASTA[.gz] for `mem`, and with -x the
     minimizer indexes for `map`."""
     from g3align.index.build import build_index
+    jit.note_expect("the indexing kernels", "1")
     prefix = prefix or fasta
     try:
         if no_fm and not presets:
@@ -221,6 +222,7 @@ def _is_g3m(path: str, magic: bytes) -> bool:
 
 def _run_map(args):
     t_enter = time.perf_counter()
+    jit.note_expect("the minimap2 kernels", "2-4")
     _cuda_driver_warm(_device_arg(args))
     _import_numba()  # before the reader module, which imports numba
     from g3align.aligner import mmopt as MO
@@ -424,7 +426,7 @@ def _opt(*names, **kw):
 @_opt("-K", "chunk", type=int, default=None, help="process INT input bases in each batch regardless of nThreads")
 @_opt("-v", "verbose", type=int, default=3, help="verbosity level: 1=error, 2=warning, 3=message [3]")
 @_opt("-T", "min_score", type=int, default=None, help="minimum score to output [30]")
-@_opt("-h", "xa_hits", default=None, help="XA lists all hits if <INT score >80%% of the best [5,200]")
+@_opt("-h", "xa_hits", default=None, help="XA lists all hits if <INT score >80% of the best [5,200]")
 @_opt("-a", "all_aln", is_flag=True, help="output all alignments for SE or unpaired PE")
 @_opt("-C", "copy_comment", is_flag=True, help="append FASTA/FASTQ comment to SAM output")
 @_opt("-V", "ref_hdr", is_flag=True, help="output the reference FASTA header in the XR tag")
@@ -766,6 +768,7 @@ def _process_t0():
 
 def _run_mem(kw):
     t_enter = time.perf_counter()
+    jit.note_expect("the bwa-mem kernels", "2-4")
     _cuda_driver_warm(kw["device"])
     _numba_start()
     # the trace now; G3ALIGN_TUNE's pipeline constants once pipeline.py is imported, after the reader's start
@@ -841,7 +844,8 @@ def _run_mem_traced(kw, trace, t):
     # batch size, and single-end output does not depend on it)
     from g3align.aligner import reads
     _tune(reads, only_present=True)  # the reader's constants (PART_BASES, SE_STAGED_CHUNK) before it starts
-    chunk = kw["chunk"] if kw["chunk"] is not None else _default_chunk() * max(1, kw["threads"])
+    # bwa's -K: a positive INT fixes the batch size; absent, 0 or negative, the default times the threads
+    chunk = kw["chunk"] if kw["chunk"] is not None and kw["chunk"] > 0 else _default_chunk() * max(1, kw["threads"])
     if paired:
         reader = _start_reader(kw, chunk)
     else:
@@ -994,7 +998,7 @@ def _interleaved(batches, path):
 
 
 # ------------------------------------------------------------------------------------------ compare
-@main.command("compare", context_settings={"ignore_unknown_options": True})
+@main.command("compare", context_settings={"ignore_unknown_options": True, "help_option_names": []})
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def compare_cmd(args):
     """Per-read concordance of TEST.sam against GOLD.sam (see `g3align compare --help`)."""
@@ -1010,3 +1014,22 @@ main.add_command(align_cmd)
 
 if __name__ == "__main__":
     entry()
+
+
+@main.command("warmup")
+@click.option("-t", "threads", type=int, default=None, help="processes at once [all cores]")
+@click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
+              help="the paths to compile: auto the CPU's, and the GPU's where there is a GPU")
+@click.option("--clear", is_flag=True, help="remove g3align's compiled kernels of every version first")
+def warmup_cmd(threads, device, clear):
+    """Compile every kernel for this machine now (after an install or upgrade; in a container build)."""
+    import shutil
+
+    from g3align.aligner import warmup
+
+    from g3align import jit
+    if clear:
+        shutil.rmtree(jit.cache_root() / "numba", ignore_errors=True)
+        click.echo(f"[M::warmup] removed {jit.cache_root() / 'numba'}", err=True)
+    if warmup.run(threads or os.cpu_count() or 1, device):
+        sys.exit(1)

@@ -470,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tol", type=int, default=20, help="truth: allowed distance in bp [20]")
     ap.add_argument("--diff", type=int, default=0, metavar="N", help="show the first N differing reads")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("--strict", action="store_true",
+                    help="exit 2 unless every read is in both files, with one primary, the same in every field")
     ap.add_argument("--tags", default=",".join(TAGS), help="comma-separated tags to compare [%(default)s]")
     a = ap.parse_args(argv)
     try:
@@ -479,6 +481,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"g3align compare: {e}\n")
         return 1
     sys.stdout.write(json.dumps(res, indent=1) + "\n" if a.json else format_report(res))
+    if a.strict and (any(v["diff"] for v in res["fields"].values())
+                     or any(c[k] for c in res["reads"].values() for k in ("missing", "no_primary", "multi_primary"))):
+        sys.stderr.write("g3align compare: the files differ (--strict)\n")
+        return 2
     return 0
 
 

@@ -191,6 +191,27 @@ def test_main_json_and_text(tmp_path, capsys):
     assert "g3align compare:" in capsys.readouterr().err
 
 
+def test_strict_exit_status(tmp_path, capsys):
+    """--strict (make demo's check): 0 only when every read is in both files and the same in every field."""
+    a = sam(tmp_path, "a.sam", BASE)
+    assert main([a, a, "--strict"]) == 0
+    b = sam(tmp_path, "b.sam", [BASE[0].replace("\t60\t", "\t59\t")] + BASE[1:])
+    assert main([b, a]) == 0
+    assert main([b, a, "--strict"]) == 2
+    c = sam(tmp_path, "c.sam", BASE[1:])
+    assert main([c, a, "--strict"]) == 2
+    assert "differ (--strict)" in capsys.readouterr().err
+
+
+def test_cli_help_is_compares_own():
+    """`g3align compare --help` prints the comparator's options (click used to answer with a pointer to itself)."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "compare", "--help"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and "--strict" in r.stdout and "--truth" in r.stdout, r.stdout + r.stderr
+
+
 def test_golden_self_and_se_vs_pe():
     pe = str(DATA / "golden" / "lambda_pe.bwa.sam.gz")
     se = str(DATA / "golden" / "lambda_se.bwa.sam.gz")

@@ -85,7 +85,8 @@ def test_saved_index_gives_the_same_output(tmp_path):
 def test_bad_input_one_line_error(args, msg):
     args = [REF if a == "REF" else READS if a == "READS" else a for a in args]
     r = g3map(args)
-    err = r.stderr.decode().strip().splitlines()
+    # (a first run on an empty kernel cache may also print its one compile note)
+    err = [ln for ln in r.stderr.decode().strip().splitlines() if not ln.startswith("[M::g3align] compiling")]
     assert r.returncode == 1 and len(err) == 1 and msg in err[0] and "Traceback" not in r.stderr.decode()
 
 

@@ -269,6 +269,16 @@ def test_paired_determinism_threads(lambda_index):
     assert outs[0] == outs[1] == outs[2]
 
 
+@pytest.mark.parametrize("k", ["0", "-1"])
+def test_nonpositive_K_is_the_default(lambda_index, k):
+    """bwa mem takes -K <= 0 as no -K (the default batch size): the pairs keep their insert-size estimate and
+    proper-pair flags, and the output is bwa's golden one (it was one pair per batch, or a ZeroDivisionError)."""
+    r1, r2 = (os.path.join(DATA, f"lambda_R{i}.fq.gz") for i in (1, 2))
+    p = g3("mem", "-K", k, lambda_index, r1, r2)
+    gold = gzip.decompress(open(os.path.join(DATA, "golden", "lambda_pe.bwa.sam.gz"), "rb").read())
+    assert records(p.stdout) == records(gold)
+
+
 def test_interleaved_equals_two_files(lambda_index, tmp_path):
     r1, r2 = (gzip.decompress(open(os.path.join(DATA, f"lambda_R{i}.fq.gz"), "rb").read()).split(b"\n")
               for i in (1, 2))
@@ -547,14 +557,14 @@ def test_interleaved_mates_checked_by_name(lambda_index, tmp_path):
 
 def test_numba_imported_without_scipy_and_coverage():
     """cli._import_numba: numba comes in without importing scipy or coverage (unused start-up cost), the blocking
-    entries leave sys.modules again, so both still import afterwards, and the CPU target is set up as usual."""
+    entries leave sys.modules again (no None entry stays to stop a later import of either), and the CPU target is
+    set up as usual. scipy is no dependency of g3align, so the test imports neither."""
     code = ("import sys\n"
             "from g3align.aligner import cli\n"
             "cli._numba_start()\n"
             "assert 'numba' in sys.modules and 'numba.np.arraymath' in sys.modules\n"
             "assert 'scipy' not in sys.modules and 'coverage' not in sys.modules, "
             "[m for m in ('scipy', 'coverage') if m in sys.modules]\n"
-            "import scipy\n"
             "import numba\n"
             "print(numba.njit(lambda x: x + 1)(1))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -250,7 +250,7 @@ def test_align_cli(tmp_path):
     res = CliRunner().invoke(align_cmd, ["--mode", "global", "--traceback", "--device", "cpu",
                                          str(tmp_path / "q.fa"), str(tmp_path / "t.fa")])
     assert res.exit_code == 0, res.output
-    lines = res.output.strip().split("\n")
+    lines = res.stdout.strip().split("\n")  # stdout alone: a first run's compile note goes to stderr
     assert lines[0].startswith("#qname")
     f = lines[1].split("\t")
     assert f[0] == "q1" and f[4] == "t1" and f[8] == "0" and f[9] == "3M1I4M"
@@ -260,6 +260,9 @@ def test_align_cli(tmp_path):
     (tmp_path / "bad.fa").write_text(">x\nACGT\n")
     res = CliRunner().invoke(align_cmd, [str(tmp_path / "q.fa"), str(tmp_path / "bad.fa"), "--device", "cpu"])
     assert res.exit_code != 0 and "equal" in res.output
+    res = CliRunner().invoke(align_cmd, [str(tmp_path / "none.fa"), str(tmp_path / "q.fa"), "--device", "cpu"])
+    assert res.exit_code == 1 and "none.fa: No such file or directory" in res.output  # an error line, no traceback
+    assert res.exception is None or isinstance(res.exception, SystemExit)
 
 
 # ---- 16-bit packed path: selection and pairing (CPU), exactness and width switch (GPU) ---------
