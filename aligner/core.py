@@ -124,7 +124,7 @@ def reorder_primary5(opt, R, n):
 
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, name, qual, has_qual,
                comment, rg_id, R, nreg, read_id, cg):
     """mem_mark_primary_se + mem_reg2sam for one single-end read; appends records to buf."""
@@ -135,7 +135,7 @@ def reg2sam_se(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, 
                    comment, rg_id, R, nreg, 0, False, -1, -1, 0, np.empty(0, np.uint32), cg)
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def reg2sam(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, q, name, qual, has_qual,
             comment, rg_id, R, nreg, extra_flag, m_has, m_rid, m_pos, m_rev, m_cig, cg):
     """bwa's mem_reg2sam on regions already marked primary/secondary: the read's records (primary,

@@ -90,7 +90,7 @@ L_UNMAPPED_SAM = _lit("\t4\t*\t0\t0\t*\t*\t0\t0\t")
 L_SAM_MATE = _lit("\t*\t0\t0\t")
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def put_f4(buf, n, x):
     """C's printf("%.4f", x) for 0 <= x < 2^20 (exact round-half-even of the binary value)."""
     if x < 0.0:
@@ -127,7 +127,7 @@ def put_f4(buf, n, x):
     return buf, n
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def event_identity(R, i, cig):
     """minimap2's mm_event_identity (gap-compressed identity); -1 without alignment."""
     if R[i, HAS_P] == 0:
@@ -143,7 +143,7 @@ def event_identity(R, i, cig):
     return R[i, MLEN] / float(R[i, BLEN] + R[i, N_AMBI] - n_gap + n_gapo)
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def _write_tags(buf, n, R, i, cig):
     if R[i, ID] == R[i, PARENT]:
         tp = 73 if R[i, INV] else 80            # I / P
@@ -192,7 +192,7 @@ def _write_tags(buf, n, R, i, cig):
     return buf, n
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def _ref_and_query(R, i, qcodes, ref_seq, ref_off):
     """Reference and query (on the reference strand) codes of region i's aligned span."""
     rs = R[i, RS]
@@ -211,7 +211,7 @@ def _ref_and_query(R, i, qcodes, ref_seq, ref_off):
     return t, q
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def _put_cigar(buf, n, R, i, cig):
     o = R[i, CIG_OFF]
     for k in range(R[i, N_CIGAR]):
@@ -220,7 +220,7 @@ def _put_cigar(buf, n, R, i, cig):
     return buf, n
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def _put_identical(buf, n, q, st, run, no_iden):
     """A cs run of identical bases: ':LEN' (short form) or '=BASES' (long form)."""
     if no_iden:
@@ -232,7 +232,7 @@ def _put_identical(buf, n, q, st, run, no_iden):
     return buf, n
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def _put_rl(buf, n, rep_len):
     if rep_len >= 0:
         buf, n = put_bytes(buf, n, L_RL)
@@ -240,7 +240,7 @@ def _put_rl(buf, n, rep_len):
     return buf, n
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def _put_comment_eol(buf, n, flag, comment):
     if (flag & _F_COPY_COMMENT) and comment.shape[0] > 0:
         buf, n = put_char(buf, n, 9)
@@ -248,7 +248,7 @@ def _put_comment_eol(buf, n, flag, comment):
     return put_char(buf, n, 10)
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def _write_cs_or_md(buf, n, R, i, cig, qcodes, ref_seq, ref_off, no_iden, is_md):
     t, q = _ref_and_query(R, i, qcodes, ref_seq, ref_off)
     buf, n = put_bytes(buf, n, L_MD if is_md else L_CS)
@@ -319,7 +319,7 @@ def _write_cs_or_md(buf, n, R, i, cig, qcodes, ref_seq, ref_off, no_iden, is_md)
     return buf, n
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def _put_cs_md(buf, n, flag, R, i, cig, qcodes, ref_seq, ref_off):
     if R[i, HAS_P] and (flag & (_F_OUT_CS | _F_OUT_MD)):
         buf, n = _write_cs_or_md(buf, n, R, i, cig, qcodes, ref_seq, ref_off, (flag & _F_OUT_CS_LONG) == 0,
@@ -327,7 +327,7 @@ def _put_cs_md(buf, n, flag, R, i, cig, qcodes, ref_seq, ref_off):
     return buf, n
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def _put_seq(buf, n, s, rev, comp):
     if rev:  # reversed (and complemented): room for all of it first, then one pass
         ln = s.shape[0]
@@ -339,7 +339,7 @@ def _put_seq(buf, n, s, rev, comp):
     return put_bytes(buf, n, s)
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def _write_paf(buf, n, flag, name, qlen, R, i, cig, qcodes, ref_seq, ref_off, ctg_names, ctg_noff, ctg_len,
                rep_len, comment):
     buf, n = put_bytes(buf, n, name)
@@ -375,7 +375,7 @@ def _write_paf(buf, n, flag, name, qlen, R, i, cig, qcodes, ref_seq, ref_off, ct
     return _put_comment_eol(buf, n, flag, comment)
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def _write_sam(buf, n, flag, name, seq, qual, R, nreg, i, cig, qcodes, ref_seq, ref_off, ctg_names, ctg_noff,
                rep_len, comment, rg_id):
     qlen = seq.shape[0]
@@ -497,7 +497,7 @@ def _write_sam(buf, n, flag, name, seq, qual, R, nreg, i, cig, qcodes, ref_seq, 
     return _put_comment_eol(buf, n, flag, comment)
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def write_read(buf, n, flag, name, seq, qual, qcodes, R, nreg, cig, rep_len, ref_seq, ref_off, ctg_names, ctg_noff,
                ctg_len, comment, rg_id):
     """All records of one single-segment read, as minimap2's output step writes them.

@@ -53,7 +53,7 @@ _LIT_MC = np.frombuffer(b"\tMC:Z:", np.uint8).copy()
 
 
 # ---------------------------------------------------------------- byte buffer helpers
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _reserve(buf, n, extra):
     if n + extra <= buf.shape[0]:
         return buf
@@ -65,21 +65,21 @@ def _reserve(buf, n, extra):
     return b2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def put_bytes(buf, n, src):
     buf = _reserve(buf, n, src.shape[0])
     buf[n:n + src.shape[0]] = src
     return buf, n + src.shape[0]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def put_char(buf, n, c):
     buf = _reserve(buf, n, 1)
     buf[n] = c
     return buf, n + 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def put_int(buf, n, v):
     buf = _reserve(buf, n, 24)
     v = np.int64(v)
@@ -98,7 +98,7 @@ def put_int(buf, n, v):
     return buf, n + k
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def put_cigar(buf, n, cig, hard):
     for k in range(cig.shape[0]):
         op = cig[k] & 0xf
@@ -110,7 +110,7 @@ def put_cigar(buf, n, cig, hard):
 
 
 # ---------------------------------------------------------------- region -> alignment
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def ref_len(cig):
     """Reference bases covered by a CIGAR (M and D)."""
     l = 0
@@ -121,7 +121,7 @@ def ref_len(cig):
     return l
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def infer_bw(l1, l2, score, a, q, r):
     if l1 == l2 and l1 * a - score < ((q + r - a) << 1):
         return 0
@@ -139,7 +139,7 @@ CG_FIELDS = (QB, QE, RB, RE, TRUESC, W)
 CG_SCORE, CG_NM, CG_NCIG, CG_NMD = 0, 1, 2, 3  # columns of a precomputed result row (int32); NCIG -1: none
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def cg_empty():
     """A read's precomputed-alignment context with nothing in it: (keys (k, 6) int64, res (k, 4) int32,
     cig_off (k+1), cig uint32, md_off (k+1), md uint8); reg2aln then aligns every region itself."""
@@ -164,7 +164,7 @@ def cg_find(cg, R, i):
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def region_cigar(opt, mat, l_pac, pac, q, qb, qe, rb, re, truesc, w_reg):
     """mem_reg2aln's alignment of a region: gen_cigar2 over the query [qb, qe) and reference [rb, re) with
     the band inferred from the score, doubled while the score stays short of truesc (at most 3 tries).
@@ -190,7 +190,7 @@ def region_cigar(opt, mat, l_pac, pac, q, qb, qe, rb, re, truesc, w_reg):
     return score, cig, nm, md
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def reg2aln(opt, mat, offsets, l_pac, pac, L, q, R, i, cg):
     """mem_reg2aln. Returns (rid, pos, is_rev, mapq, flag, NM, cigar, MD, score, sub, alt_sc). The region's
     alignment comes from `cg` (cg_empty() or a read's slice of memcigar's results) when it is there."""
@@ -237,7 +237,7 @@ def reg2aln(opt, mat, offsets, l_pac, pac, L, q, R, i, cg):
     return rid, pos, is_rev, mapq, flag, nm, cig, md, R[i, SCORE], sub, R[i, ALT_SC]
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def _pri_idx(xa_drop, R, i):
     k = R[i, SECONDARY_ALL]
     # bwa passes the float ratio to a double parameter: double arithmetic with the float's value
@@ -246,7 +246,7 @@ def _pri_idx(xa_drop, R, i):
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def _put_alt(bufs, nb_, opt, mat, offsets, l_pac, pac, L, q, R, i, name_buf, name_off, cg):
     """One XA entry (contig,strand+pos,CIGAR,NM;) for region i."""
     rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt = reg2aln(opt, mat, offsets, l_pac, pac, L, q, R, i, cg)
@@ -270,7 +270,7 @@ def _xa_dropped(opt, cnt, has_alt):
     return cnt > opt.max_XA_hits_alt or (not has_alt and cnt > opt.max_XA_hits)
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def gen_alt_one(opt, mat, offsets, l_pac, pac, L, q, R, n, z, name_buf, name_off, cg):
     """The XA bytes gen_alt would give region z (empty if none): only hits whose primary is z are
     aligned, so a paired record (which carries only its own region's XA) skips the others' reg2aln."""
@@ -291,7 +291,7 @@ def gen_alt_one(opt, mat, offsets, l_pac, pac, L, q, R, n, z, name_buf, name_off
     return bufs[:nb_]
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, n, name_buf, name_off, cg):
     """mem_gen_alt: XA strings per region (CSR: xa_off[n+1], xa bytes). Only after mark_primary."""
     cnt = np.zeros(n, np.int64)
@@ -340,7 +340,7 @@ def gen_alt(opt, mat, offsets, l_pac, pac, L, q, R, n, name_buf, name_off, cg):
     return xa_off, xa, True
 
 
-@njit(cache=True)
+@njit(cache=True, specialize_literals=False)
 def write_record(buf, n, opt, name, seq, qual, has_qual, comment, rg_id, ctg_names, ctg_off,
                  rid, pos, is_rev, mapq, flag, nm, cig, md, score, sub, alt_sc, xa, which,
                  sa_rid, sa_pos, sa_rev, sa_cig_off, sa_cig, sa_mapq, sa_nm, sa_flag, n_list,

@@ -11,11 +11,14 @@ Every module with compiled kernels takes `njit` from here, not from numba. Three
   not see; with one stamp for the whole tree an edit anywhere retires every entry, so a cache is never stale,
   and two installs of the same version (any path, any mtime) share one cache. Where that directory cannot be
   written, numba's own places are used as before.
-* **No specialization per literal argument.** numba types a constant argument of a call between compiled
-  functions as a literal (`Literal[int](-1)`) and compiles the callee again for each literal value it meets:
-  bwa's record writer was compiled five times, 28 s each, for one `mem` run. `njit`'s dispatchers first
-  compile a call from compiled code for the arguments' plain types (int64, bool, ...) and fall back to the
-  literal types only when that fails to type. The code computes the same values; only constant folding differs.
+* **No specialization per literal argument, where asked.** numba types a constant argument of a call between
+  compiled functions as a literal (`Literal[int](-1)`) and compiles the callee again for each literal value it
+  meets: bwa's record writer was compiled five times, 28 s each, for one `mem` run. A function decorated with
+  `njit(..., specialize_literals=False)` compiles such a call for the arguments' plain types (int64, bool, ...)
+  first, and for the literal types only when that fails to type. The record and text writers (samout.py,
+  mmformat.py) are; the alignment kernels keep numba's literal specialization, where a constant folded into the
+  code can be worth its compile (a CPU `mem` paired-end run was 5-8 % slower with every function typed plainly,
+  though within the noise of the machine it was measured on).
 * **A note while compiling.** The first compile in a process prints one `[M::g3align]` line on stderr: what
   is compiled, where it is kept, and how long it takes (`g3align warmup` does it ahead of time).
 
@@ -181,13 +184,15 @@ def _setup() -> None:
         _Dispatcher = _dispatcher_class()
 
 
-def njit(*args, **kw):
-    """numba.njit, with g3align's cache place and call typing (module docstring). Same arguments."""
+def njit(*args, specialize_literals: bool = True, **kw):
+    """numba.njit with g3align's cache place; the same arguments, and `specialize_literals=False` for a function
+    that calls from compiled code should compile once for the arguments' plain types (module docstring)."""
     import numba
     _setup()
 
     def wrap(dispatcher):
-        dispatcher.__class__ = _Dispatcher  # no state of its own: the object numba built, typed as ours
+        if not specialize_literals:
+            dispatcher.__class__ = _Dispatcher  # no state of its own: the object numba built, typed as ours
         return dispatcher
 
     if len(args) == 1 and callable(args[0]) and not kw:

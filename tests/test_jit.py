@@ -46,18 +46,23 @@ def test_tree_hash_follows_every_source_file(monkeypatch, tmp_path):
 
 
 def test_calls_from_compiled_code_do_not_specialize_on_literals():
-    @jit.njit
+    @jit.njit(specialize_literals=False)
     def add(a, b):
         return a + b
 
     @jit.njit
-    def caller(x):
-        return add(x, 1) + add(x, 2) + add(x, -1) + add(x, np.int64(7))
-
-    assert caller(3) == 4 + 5 + 2 + 10
-    assert len(add.signatures) == 1  # numba's own njit compiles `add` once per literal: four times
+    def add_lit(a, b):  # numba's own behaviour, kept by default: one specialization per literal
+        return a + b
 
     @jit.njit
+    def caller(x):
+        return add(x, 1) + add(x, 2) + add(x, -1) + add(x, np.int64(7)) + add_lit(x, 1) + add_lit(x, 2)
+
+    assert caller(3) == 4 + 5 + 2 + 10 + 4 + 5
+    assert len(add.signatures) == 1  # numba's own njit compiles `add` once per literal: four times
+    assert len(add_lit.signatures) == 2
+
+    @jit.njit(specialize_literals=False)
     def pick(t, i):  # indexing a heterogeneous tuple needs a literal index: the literal typing is kept
         return t[i]
 
