@@ -1012,10 +1012,6 @@ from g3align.aligner.align_cli import align_cmd  # noqa: E402  (pairwise DP engi
 main.add_command(align_cmd)
 
 
-if __name__ == "__main__":
-    entry()
-
-
 @main.command("warmup")
 @click.option("-t", "threads", type=int, default=None, help="processes at once [all cores]")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
@@ -1033,3 +1029,7 @@ def warmup_cmd(threads, device, clear):
         click.echo(f"[M::warmup] removed {jit.cache_root() / 'numba'}", err=True)
     if warmup.run(threads or os.cpu_count() or 1, device):
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    entry()

@@ -105,10 +105,11 @@ def _install_copy(dst: Path) -> Path:
 
 
 def test_read_only_install_compiles_once_per_user(tmp_path):
-    """An install no user may write (root-owned; run as `nobody` when the tests run as root) keeps its
-    compiled kernels in the user's cache: the second process compiles nothing, the output is bwa's, and
-    nothing is written into the install. The user's cache starts as a copy of this tree's cache (the cache is
-    keyed by the sources' content, not their path), so the copy itself is what is tested when it is warm."""
+    """An install no user may write (root-owned; run as `nobody` when the tests run as root and nobody may run
+    this Python, else read-only by its modes) keeps its compiled kernels in the user's cache: the second process
+    compiles nothing, the output is bwa's, and nothing is written into the install. The user's cache starts as a
+    copy of this tree's cache (the cache is keyed by the sources' content, not their path), so the copy itself is
+    what is tested when it is warm."""
     site = tmp_path / "site"
     pkg = _install_copy(site)
     cache = tmp_path / "cache"
@@ -127,10 +128,14 @@ def test_read_only_install_compiles_once_per_user(tmp_path):
                         str(ROOT / "data/lambda.fa.gz")], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     as_user = []
-    if os.geteuid() == 0 and shutil.which("runuser"):
-        as_user = ["runuser", "-u", "nobody", "--", "env", f"HOME={tmp_path}"]
+    if os.geteuid() == 0 and shutil.which("runuser"):  # as `nobody`, where nobody may run this interpreter
+        probe = ["runuser", "-u", "nobody", "--", "env", f"HOME={tmp_path}"]
         subprocess.run(["chown", "-R", "nobody", str(cache), str(tmp_path / "out")], check=True)
         os.chmod(tmp_path, 0o755)
+        r = subprocess.run([*probe, sys.executable, "-c", "import g3align.aligner.cli"], env=env,
+                           capture_output=True)
+        if r.returncode == 0:
+            as_user = probe
     for p in [site, *site.rglob("*")]:
         p.chmod(0o555 if p.is_dir() else 0o444)
     before = sorted(str(p) for p in site.rglob("*"))
