@@ -222,7 +222,7 @@ def _is_g3m(path: str, magic: bytes) -> bool:
 
 def _run_map(args):
     t_enter = time.perf_counter()
-    jit.note_expect("the minimap2 kernels", "2-4")
+    jit.note_expect("the minimap2 kernels", "4-6")
     _cuda_driver_warm(_device_arg(args))
     _import_numba()  # before the reader module, which imports numba
     from g3align.aligner import mmopt as MO
@@ -768,7 +768,7 @@ def _process_t0():
 
 def _run_mem(kw):
     t_enter = time.perf_counter()
-    jit.note_expect("the bwa-mem kernels", "2-4")
+    jit.note_expect("the bwa-mem kernels", "3-5")
     _cuda_driver_warm(kw["device"])
     _numba_start()
     # the trace now; G3ALIGN_TUNE's pipeline constants once pipeline.py is imported, after the reader's start
