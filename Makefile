@@ -46,7 +46,7 @@ golden:
 # The compiled kernels live in ~/.cache/g3align (G3ALIGN_CACHE_DIR), keyed by the whole source tree: an edit
 # never leaves a stale entry. This removes them all (every version); the next run or `g3align warmup` compiles.
 clean-cache:
-	rm -rf "$${G3ALIGN_CACHE_DIR:-$${XDG_CACHE_HOME:-$$HOME/.cache}/g3align}/numba"
+	$(PYTHON) -c 'import shutil; from g3align import jit; shutil.rmtree(jit.cache_root() / "numba", ignore_errors=True)'
 	find . -name '*.nbi' -delete -o -name '*.nbc' -delete
 
 clean: clean-cache

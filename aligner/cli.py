@@ -1022,8 +1022,6 @@ def warmup_cmd(threads, device, clear):
     import shutil
 
     from g3align.aligner import warmup
-
-    from g3align import jit
     if clear:
         shutil.rmtree(jit.cache_root() / "numba", ignore_errors=True)
         click.echo(f"[M::warmup] removed {jit.cache_root() / 'numba'}", err=True)

@@ -22,7 +22,7 @@ Every module with compiled kernels takes `njit` from here, not from numba. Three
 * **A note while compiling.** The first compile in a process prints one `[M::g3align]` line on stderr: what
   is compiled, where it is kept, and how long it takes (`g3align warmup` does it ahead of time).
 
-`cache_dir()` and `tree_hash()` are what `g3align warmup` reports.
+`cache_dir()` is where `g3align warmup` compiles to; `cache_root()/numba` is what `make clean-cache` removes.
 """
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def tree_hash() -> str:
 
 
 def cache_root() -> Path:
-    """g3align's per-user cache directory (numba's compiled kernels, warm-up data)."""
+    """g3align's per-user cache directory (numba's compiled kernels under numba/)."""
     env = os.environ.get("G3ALIGN_CACHE_DIR")
     if env:
         return Path(env)
