@@ -53,7 +53,7 @@ _LIT_MC = np.frombuffer(b"\tMC:Z:", np.uint8).copy()
 
 
 # ---------------------------------------------------------------- byte buffer helpers
-@njit(cache=True, inline="always")
+@njit(cache=True, specialize_literals=False)
 def _reserve(buf, n, extra):
     if n + extra <= buf.shape[0]:
         return buf
@@ -65,21 +65,21 @@ def _reserve(buf, n, extra):
     return b2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, specialize_literals=False)
 def put_bytes(buf, n, src):
     buf = _reserve(buf, n, src.shape[0])
     buf[n:n + src.shape[0]] = src
     return buf, n + src.shape[0]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, specialize_literals=False)
 def put_char(buf, n, c):
     buf = _reserve(buf, n, 1)
     buf[n] = c
     return buf, n + 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, specialize_literals=False)
 def put_int(buf, n, v):
     buf = _reserve(buf, n, 24)
     v = np.int64(v)

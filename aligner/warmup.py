@@ -154,11 +154,15 @@ def run(threads: int, device: str, log=sys.stderr) -> int:
     failed = 0
     try:
         p = make_data(work)
-        env = dict(os.environ, G3ALIGN_COMPILE_NOTE="0", G3ALIGN_DETACH="0")
+        env = dict(os.environ, G3ALIGN_COMPILE_NOTE="0", G3ALIGN_DETACH="0", G3ALIGN_PRECOMPILE="0")
         devices = _devices(device)
         log.write(f"[M::warmup] compiling for {', '.join(devices)} into {jit.cache_dir()} with {threads} "
                   f"processes\n")
         log.flush()
+        # every command's listed kernels first, shared out over the processes (jit.precompile); the runs then
+        # check them and compile what the list lacks
+        jit.precompile(["index"] + [f"{j}-{d}" for d in devices for j in ("mem-se", "mem-pe", "map", "align")],
+                       threads=threads, log=log)
 
         def one(args):
             t = time.perf_counter()

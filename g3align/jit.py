@@ -1,6 +1,6 @@
 """numba as g3align compiles with it: `njit`, one on-disk cache per user and source tree, a note while compiling.
 
-Every module with compiled kernels takes `njit` from here, not from numba. Three things differ from numba's own:
+Every module with compiled kernels takes `njit` from here, not from numba. Four things differ from numba's own:
 
 * **Where compiled code is kept.** numba's default cache sits in each package's `__pycache__`, keyed by the
   source file's path: a read-only install (site-packages owned by root, a container image) compiles again in
@@ -18,9 +18,11 @@ Every module with compiled kernels takes `njit` from here, not from numba. Three
   first, and for the literal types only when that fails to type. The record and text writers (samout.py,
   mmformat.py) are; the alignment kernels keep numba's literal specialization, where a constant folded into the
   code can be worth its compile (a CPU `mem` paired-end run was 5-8 % slower with every function typed plainly,
-  though within the noise of the machine it was measured on).
+  though within the noise of the machine it was measured on; docs/BENCHMARKS.md "Cold start").
 * **A note while compiling.** The first compile in a process prints one `[M::g3align]` line on stderr: what
   is compiled, where it is kept, and how long it takes (`g3align warmup` does it ahead of time).
+* **A command's kernels compiled in parallel** before its first run on a machine (`precompile`, below), from
+  the list in jit_manifest.json.
 
 `cache_dir()` is where `g3align warmup` compiles to; `cache_root()/numba` is what `make clean-cache` removes.
 """
@@ -90,6 +92,7 @@ def _install_locator() -> None:
 
         def __init__(self, py_func, py_file):
             self._lineno = py_func.__code__.co_firstlineno
+            self._py_file = py_file  # numba's warnings name it
             self._path = str(cache_dir() / Path(py_file).parent.name)
 
         def get_cache_path(self):
@@ -149,6 +152,181 @@ def _install_note() -> None:
     event.register("numba:compile", Note())
 
 
+# ------------------------------------------------------------------ the kernels a command needs, compiled in parallel
+# A command's kernels are the numba functions that Python calls directly (the compiled code they call is linked
+# into them) and its CUDA modules. They are listed, with their argument types and compile times, in
+# jit_manifest.json, made by `scripts/jit_manifest.py` (runs of `g3align warmup`'s plan with G3ALIGN_JIT_RECORD
+# set). Before a command's first run on a machine, precompile() compiles its list in as many processes as there
+# are cores, each taking the longest-first share of the work; the command then loads them from the cache. An
+# entry the list lacks (the code changed since it was made) is compiled where it is first called, as numba does:
+# slower, never different.
+_MANIFEST = Path(__file__).with_name("jit_manifest.json")
+
+
+def _record_to(path: str) -> None:
+    """G3ALIGN_JIT_RECORD: append every function Python calls into compiled code for new argument types (and every
+    CUDA module built) to `path`, a JSON line each, as it happens (the CLI leaves through os._exit)."""
+    import base64
+    import json
+    import pickle
+    import time
+
+    from numba.core.dispatcher import Dispatcher
+
+    def put(rec):
+        with _lock, open(path, "a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+
+    orig = Dispatcher._compile_for_args
+
+    def compile_for_args(self, *args, **kws):
+        before = set(self.overloads)
+        t = time.perf_counter()
+        try:
+            return orig(self, *args, **kws)
+        finally:
+            dt = round(time.perf_counter() - t, 2)
+            f = self.py_func
+            for sig in [s for s in self.overloads if s not in before]:
+                put({"m": f.__module__, "f": f.__qualname__, "s": dt,
+                     "sig": base64.b64encode(pickle.dumps(sig)).decode(), "types": str(sig)})
+
+    Dispatcher._compile_for_args = compile_for_args
+    RECORD["cupy"] = lambda name, defines, options, dt: put(
+        {"cupy": name, "defines": defines or {}, "options": list(options), "s": round(dt, 2)})
+
+
+RECORD: dict = {}  # "cupy": the loader's hook when recording
+
+
+def _entries(jobs) -> list:
+    """The manifest's entries for these jobs, each once."""
+    import json
+    try:
+        man = json.loads(_MANIFEST.read_text())
+    except (OSError, ValueError):
+        return []
+    out = {}
+    for job in jobs:
+        for e in man.get("jobs", {}).get(job, []):
+            out.setdefault(json.dumps({k: v for k, v in e.items() if k != "s"}, sort_keys=True), e)
+    return list(out.values())
+
+
+def _workers(n_entries: int, threads: int | None) -> int:
+    """Compile processes: the cores (or -t), at most one per entry and one per 1.5 GB of free memory."""
+    n = threads or len(os.sched_getaffinity(0))
+    try:
+        with open("/proc/meminfo") as fh:
+            free = next(int(x.split()[1]) for x in fh if x.startswith("MemAvailable:")) // (1536 * 1024)
+        n = min(n, max(1, free))
+    except (OSError, StopIteration, ValueError):
+        pass
+    return max(1, min(n, n_entries))
+
+
+def precompile(jobs, threads: int | None = None, log=None) -> float:
+    """Compile the manifest's kernels of `jobs` ('mem-se-cpu', 'map-gpu', ...) that this tree's cache lacks, in
+    parallel processes; once done, a marker per job makes later calls return at once. Returns the seconds spent.
+    Failures are left to the command itself (it compiles what it misses). G3ALIGN_PRECOMPILE=0: off."""
+    import subprocess
+    import time
+    jobs = [jobs] if isinstance(jobs, str) else list(jobs)
+    if os.environ.get("G3ALIGN_PRECOMPILE", "1") == "0":
+        return 0.0
+    ready = cache_dir() / "ready"
+    todo = [j for j in jobs if not (ready / j).exists()]
+    entries = _entries(todo)
+    if not entries:
+        return 0.0
+    t0 = time.perf_counter()
+    n = _workers(len(entries), threads)
+    shares = [[] for _ in range(n)]  # longest first, each to the least loaded process
+    load = [0.0] * n
+    for e in sorted(entries, key=lambda e: -e.get("s", 0)):
+        k = load.index(min(load))
+        shares[k].append(e)
+        load[k] += e.get("s", 0) + 0.05
+    global _noted
+    if log is None and os.environ.get("G3ALIGN_COMPILE_NOTE", "1") != "0":
+        sys.stderr.write(f"[M::g3align] compiling {EXPECT['what']} for this machine once, in {n} processes "
+                         f"(about {max(load) * 1.05 + 3:.0f} s on this machine's cores); they are kept in "
+                         f"{cache_dir()} (`g3align warmup` compiles everything ahead)\n")
+        sys.stderr.flush()
+    import json
+    env = dict(os.environ, G3ALIGN_COMPILE_NOTE="0", G3ALIGN_PRECOMPILE="0")
+    env.pop("G3ALIGN_JIT_RECORD", None)
+    import tempfile
+
+    from g3align.aligner import stop
+    procs = []
+    for share in shares:
+        err, job = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+        job.write(json.dumps(share).encode())
+        job.seek(0)
+        p = subprocess.Popen([sys.executable, "-c", "from g3align.jit import _compile_stdin; _compile_stdin()"],
+                             stdin=job, stdout=subprocess.DEVNULL, stderr=err, env=env,
+                             cwd="/")  # no g3align/ folder of the caller's (a checkout) shadows the installed one
+        stop.CHILDREN.append(p)  # a stopped command stops them
+        procs.append((p, err, job))
+    ok = True
+    for p, fh, job in procs:
+        rc = p.wait()
+        stop.CHILDREN.remove(p)
+        fh.seek(0)
+        err = fh.read().decode(errors="replace")
+        fh.close()
+        job.close()
+        if rc != 0:
+            ok = False
+            if log is not None:
+                log.write(f"[W::precompile] a compile process failed: "
+                          f"{(err.strip().splitlines() or ['(no message)'])[-1]}\n")
+    if ok:
+        try:
+            ready.mkdir(parents=True, exist_ok=True)
+            for j in todo:
+                (ready / j).touch()
+        except OSError:
+            pass
+    dt = time.perf_counter() - t0
+    _noted = False  # what the list lacked and the command compiles itself is noted again
+    if log is not None:
+        log.write(f"[M::precompile] {len(entries)} kernels of {', '.join(todo)} in {n} processes: {dt:.1f} s\n")
+        log.flush()
+    return dt
+
+
+def _compile_stdin() -> None:
+    """A precompile process: compile the entries (JSON on stdin) into the cache. An entry that no longer resolves
+    (renamed, a closure) is skipped; a CUDA module is built only where CuPy sees a device."""
+    import base64
+    import importlib
+    import json
+    import pickle
+    import signal
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))  # (aligner/stop.py)
+    for e in json.loads(sys.stdin.read()):
+        if "cupy" in e:
+            try:
+                from g3align.kernels import loader
+                loader.get_module(e["cupy"], e["defines"] or None, tuple(e["options"]))
+            except Exception:  # noqa: BLE001 (no CuPy or no device: nothing to build here)
+                pass
+            continue
+        if "<locals>" in e["f"]:
+            continue
+        try:
+            obj = importlib.import_module(e["m"])
+            for part in e["f"].split("."):
+                obj = getattr(obj, part)
+            sig = pickle.loads(base64.b64decode(e["sig"]))
+        except (ImportError, AttributeError, pickle.UnpicklingError, TypeError, ValueError):
+            continue
+        if hasattr(obj, "compile"):
+            obj.compile(sig)
+
+
 # ------------------------------------------------------------------------------------------------ njit
 def _dispatcher_class():
     from numba.core import errors, types
@@ -181,6 +359,8 @@ def _setup() -> None:
             return
         _install_locator()
         _install_note()
+        if os.environ.get("G3ALIGN_JIT_RECORD"):
+            _record_to(os.environ["G3ALIGN_JIT_RECORD"])
         _Dispatcher = _dispatcher_class()
 
 

@@ -220,4 +220,7 @@ def get_module(name: str, defines: dict | None = None, options: tuple = ("-std=c
                 mod.compile()  # now rather than at the first get_function: NVRTC or CuPy's disk cache, then load
                 _CACHE[key] = mod
                 LOAD_TIMES.append((name, t, time.perf_counter()))
+                from g3align.jit import RECORD
+                if "cupy" in RECORD:  # G3ALIGN_JIT_RECORD (scripts/jit_manifest.py)
+                    RECORD["cupy"](name, defines, options, time.perf_counter() - t)
     return mod if KTIME is None else _TimedModule(mod, name)
