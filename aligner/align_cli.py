@@ -8,7 +8,9 @@ The engine and its conventions: aligner/pairwise.py.  Registered in aligner/cli.
 from __future__ import annotations
 
 import gzip
+import os
 import sys
+import zlib
 
 import click
 
@@ -26,15 +28,21 @@ def read_fasta(path: str) -> tuple[list[str], list[str]]:
             fh = gzip.GzipFile(fileobj=fh)
     names: list[str] = []
     parts: list[list[bytes]] = []
-    for line in fh:
-        line = line.rstrip(b"\r\n")
-        if line.startswith(b">"):
-            names.append(line[1:].split(maxsplit=1)[0].decode() if line[1:].strip() else "")
-            parts.append([])
-        elif line:
-            if not parts:
-                raise click.ClickException(f"{path}: not FASTA (sequence before the first '>')")
-            parts[-1].append(line.strip())
+    try:
+        for line in fh:
+            line = line.rstrip(b"\r\n")
+            if line.startswith(b">"):
+                names.append(line[1:].split(maxsplit=1)[0].decode() if line[1:].strip() else "")
+                parts.append([])
+            elif line:
+                if not parts:
+                    raise click.ClickException(f"{path}: not FASTA (sequence before the first '>')")
+                parts[-1].append(line.strip())
+    except UnicodeDecodeError:
+        raise click.ClickException(f"{path}: record {len(names)}: the name is not UTF-8 text (not FASTA?)")
+    except (OSError, EOFError, zlib.error) as e:
+        raise click.ClickException(f"{path}: truncated or corrupt input after record {max(0, len(names) - 1)} "
+                                   f"({type(e).__name__})")
     return names, [b"".join(p).decode("latin-1") for p in parts]
 
 
@@ -55,6 +63,8 @@ def read_fasta(path: str) -> tuple[list[str], list[str]]:
 def align_cmd(queries, targets, mode, match, mismatch, gap_open, gap_extend, traceback, band, device,
               output):
     """Align query k against target k for every k (FASTA, pairs by order) and write a TSV."""
+    if output is None and sys.stdout is None:
+        raise click.ClickException("cannot write to standard output: it is closed (give -o FILE)")
     qn, qs = read_fasta(queries)
     tn, ts = read_fasta(targets)
     if len(qs) != len(ts):
@@ -63,18 +73,24 @@ def align_cmd(queries, targets, mode, match, mismatch, gap_open, gap_extend, tra
     try:
         from g3align import jit
         jit.note_expect("the pairwise kernels", "1")
+        jit.precompile(f"align-{'gpu' if device != 'cpu' and os.path.exists('/dev/nvidiactl') else 'cpu'}")
         from g3align.aligner.pairwise import align_pairs  # here: `g3align mem` / `map` need not import it
         r = align_pairs(qs, ts, mode=mode, match=match, mismatch=mismatch, gap_open=gap_open,
                         gap_extend=gap_extend, traceback=traceback, band=band, device=device)
     except (ValueError, RuntimeError, NotImplementedError) as e:
         raise click.ClickException(str(e))
-    out = open(output, "w") if output else sys.stdout
     try:
-        out.write("#qname\tqlen\tq_start\tq_end\ttname\ttlen\tt_start\tt_end\tscore\tcigar\n")
-        for k in range(len(r)):
-            cig = r.cigar_string(k) if traceback else "*"
-            out.write(f"{qn[k]}\t{len(qs[k])}\t{r.q_start[k]}\t{r.q_end[k]}\t{tn[k]}\t{len(ts[k])}\t"
-                      f"{r.t_start[k]}\t{r.t_end[k]}\t{r.score[k]}\t{cig or '*'}\n")
-    finally:
-        if output:
-            out.close()
+        out = open(output, "w") if output else sys.stdout  # noqa: SIM115 (closed below)
+        try:
+            out.write("#qname\tqlen\tq_start\tq_end\ttname\ttlen\tt_start\tt_end\tscore\tcigar\n")
+            for k in range(len(r)):
+                cig = r.cigar_string(k) if traceback else "*"
+                out.write(f"{qn[k]}\t{len(qs[k])}\t{r.q_start[k]}\t{r.q_end[k]}\t{tn[k]}\t{len(ts[k])}\t"
+                          f"{r.t_start[k]}\t{r.t_end[k]}\t{r.score[k]}\t{cig or '*'}\n")
+        finally:
+            if output:
+                out.close()
+            else:
+                out.flush()
+    except OSError as e:
+        raise click.ClickException(f"{output or 'standard output'}: {e.strerror or e}")

@@ -117,6 +117,9 @@ def _numba_start():
 
 def _fail(msg: str):
     click.echo(f"[E::g3align] {msg}", err=True)
+    if _FAST_EXIT:  # the command line program: out now, not through a teardown beside running reader threads
+        from g3align.aligner import stop
+        stop.leave(1)
     sys.exit(1)
 
 
@@ -144,6 +147,13 @@ def index_cmd(fasta, prefix, sa_intv, presets, no_fm):
     try:
         if no_fm and not presets:
             raise G3Error("--no-fm needs -x")
+        out_dir = os.path.dirname(prefix) or "."
+        if not os.path.isdir(out_dir):  # before the build, not after it
+            raise G3Error(f"cannot write the index {prefix}.*: no directory '{out_dir}'")
+        if not os.access(out_dir, os.W_OK):
+            raise G3Error(f"cannot write the index {prefix}.*: directory '{out_dir}' is not writable")
+        if os.path.exists(fasta):
+            jit.precompile("index")
         if not no_fm:
             build_index(fasta, prefix, sa_intv=sa_intv, progress=sys.stderr.isatty())
         if presets:
@@ -250,12 +260,17 @@ def _run_map(args):
     for p in queries:
         if p != "-" and not os.path.exists(p):
             raise G3Error(f"fail to open file '{p}'")
+    if opt.flag & MO.F_FRAG_MODE and len(queries) > 1:
+        raise G3Error("paired-end mapping is not supported yet (minimap2 maps the records of two read files as the "
+                      "segments of one fragment with -x sr or --frag=yes): map them with `g3align mem`, or one file "
+                      "at a time")
     rg_line = None
     if opt.rg is not None:
         try:
             rg_line, _ = parse_rg(opt.rg)
         except ValueError as e:
             raise G3Error(str(e))
+    jit.precompile(f"map-{'gpu' if _gpu_machine(opt.device) else 'cpu'}")  # the first run here: on all cores
     _tune(reads, only_present=True)  # the reader's constants before it starts; the rest once mmpipeline is in
     _numba_start()  # before the reader thread (not for --help / --version)
     trace = _trace_on()  # the stage laps of every part thread, as for mem
@@ -365,7 +380,8 @@ def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, 
             for i, q in enumerate(queries):
                 parts = first_parts if i == 0 and first_parts is not None else reader(q)
                 try:
-                    k, _ = run_map(aligner, parts, sink, opt.verbose)
+                    k, _ = run_map(aligner, _single_segments(parts, q) if opt.flag & MO.F_FRAG_MODE else parts,
+                                   sink, opt.verbose)
                 finally:
                     parts.close()
                 n += k
@@ -377,6 +393,37 @@ def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, 
     if os.environ.get("G3ALIGN_STAGES"):  # wall time of each stage, start-up to output (benchmarks)
         st = ", ".join(f"{k} {v:.2f} s" for k, v in {**startup, **aligner.stage_times}.items())
         log(f"[M::stages] {st}; ksw2 batch {aligner.ext_stats}{_gpu_pool_note()}", 3, 3)
+
+
+def _single_segments(parts, path):
+    """map's parts of one read file in fragment mode (-x sr, --frag=yes), refused where two neighbouring records
+    share a name: minimap2 maps them as the two segments of one fragment, which g3align does not do yet."""
+    import numpy as np
+    from g3align.aligner.reads import ReadFormatError, first_same_fragment
+    prev = None
+    for item in parts:
+        part = item[0] if isinstance(item, tuple) else item
+        buf, off = part.name_csr()
+        if prev is not None and off.shape[0] > 1:  # the last name of the part before and the first of this one
+            pb, po = prev
+            buf2 = np.concatenate([pb, buf[:off[1]]])
+            off2 = np.array([0, pb.shape[0], pb.shape[0] + off[1]], np.int64)
+            if first_same_fragment(buf2, off2) == 0:
+                k = part.first_id - 1
+                raise ReadFormatError(f"{_display_path(path)}: records {k + 1} and {k + 2} share a name: minimap2 "
+                                      "maps them as one fragment (-x sr / --frag=yes), which is not supported yet")
+        k = first_same_fragment(buf, off)
+        if k >= 0:
+            k += part.first_id
+            raise ReadFormatError(f"{_display_path(path)}: records {k + 1} and {k + 2} share a name: minimap2 maps "
+                                  "them as one fragment (-x sr / --frag=yes), which is not supported yet")
+        if off.shape[0] > 1:
+            prev = (buf[off[-2]:off[-1]].copy(), None)
+        yield item
+
+
+def _display_path(path: str) -> str:
+    return "<stdin>" if path == "-" else path
 
 
 def _gpu_pool_note() -> str:
@@ -429,7 +476,8 @@ def _opt(*names, **kw):
 @_opt("-h", "xa_hits", default=None, help="XA lists all hits if <INT score >80% of the best [5,200]")
 @_opt("-a", "all_aln", is_flag=True, help="output all alignments for SE or unpaired PE")
 @_opt("-C", "copy_comment", is_flag=True, help="append FASTA/FASTQ comment to SAM output")
-@_opt("-V", "ref_hdr", is_flag=True, help="output the reference FASTA header in the XR tag")
+@_opt("-V", "ref_hdr", is_flag=True, help="output the reference FASTA header in the XR tag (not supported yet: "
+                                          "an error)")
 @_opt("-Y", "softclip", is_flag=True, help="use soft clipping for supplementary alignments")
 @_opt("-M", "no_multi", is_flag=True, help="mark shorter split hits as secondary")
 @_opt("-I", "insert", default=None, help="insert size distribution FLOAT[,FLOAT[,INT[,INT]]]")
@@ -531,7 +579,20 @@ def entry():
     _FAST_EXIT = True
     if _detach_wanted(sys.argv):
         _detach()
-    main()
+    from g3align.aligner import stop
+    stop.install()  # Ctrl-C / SIGTERM / SIGHUP / a broken pipe end the run as they end bwa's (aligner/stop.py)
+    try:
+        rv = main.main(standalone_mode=False)
+    except click.UsageError as e:  # one line, as every other error: what, and where the help is
+        cmd = e.ctx.command_path if e.ctx is not None else "g3align"
+        click.echo(f"[E::g3align] {cmd}: {e.format_message()} (see `{cmd} --help`)", err=True)
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        click.echo(f"[E::g3align] {e.format_message()}", err=True)
+        sys.exit(e.exit_code)
+    except click.Abort:
+        sys.exit(1)
+    sys.exit(rv if isinstance(rv, int) else 0)
 
 
 def _build_mem_options(kw):
@@ -832,7 +893,12 @@ def _run_mem_traced(kw, trace, t):
     for p in (kw["reads1"], kw["reads2"]):
         if p is not None and p != "-" and not os.path.exists(p):
             raise G3Error(f"fail to open file '{p}'")
+    if kw["ref_hdr"]:  # refused rather than accepted and left out of the output
+        raise G3Error("-V (the reference header in an XR tag) is not supported yet")
     paired = kw["reads2"] is not None or kw["interleaved"]
+    from g3align.index.store import index_path
+    if os.path.exists(index_path(kw["prefix"])):  # the first run on this machine: its kernels on all cores
+        jit.precompile(f"mem-{'pe' if paired else 'se'}-{'gpu' if _gpu_machine(kw['device']) else 'cpu'}")
     if kw["reads2"] is not None and kw["interleaved"]:
         kw["reads2"] = None
         ignored_r2 = True
@@ -989,11 +1055,13 @@ def _interleaved(batches, path):
     for b in batches:
         if b.n % 2:
             raise ReadFormatError(f"{path}: interleaved input has an odd number of records "
-                                  f"(record {b.first_id + b.n} has no mate)")
+                                  f"(record {b.first_id + b.n} has no mate; -p with single reads among the "
+                                  f"pairs is not supported yet)")
         k = mate_name_mismatch(*b.name_csr())
         if k >= 0:
             raise ReadFormatError(f"{path}: records {b.first_id + k + 1} and {b.first_id + k + 2} are not "
-                                  f"mates ('{b.names[k]}' vs '{b.names[k + 1]}')")
+                                  f"mates ('{b.names[k]}' vs '{b.names[k + 1]}'; -p with single reads among the "
+                                  f"pairs is not supported yet)")
         yield b
 
 

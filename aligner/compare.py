@@ -477,8 +477,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         tags = tuple(t for t in a.tags.split(",") if t)
         res = compare_sam(a.test, a.gold, truth=a.truth, tol=a.tol, n_diff=a.diff, tags=tags)
-    except (OSError, ValueError) as e:
-        sys.stderr.write(f"g3align compare: {e}\n")
+    except OSError as e:
+        sys.stderr.write(f"[E::g3align] compare: {e.filename or ''}: {e.strerror or e}\n")
+        return 1
+    except ValueError as e:
+        sys.stderr.write(f"[E::g3align] compare: {e}\n")
         return 1
     sys.stdout.write(json.dumps(res, indent=1) + "\n" if a.json else format_report(res))
     if a.strict and (any(v["diff"] for v in res["fields"].values())

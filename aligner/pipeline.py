@@ -604,7 +604,10 @@ class MemAligner:
 
 def user_pestat(spec: str):
     """bwa's -I FLOAT[,FLOAT[,INT[,INT]]]: mean, std, max, min of the FR insert size."""
-    vals = [float(v) for v in spec.replace(":", ",").split(",") if v]
+    try:
+        vals = [float(v) for v in spec.replace(":", ",").split(",") if v]
+    except ValueError:
+        vals = []
     if not 1 <= len(vals) <= 4:
         raise ValueError(f"-I: expected FLOAT[,FLOAT[,INT[,INT]]], got '{spec}'")
     avg = vals[0]

@@ -463,6 +463,37 @@ def _line_bound(arr, nl, k):
     return s, e
 
 
+def first_same_fragment(buf: np.ndarray, off: np.ndarray) -> int:
+    """The first k whose records k and k + 1 (names as bytes + offsets from 0) have the same name once a trailing
+    /DIGIT is left out (names of 3 or more characters), or -1: what minimap2's fragment mode (-x sr, --frag=yes)
+    maps as the two segments of one fragment. numpy over the whole batch: two position-weighted sums per name,
+    then a byte comparison of the few neighbours whose sums agree."""
+    n = off.shape[0] - 1
+    if n < 2:
+        return -1
+    if buf.shape[0] < 2:
+        buf = np.concatenate([buf, np.zeros(2, np.uint8)])
+    lens = np.diff(off)
+    end = off[1:]
+    last, prev = buf[np.maximum(end - 1, 0)], buf[np.maximum(end - 2, 0)]
+    tl = lens - 2 * ((lens >= 3) & (prev == 47) & (last >= 48) & (last <= 57))  # minimap2: '/' and a digit
+    if not np.any(tl[:-1] == tl[1:]):
+        return -1
+    total = int(off[-1])
+    pos = (np.arange(total, dtype=np.int64) - np.repeat(off[:-1], lens)).astype(np.uint64)
+    v = buf[:total].astype(np.uint64) * (pos < np.repeat(tl, lens))
+    sums = []
+    for w in (pos * np.uint64(2654435761) + np.uint64(1), pos + np.uint64(13)):
+        c = np.concatenate([np.zeros(1, np.uint64), np.cumsum(v * w * (v if not sums else 1), dtype=np.uint64)])
+        sums.append(c[end] - c[off[:-1]])
+    cand = np.flatnonzero((tl[:-1] == tl[1:]) & (sums[0][:-1] == sums[0][1:]) & (sums[1][:-1] == sums[1][1:]))
+    for k in cand.tolist():  # hash-equal neighbours only: almost always true pairs
+        a, b = int(off[k]), int(off[k + 1])
+        if bytes(buf[a:a + tl[k]]) == bytes(buf[b:b + tl[k + 1]]):
+            return k
+    return -1
+
+
 @njit(cache=True, nogil=True)
 def mate_name_mismatch(buf, off):
     """The first even k whose record k and k + 1 (names as bytes + offsets from 0) are named differently, or -1:
@@ -545,6 +576,8 @@ def _display(path: str) -> str:
 def open_input(path: str) -> BinaryIO:
     """Binary stream of the decompressed content of `path` ('-' = stdin); gzip/bgzip by magic bytes."""
     if path == "-":
+        if sys.stdin is None:
+            raise ReadFormatError("<stdin>: cannot read standard input: it is closed")
         raw = sys.stdin.buffer
         if not hasattr(raw, "peek"):
             raw = io.BufferedReader(raw)
@@ -553,9 +586,39 @@ def open_input(path: str) -> BinaryIO:
     if raw.peek(2)[:2] != b"\x1f\x8b":
         return raw
     if path == "-":
-        return gzip.GzipFile(fileobj=raw, mode="rb")   # handles bgzip's many members
+        return _GzipUpToTheCut(gzip.GzipFile(fileobj=raw, mode="rb"))   # handles bgzip's many members
     raw.close()
-    return gzip.open(path, "rb")                       # owns (and closes) the file
+    return _GzipUpToTheCut(gzip.open(path, "rb"))      # owns (and closes) the file
+
+
+class _GzipUpToTheCut:
+    """A gzip stream whose read() gives what it decompressed before a cut or a corrupt block, and raises the
+    error at the next read: the records before the cut are parsed, and the error names the last of them."""
+
+    def __init__(self, fh):
+        self._fh, self._err = fh, None
+
+    def read(self, n: int = -1) -> bytes:
+        if self._err is not None:
+            raise self._err
+        out = bytearray()
+        try:
+            while n < 0 or len(out) < n:
+                b = self._fh.read1(1 << 20 if n < 0 else min(1 << 20, n - len(out)))
+                if not b:
+                    break
+                out += b
+        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+            if not out:
+                raise
+            self._err = e
+        return bytes(out)
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __getattr__(self, k):
+        return getattr(self._fh, k)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -764,13 +827,22 @@ def _pieces(fh: BinaryIO, p: _Parser, block_size: int) -> Iterator[ReadBatch]:
                       f"found {_char(first)}")
 
 
+def _read_or_cut(fh: BinaryIO, n: int) -> tuple[bytes, BaseException | None]:
+    """(data, None), or (b"", the error) at a gzip cut or corrupt block (the caller parses what it holds first)."""
+    try:
+        return fh.read(n), None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        return b"", e
+
+
 def _fastq_pieces(fh: BinaryIO, p: _Parser, carry: bytes, block_size: int) -> Iterator[ReadBatch]:
     """Blocks of whole records are parsed on the parse pool (up to PARSE_AHEAD at a time; the parsing
     kernels release the GIL) and yielded in file order; a block's error is raised when its turn comes."""
     pending: deque = deque()
+    err = None
     while True:
-        data = fh.read(block_size)
-        if not data:
+        data, err = _read_or_cut(fh, block_size)
+        if not data and err is None:
             break
         carry += data
         arr = np.frombuffer(carry, dtype=np.uint8)
@@ -789,6 +861,10 @@ def _fastq_pieces(fh: BinaryIO, p: _Parser, carry: bytes, block_size: int) -> It
             carry = carry[cut:]
         while pending and (len(pending) > PARSE_AHEAD or pending[0].done()):
             yield pending.popleft().result()
+        if err is not None:  # a cut or a corrupt block: the whole records before it first, then the error
+            while pending:
+                yield pending.popleft().result()
+            raise err
     while pending:
         yield pending.popleft().result()
     # end of file: keep only the trailing blank lines that complete the last record
@@ -827,17 +903,19 @@ def _fasta_pieces(fh: BinaryIO, p: _Parser, carry: bytes, block_size: int) -> It
     chunks = [carry]                                 # the unparsed tail, as a list (no quadratic +=)
     last = carry[-1:]
     while True:
-        data = fh.read(block_size)
-        if not data:
+        data, err = _read_or_cut(fh, block_size)
+        if not data and err is None:
             break
         j = (last + data).rfind(b"\n>")             # index j of (last + data) = index j-1+1 of data
         last = data[-1:]
         if j < 0:
             chunks.append(data)
-            continue
-        block = b"".join(chunks) + data[:j]          # records before the last header are complete
-        chunks = [data[j:]]
-        yield p.fasta(block)
+        else:
+            block = b"".join(chunks) + data[:j]      # records before the last header are complete
+            chunks = [data[j:]]
+            yield p.fasta(block)
+        if err is not None:  # a cut or a corrupt block: the whole records before it first, then the error
+            raise err
     block = b"".join(chunks).rstrip(b"\r\n")       # blank lines after the last record do not count
     if block:
         yield p.fasta(block)

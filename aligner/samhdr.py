@@ -15,6 +15,7 @@ both), and it needs an "\\tID:" field of at most 255 characters.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterable, Sequence
 from typing import BinaryIO
 
@@ -156,6 +157,9 @@ class OutputSink:
         self.fmt = fmt
         self._closed = False
         self._tail = b""                              # a partial line left by the last write (BAM)
+        self._lock = threading.Lock()                 # one write at a time; a stop (abort) takes it for good
+        if self.path == "-" and sys.stdout is None:
+            raise OSError("cannot write to standard output: it is closed (give -o FILE)")
         if fmt == "sam":
             self._fh: BinaryIO
             self._own = self.path != "-"
@@ -166,8 +170,25 @@ class OutputSink:
             self._pysam = pysam
             self._hdr = pysam.AlignmentHeader.from_text(header)
             self._bam = pysam.AlignmentFile(self.path, "wb", header=self._hdr, threads=max(1, threads))
+        from g3align.aligner import stop
+        stop.SINKS.append(self)
 
     def write(self, data: bytes | memoryview | str) -> None:
+        with self._lock:
+            self._write(data)
+
+    def abort(self, timeout: float) -> None:
+        """On a stop (aligner/stop.py): wait up to `timeout` s for a write in progress, then flush what was
+        written (whole records: each write is whole lines) and take no more. A BAM is closed (its EOF block)."""
+        if not self._lock.acquire(timeout=timeout) or self._closed:
+            return
+        self._closed = True
+        if self.fmt == "sam":
+            self._fh.flush()
+        else:
+            self._bam.close()
+
+    def _write(self, data) -> None:
         if self._closed:
             raise ValueError("write to a closed OutputSink")
         if isinstance(data, str):
@@ -193,6 +214,13 @@ class OutputSink:
             self._fh.flush()
 
     def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
+        from g3align.aligner import stop
+        if self in stop.SINKS:
+            stop.SINKS.remove(self)
         if self._closed:
             return
         self._closed = True

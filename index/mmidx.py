@@ -639,6 +639,8 @@ def save_mm_index(path, idx: MMIndex) -> str:
         hlen = len(hdr) + 256
     hdr = hdr + b" " * (hlen - len(hdr))
     tmp = f"{path}.tmp{os.getpid()}"
+    from g3align.aligner import stop
+    stop.TEMP.add(tmp)  # removed if the run is stopped while writing
     try:
         with open(tmp, "wb") as fh:
             fh.write(_FIXED.pack(MM_MAGIC, MM_FORMAT_VERSION, zlib.crc32(hdr) & 0xFFFFFFFF, hlen, total))
@@ -652,6 +654,7 @@ def save_mm_index(path, idx: MMIndex) -> str:
                     fh.write(memoryview(a).cast("B"))
         os.replace(tmp, path)
     finally:
+        stop.TEMP.discard(tmp)
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path

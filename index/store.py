@@ -116,6 +116,8 @@ def save_index(prefix, ref: Reference, fm: FMIndex) -> str:
         hlen = len(hdr) + 256
     hdr = hdr + b" " * (hlen - len(hdr))
     tmp = f"{path}.tmp{os.getpid()}"
+    from g3align.aligner import stop
+    stop.TEMP.add(tmp)  # removed if the run is stopped while writing
     try:
         with open(tmp, "wb") as fh:
             fh.write(_FIXED.pack(MAGIC, FORMAT_VERSION, zlib.crc32(hdr) & 0xFFFFFFFF, hlen, total))
@@ -130,6 +132,7 @@ def save_index(prefix, ref: Reference, fm: FMIndex) -> str:
             assert fh.tell() == total
         os.replace(tmp, path)
     finally:
+        stop.TEMP.discard(tmp)
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path

@@ -1,25 +1,32 @@
 #!/bin/bash
-# Cold start on a GPU box (docs/BENCHMARKS.md, "Cold start"): g3align installed from this tree (pip, not
-# editable) into an empty prefix with empty kernel caches; `g3align warmup`; then the first and a second run of
-# each command on the demo data, timed, their output checked against bwa's / minimap2's golden files; finally a
-# run as an unprivileged user from the same root-owned install with a copy of the cache.
-# Carry .whl (pydivsufsort, pysam, click, tqdm wheels for the box's Python). Results under $OUT.
-#   WARMUP=0 skips the warm-up (the first runs then compile); NORUNS=1 stops after the warm-up.
+# Cold start (docs/BENCHMARKS.md, "Cold start"): g3align installed from this tree (pip, not editable) into an
+# empty prefix with empty kernel caches; `g3align warmup`; then the first and a second run of each command on the
+# demo data (-t = the cores), timed, their output checked against bwa's / minimap2's golden files; finally a run
+# as an unprivileged user from the same root-owned install with a copy of the cache.
+# On the GPU box carry .whl (pydivsufsort, pysam, click, tqdm wheels for the box's Python); elsewhere the
+# dependencies come from $PYTHON's environment (PYTHON=.venv/bin/python). Results under $OUT.
+#   WARMUP=0 skips the warm-up (the first runs then compile; RUN_TIMEOUT, default 60 s, bounds each run);
+#   NORUNS=1 stops after the warm-up.
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 LOG=$OUT/coldstart.txt
 exec > >(tee "$LOG") 2>&1
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-echo "cores $(nproc); $(python3 -c 'import numba, cupy, numpy, sys; print("python", sys.version.split()[0], "numba", numba.__version__, "cupy", cupy.__version__, "numpy", numpy.__version__)')"
+PY=${PYTHON:-python3}
+python3() { "$PY" "$@"; }
+T=$(nproc)
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || echo "no GPU"
+echo "cores $T; $(python3 -c 'import numba, numpy, sys; print("python", sys.version.split()[0], "numba", numba.__version__, "numpy", numpy.__version__)')"
 rm -rf /tmp/site /tmp/g3 /tmp/ucache /tmp/ucupy  # a box kept warm between calls keeps /tmp
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl || exit 1
+mkdir -p /tmp/site
+W8=${WHEELS:-.whl}  # WHEELS=none: take the dependencies from $PYTHON's environment
+if [ -d "$W8" ]; then python3 -m pip install -q --no-index --no-deps --target /tmp/site "$W8"/*.whl || exit 1; fi
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 t=$(date +%s.%N)
 if ! python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/g3 .; then
     echo "pip install failed: the package laid out as pip lays it, by copying"
     rm -rf /tmp/g3; mkdir -p /tmp/g3/g3align /tmp/g3/bin && cp g3align/*.py /tmp/g3/g3align/ || exit 1
     for d in aligner index kernels; do cp -r $d /tmp/g3/g3align/$d; done
-    printf '#!/bin/sh\nexec python3 -m g3align.aligner.cli "$@"\n' > /tmp/g3/bin/g3align; chmod +x /tmp/g3/bin/g3align
+    printf '#!/bin/sh\nexec %s -m g3align.aligner.cli "$@"\n' "$PY" > /tmp/g3/bin/g3align; chmod +x /tmp/g3/bin/g3align
 fi
 echo "pip install: $(python3 -c "import time; print(round(time.time() - $t, 1))") s"
 export PYTHONPATH=/tmp/g3:/tmp/site PATH=/tmp/g3/bin:$PATH
@@ -38,9 +45,10 @@ gzip -dc data/golden/lambda_pbsim.mm2.sam.gz > $W/pb.gold.sam
 run() {  # run NAME ARGS...: time it, output to $W/NAME.sam, stderr to $W/NAME.err
     local name=$1; shift
     local t; t=$(date +%s.%N)
-    timeout 60 g3align "$@" > "$W/$name.sam" 2> "$W/$name.err"; local rc=$?
+    timeout ${RUN_TIMEOUT:-60} g3align "$@" > "$W/$name.sam" 2> "$W/$name.err"; local rc=$?
     local note; note=$(grep -c "compiling" "$W/$name.err")
     echo "$name: $(secs "$t") s, exit $rc, compile notes $note: g3align $*"
+    grep "compiling" "$W/$name.err" | cut -c1-160
 }
 t=$(date +%s.%N); g3align index -p $W/lambda data/lambda.fa.gz 2> $W/index.err; echo "index: $(secs "$t") s"
 # pairwise inputs for the align runs: 208 PacBio read starts (150 bp) against 160 bp of the reference each
@@ -53,10 +61,10 @@ with open("/tmp/cs/q.fa", "w") as q, open("/tmp/cs/t.fa", "w") as t:
         q.write(f">q{i}\n{s[:150]}\n"); t.write(f">t{i}\n{ref[i * 100:i * 100 + 160]}\n")
 EOF2
 for k in 1 2; do
-    run se$k mem -t 16 $W/lambda data/lambda_R1.fq.gz
-    run pe$k mem -t 16 $W/lambda data/lambda_R1.fq.gz data/lambda_R2.fq.gz
-    run pb$k map -t 16 -ax map-pb data/lambda.fa.gz data/lambda_pbsim.fq.gz
-    run ont$k map -t 16 -ax map-ont data/lambda.fa.gz data/lambda_pbsim.fq.gz
+    run se$k mem -t $T $W/lambda data/lambda_R1.fq.gz
+    run pe$k mem -t $T $W/lambda data/lambda_R1.fq.gz data/lambda_R2.fq.gz
+    run pb$k map -t $T -ax map-pb data/lambda.fa.gz data/lambda_pbsim.fq.gz
+    run ont$k map -t $T -ax map-ont data/lambda.fa.gz data/lambda_pbsim.fq.gz
     run align$k align --mode local --traceback $W/q.fa $W/t.fa
 done
 for x in se pe pb; do
@@ -67,11 +75,11 @@ cmp -s $W/ont1.sam $W/ont2.sam && echo "ont: first == second run"
 cmp -s $W/align1.sam $W/align2.sam && echo "align: first == second run"
 echo "files written into the install since the start: $(find /tmp/g3 -newer $W/stamp -type f | wc -l)"
 # an unprivileged user, the root-owned install, a copy of the cache (the cache is keyed by content, not path)
-cp -r "$G3ALIGN_CACHE_DIR" /tmp/ucache && cp -r "$CUPY_CACHE_DIR" /tmp/ucupy && chown -R nobody /tmp/ucache /tmp/ucupy && chmod -R a+rX /tmp/g3 /tmp/site $W
+mkdir -p "$CUPY_CACHE_DIR"; cp -r "$G3ALIGN_CACHE_DIR" /tmp/ucache && cp -r "$CUPY_CACHE_DIR" /tmp/ucupy && chown -R nobody /tmp/ucache /tmp/ucupy && chmod -R a+rX /tmp/g3 /tmp/site $W
 chmod a+rwx $W
 t=$(date +%s.%N)
 runuser -u nobody -- env HOME=/tmp PATH="$PATH" PYTHONPATH="$PYTHONPATH" G3ALIGN_CACHE_DIR=/tmp/ucache \
-    CUPY_CACHE_DIR=/tmp/ucupy g3align mem -t 16 $W/lambda data/lambda_R1.fq.gz > $W/se_user.sam 2> $W/se_user.err
+    CUPY_CACHE_DIR=/tmp/ucupy g3align mem -t $T $W/lambda data/lambda_R1.fq.gz > $W/se_user.sam 2> $W/se_user.err
 echo "se as nobody: $(secs "$t") s, exit $?, compile notes $(grep -c compiling $W/se_user.err)"
 cmp -s $W/se1.sam $W/se_user.sam && echo "se as nobody == se1"
 for f in $W/*.err; do echo "== $f"; tail -n 3 "$f"; done > "$OUT/stderr_tails.txt" 2>&1

@@ -188,7 +188,8 @@ def test_main_json_and_text(tmp_path, capsys):
     assert main([a, a, "--diff", "3"]) == 0
     assert "reads compared: 5" in capsys.readouterr().out
     assert main([a, str(tmp_path / "nope.sam")]) == 1
-    assert "g3align compare:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("[E::g3align] compare:") and "nope.sam" in err
 
 
 def test_strict_exit_status(tmp_path, capsys):

@@ -203,3 +203,39 @@ def test_manifest_entries_resolve():
             n += 1
     assert n > 20
 
+
+_FIRST_RUNS = {
+    "mem-pe": (["mem", "--device", "cpu", "{idx}", str(ROOT / "data/lambda_R1.fq.gz"),
+                str(ROOT / "data/lambda_R2.fq.gz")], "lambda_pe.bwa.sam.gz", []),
+    "map-pb": (["map", "--device", "cpu", "-ax", "map-pb", str(ROOT / "data/lambda.fa.gz"),
+                str(ROOT / "data/lambda_pbsim.fq.gz")], "lambda_pbsim.mm2.sam.gz",
+               ["--tags", "NM,ms,AS,nn,tp,cm,s1,s2,de,rl,SA"]),
+}
+
+
+@pytest.mark.parametrize("job", sorted(_FIRST_RUNS))
+def test_first_run_compiles_the_listed_kernels_in_parallel(tmp_path, job):
+    """From an empty cache a command's first run compiles its kernels from jit_manifest.json in parallel
+    processes (one note line) and compiles nothing itself afterwards: the list is complete for it (if not, run
+    scripts/jit_manifest.py). The output is the peer's; a second run compiles nothing."""
+    env = _env(tmp_path / "cache")
+    idx = tmp_path / "lambda"
+    r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "index", "-p", str(idx),
+                        str(ROOT / "data/lambda.fa.gz")], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    args, gold, tags = _FIRST_RUNS[job]
+    args = [a.replace("{idx}", str(idx)) for a in args]
+    (tmp_path / "gold.sam").write_bytes(gzip.decompress((ROOT / "data/golden" / gold).read_bytes()))
+    for k in range(2):
+        out = tmp_path / f"out{k}.sam"
+        r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", *args, "-o", str(out)], env=env,
+                           capture_output=True, text=True, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        notes = [x for x in r.stderr.splitlines() if "compiling" in x]
+        if k == 0:
+            assert len(notes) == 1 and " processes " in notes[0], r.stderr
+        else:
+            assert notes == [], r.stderr
+        c = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "compare", "--strict", str(out),
+                            str(tmp_path / "gold.sam"), *tags], env=env, capture_output=True, text=True)
+        assert c.returncode == 0, c.stdout + c.stderr
