@@ -201,6 +201,8 @@ The target is a FASTA[.gz] (indexed on the fly), a .g3m file (`-d`), or an index
   -a       SAM output (else PAF)      -c  CIGAR in PAF (cg tag)    --cs[=short|long]  --MD
   -k -w -H index k-mer, window, homopolymer compression;  -d FILE  save the minimizer index
   -t INT   threads [3]   -o FILE  output (.bam: BAM)   -R STR  @RG line   -Y soft clips
+  --sort   with -a -o FILE.bam: coordinate-sorted BAM and FILE.bam.bai (samtools sort's order)
+  --sort-mem INT[K|M|G]  memory per thread before --sort spills to temporary files [768M]
   -N -p --secondary=yes|no  -r -g -n -m -s -z -A -B -O -E -f -U  as in minimap2
   --device auto|cpu|gpu  minimizers, seeds and DP chaining scores of each batch on the GPU
   --cpu-align  with a GPU: align per read on CPU threads instead of as batches of ksw2 jobs on the GPU
@@ -260,6 +262,9 @@ def _run_map(args):
     for p in queries:
         if p != "-" and not os.path.exists(p):
             raise G3Error(f"fail to open file '{p}'")
+    _check_sort(opt.sort, opt.out, opt.sort_mem)
+    if opt.sort and not opt.flag & MO.F_OUT_SAM:
+        raise G3Error("--sort needs SAM records (-a)")
     if opt.flag & MO.F_FRAG_MODE and len(queries) > 1:
         raise G3Error("paired-end mapping is not supported yet (minimap2 maps the records of two read files as the "
                       "segments of one fragment with -x sr or --frag=yes): map them with `g3align mem`, or one file "
@@ -375,7 +380,7 @@ def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, 
     elif opt.out and opt.out.lower().endswith(".bam"):
         raise G3Error("BAM output needs -a (SAM records)")
     try:
-        with OutputSink(opt.out, header or "") as sink:
+        with OutputSink(opt.out, header or "", sort=opt.sort, sort_mem=opt.sort_mem, threads=opt.n_threads) as sink:
             n = 0
             for i, q in enumerate(queries):
                 parts = first_parts if i == 0 and first_parts is not None else reader(q)
@@ -393,6 +398,20 @@ def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, 
     if os.environ.get("G3ALIGN_STAGES"):  # wall time of each stage, start-up to output (benchmarks)
         st = ", ".join(f"{k} {v:.2f} s" for k, v in {**startup, **aligner.stage_times}.items())
         log(f"[M::stages] {st}; ksw2 batch {aligner.ext_stats}{_gpu_pool_note()}", 3, 3)
+
+
+def _check_sort(sort: bool, out: str | None, mem: str) -> None:
+    """--sort's requirements, before any work: a BAM file to write, a memory size samtools sort reads."""
+    import re
+    if not sort:
+        return
+    if not out or not out.lower().endswith(".bam"):
+        raise G3Error("--sort writes a coordinate-sorted BAM: give -o FILE.bam")
+    m = re.fullmatch(r"([0-9]+)([KMG]?)", mem)
+    if not m:
+        raise G3Error(f"--sort-mem: expected INT[K|M|G], got '{mem}'")
+    if int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2)] < 1 << 20:
+        raise G3Error(f"--sort-mem: at least 1M (samtools sort's minimum), got '{mem}'")
 
 
 def _single_segments(parts, path):
@@ -467,6 +486,8 @@ def _opt(*names, **kw):
 @_opt("-R", "rg", default=None, help="read group header line such as '@RG\\tID:foo\\tSM:bar'")
 @_opt("-H", "hdr", default=None, help="insert STR to header if it starts with @; or insert lines in FILE")
 @_opt("-o", "output", default=None, help="output file (SAM; BAM if it ends in .bam) [stdout]")
+@_opt("--sort", "sort", is_flag=True, help="coordinate-sorted BAM and its .bai (-o FILE.bam; samtools sort's order)")
+@_opt("--sort-mem", "sort_mem", default="768M", help="with --sort: memory per thread before spilling [768M]")
 @_opt("-j", "ignore_alt", is_flag=True, help="treat ALT contigs as part of the primary assembly")
 @_opt("-5", "primary5", is_flag=True, help="for split alignments, the one with the smallest query start is primary")
 @_opt("-q", "keep_supp_mapq", is_flag=True, help="don't modify mapQ of supplementary alignments")
@@ -893,6 +914,7 @@ def _run_mem_traced(kw, trace, t):
     for p in (kw["reads1"], kw["reads2"]):
         if p is not None and p != "-" and not os.path.exists(p):
             raise G3Error(f"fail to open file '{p}'")
+    _check_sort(kw["sort"], kw["output"], kw["sort_mem"])
     if kw["ref_hdr"]:  # refused rather than accepted and left out of the output
         raise G3Error("-V (the reference header in an XR tag) is not supported yet")
     paired = kw["reads2"] is not None or kw["interleaved"]
@@ -984,7 +1006,8 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, index):
         if not pipeline.EARLY_PRELOAD:
             pipeline.preload_kernels(paired)
         _mark(trace, "start-up: aligner (index to the GPU)", t)
-        with OutputSink(kw["output"], header) as sink:
+        with OutputSink(kw["output"], header, sort=kw["sort"], sort_mem=kw["sort_mem"],
+                        threads=kw["threads"]) as sink:
             if paired:
                 n, dt = run_mem_pe(aligner, reader, sink, verbose, pes)
             else:

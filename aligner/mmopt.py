@@ -129,6 +129,8 @@ class MapOpt:
     rg: str | None = None
     out: str | None = None
     device: str = "auto"
+    sort: bool = False       # --sort: a coordinate-sorted BAM (-o FILE.bam) and its index
+    sort_mem: str = "768M"   # --sort-mem: samtools sort's -m
     # base alignment as batches of ksw2 jobs on the GPU: None = with --device gpu (the default), True = --gpu-align
     # (the same; also the CPU twin's staged path for a batch-seeded CPU aligner), False = --cpu-align (per read)
     gpu_align: bool | None = None
@@ -235,6 +237,7 @@ LONG = {
     "mask-level": (1, "M"), "min-dp-score": (1, "s"), "sam": (0, "a"),
     # g3align's own
     "device": (1, "device"), "gpu-align": (0, "gpu-align"), "cpu-align": (0, "cpu-align"), "qstrand": (0, "qstrand"),
+    "sort": (0, "sort"), "sort-mem": (1, "sort-mem"),
 }
 UNSUPPORTED = {"splice": "--splice", "G": "-G",
                "u": "-u", "C": "-C", "I": "-I", "qstrand": "--qstrand", "S": "-S"}
@@ -446,6 +449,10 @@ def parse_map_args(argv: list[str]) -> tuple[MapOpt, list[str], dict]:
             if val not in ("auto", "cpu", "gpu"):
                 raise MapOptError(f"--device must be auto, cpu or gpu, not '{val}'")
             o.device = val
+        elif key == "sort":
+            o.sort = True
+        elif key == "sort-mem":
+            o.sort_mem = val
         elif key == "gpu-align":
             o.gpu_align = True
         elif key == "cpu-align":

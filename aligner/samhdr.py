@@ -14,6 +14,7 @@ both), and it needs an "\\tID:" field of at most 255 characters.
 """
 from __future__ import annotations
 
+import re
 import sys
 import threading
 from collections.abc import Iterable, Sequence
@@ -146,14 +147,33 @@ class OutputSink:
     """Where SAM records go: SAM text to stdout or a file, or BAM through pysam.
 
     `write(data)` takes whole SAM lines (str, bytes or a memoryview of bytes, each ending in '\\n'), in output order.
-    The format is `fmt` ('sam' or 'bam') or, when None, 'bam' for a path ending in .bam."""
+    The format is `fmt` ('sam' or 'bam') or, when None, 'bam' for a path ending in .bam.
 
-    def __init__(self, path: str | None, header: str, fmt: str | None = None, threads: int = 1):
+    `sort=True` (a BAM path only): the records go as SAM text to `PATH.g3tmpPID.sam` and at close() are sorted by
+    coordinate into PATH by samtools' own sort (pysam.sort: `-m sort_mem` per thread, spilling to
+    `PATH.g3tmpPID.sort.*` files beyond it), which also writes `@HD SO:coordinate`; then PATH.bai is written
+    (pysam.index) and the temporary files are removed (by a stop too: aligner/stop.py)."""
+
+    def __init__(self, path: str | None, header: str, fmt: str | None = None, threads: int = 1,
+                 sort: bool = False, sort_mem: str = "768M"):
         self.path = path if path not in (None, "") else "-"
         if fmt is None:
             fmt = "bam" if self.path.lower().endswith(".bam") else "sam"
         if fmt not in ("sam", "bam"):
             raise ValueError(f"unknown output format {fmt!r} (sam or bam)")
+        self._sorted_to = None
+        if sort:
+            if fmt != "bam" or self.path == "-":
+                raise ValueError("--sort writes a coordinate-sorted BAM: give -o FILE.bam")
+            if not re.fullmatch(r"[0-9]+[KMG]?", sort_mem):
+                raise ValueError(f"--sort-mem: expected INT[K|M|G], got '{sort_mem}'")
+            import os
+
+            from g3align.aligner import stop
+            self._sorted_to, self._sort_mem, self._threads = self.path, sort_mem, max(1, threads)
+            self._tmp = f"{self.path}.g3tmp{os.getpid()}"
+            self.path, fmt = self._tmp + ".sam", "sam"
+            stop.TEMP.update((self.path, self._tmp + ".sort.*"))
         self.fmt = fmt
         self._closed = False
         self._tail = b""                              # a partial line left by the last write (BAM)
@@ -229,12 +249,36 @@ class OutputSink:
                 self._fh.close()
             else:
                 self._fh.flush()
+            if self._sorted_to is not None:
+                self._sort()
         else:
             if self._tail:
                 t, self._tail = self._tail, b""
                 self._bam.write(self._pysam.AlignedSegment.fromstring(
                     t.decode("utf-8", "surrogateescape"), self._hdr))
             self._bam.close()
+
+    def _sort(self) -> None:
+        """The SAM text written so far, sorted by coordinate into the BAM asked for, and its index."""
+        import glob
+        import os
+
+        import pysam
+        from g3align.aligner import stop
+        try:
+            pysam.sort("-@", str(self._threads), "-m", self._sort_mem, "-T", self._tmp + ".sort", "-O", "bam",
+                       "-o", self._sorted_to, self.path)
+            pysam.index(self._sorted_to)
+        except pysam.SamtoolsError as e:
+            why = str(e).split("stderr=", 1)[-1].strip(" '\"").replace("\\n", "\n").splitlines()
+            raise OSError(f"sorting into {self._sorted_to}: {why[0] if why else e}")
+        finally:
+            for p in [self.path, *glob.glob(self._tmp + ".sort.*")]:
+                try:
+                    os.unlink(p)
+                except OSError:
+                    pass
+            stop.TEMP.difference_update((self.path, self._tmp + ".sort.*"))
 
     def __enter__(self):
         return self

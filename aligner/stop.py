@@ -18,7 +18,7 @@ import signal
 import threading
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-TEMP: set = set()        # paths being written, removed on a stop
+TEMP: set = set()        # paths being written (or glob patterns, with '*'), removed on a stop
 CHILDREN: list = []      # subprocess.Popen objects, killed on a stop
 SINKS: list = []         # open outputs (samhdr.OutputSink): abort() on a stop
 _installed = False
@@ -76,8 +76,10 @@ def _clean() -> None:
             s.abort(timeout=0.5)
         except Exception:  # noqa: BLE001 (a broken output: nothing more to save)
             pass
-    for path in list(TEMP):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+    import glob
+    for pat in list(TEMP):
+        for path in glob.glob(pat) if "*" in pat else [pat]:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
