@@ -12,7 +12,39 @@ _TIMES_LOCK = threading.Lock()
 def log(msg: str, verbose: int = 3, level: int = 3) -> None:
     """A progress / note line on stderr (minimap2's and bwa's [M::...] lines) when verbose >= level."""
     if verbose >= level:
+        bar = Progress.active
+        if bar is not None:  # the line above the progress bar, which is drawn again below it
+            bar.bar.clear()
         print(msg, file=sys.stderr, flush=True)
+        if bar is not None:
+            bar.bar.refresh()
+
+
+class Progress:
+    """`mem` and `map`'s progress on a terminal: one tqdm line of the reads written and their rate, kept below the
+    [M::...] lines; nothing when stderr is not a terminal or at -v 0 / 1 (errors only, as bwa's levels)."""
+
+    active: "Progress | None" = None
+
+    def __init__(self, what: str, verbose: int):
+        self.bar = None
+        if verbose >= 2 and sys.stderr is not None and sys.stderr.isatty():
+            from tqdm import tqdm
+            self.bar = tqdm(desc=f"[M::{what}]", unit=" reads", unit_scale=True, file=sys.stderr, leave=False,
+                            mininterval=0.5, dynamic_ncols=True)
+            Progress.active = self
+
+    def update(self, n_reads: int) -> None:
+        if self.bar is not None:
+            self.bar.update(n_reads)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            Progress.active = None
+            self.bar.close()
 
 
 def add_time(times: dict, key: str, v) -> None:

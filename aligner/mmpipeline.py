@@ -23,8 +23,8 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from g3align.aligner import Progress, lap, log, trace_event
 from g3align.aligner import ksw2_gpu as KG
-from g3align.aligner import lap, log, trace_event
 from g3align.aligner import lchain as LC
 from g3align.aligner import mmalign as MA
 from g3align.aligner import mmhit as MH
@@ -703,6 +703,7 @@ def run_map(aligner: MapAligner, batches, sink, verbose: int = 3) -> tuple[int, 
         t = time.perf_counter()
         sink.write(out)
         aligner._lap("output", t)
+        bar.update(n)
         batch_reads += n
         if end:
             log(f"[M::worker_pipeline::{time.time() - t0:.3f}] mapped {batch_reads} sequences "
@@ -711,7 +712,7 @@ def run_map(aligner: MapAligner, batches, sink, verbose: int = 3) -> tuple[int, 
 
     with ThreadPoolExecutor(max_workers=n_threads) as pool, \
             ThreadPoolExecutor(max_workers=max(1, MAP_DEPTH), thread_name_prefix="g3align-part",
-                               initializer=aligner.worker_init) as workers:
+                               initializer=aligner.worker_init) as workers, Progress("map", verbose) as bar:
         try:
             t = time.perf_counter()
             for item in batches:

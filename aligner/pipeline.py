@@ -759,7 +759,7 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
     t1 = time.time()
     resc = ThreadPoolExecutor(1, thread_name_prefix="g3align-rescue")
     tb = ThreadPoolExecutor(1, thread_name_prefix="g3align-traceback")
-    with AsyncWriter(sink, aligner.stage_times) as out:
+    with AsyncWriter(sink, aligner.stage_times) as out, ag.Progress("mem", verbose) as bar:
         try:
             preps = ahead(lambda it: (aligner.prepare(it[0]) if it[0].n else None, it[1]), prefetch(parts),
                           name="g3align-prepare", workers=aligner.prep_workers)
@@ -799,6 +799,7 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
                                 out.write_sam_bytes(c)
                 n_reads += n
                 log(f"[M::mem_process_seqs] Processed {n} reads in {time.time() - t1:.3f} real sec", verbose)
+                bar.update(n)
                 states, tbs = [], []
                 t1 = time.time()
         finally:
@@ -813,7 +814,7 @@ def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
     n_reads = 0
     t0 = time.time()
     t1 = time.time()
-    with AsyncWriter(sink, aligner.stage_times) as out:
+    with AsyncWriter(sink, aligner.stage_times) as out, ag.Progress("mem", verbose) as bar:
         # SE_PREP_WORKERS batches prepared at once (1: with 3, single-end was slower on the box, 3.33 vs 2.89 s,
         # 2026-11-26 call 8, although its one prepare thread is busy through the whole run)
         preps = ahead(aligner.prepare, prefetch(batches), name="g3align-prepare",
@@ -829,5 +830,6 @@ def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
                 out.write_sam_bytes(c)
             n_reads += batch.n
             log(f"[M::mem_process_seqs] Processed {batch.n} reads in {time.time() - t1:.3f} real sec", verbose)
+            bar.update(batch.n)
             t1 = time.time()
     return n_reads, time.time() - t0

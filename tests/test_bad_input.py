@@ -263,3 +263,39 @@ def test_truncated_gzip_counts_the_records_before_the_cut(d):
     r = subprocess.run([*G3, "mem", str(d / "lam"), str(d / "trunc.fq.gz")], capture_output=True, env=_env())
     line = one_error(r, "trunc.fq.gz")
     assert "after record 0 " not in line + " ", line
+
+
+# ----------------------------------------------------------------------------------------------- progress
+@pytest.mark.parametrize("cmd", ["mem {d}/lam {d}/r1.fq {d}/r2.fq", "map -ax map-pb {lam} {lr}"])
+def test_progress_line_only_on_a_terminal(d, tmp_path, cmd):
+    """On a terminal (a pseudo-terminal of 100 x 30) stderr carries a tqdm line of the reads written, `[M::mem]:
+    ... reads/s`; with -v 1 none; captured, none."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    c = cmd.replace("{d}", str(d)).replace("{lam}", str(DATA / "lambda.fa.gz"))
+    c = c.replace("{lr}", str(DATA / "lambda_pbsim.fq.gz")).split()
+    def argv(v):
+        return [*G3, c[0], "-v", v, "-o", str(tmp_path / "o.sam"), *c[1:]]
+
+    for v, want in (("3", True), ("1", False)):
+        args = argv(v)
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+        p = subprocess.Popen(args, stderr=slave, stdout=subprocess.DEVNULL, env=_env())
+        os.close(slave)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        assert p.wait() == 0, out.decode(errors="replace")
+        os.close(master)
+        assert (f"[M::{c[0]}]:".encode() in out and b"reads/s" in out) == want, out.decode(errors="replace")
+    r = subprocess.run(argv("3"), capture_output=True, env=_env())
+    assert r.returncode == 0 and b"\r" not in r.stderr and b"reads/s" not in r.stderr
