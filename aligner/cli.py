@@ -402,16 +402,15 @@ def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, 
 
 def _check_sort(sort: bool, out: str | None, mem: str) -> None:
     """--sort's requirements, before any work: a BAM file to write, a memory size samtools sort reads."""
-    import re
     if not sort:
         return
     if not out or not out.lower().endswith(".bam"):
         raise G3Error("--sort writes a coordinate-sorted BAM: give -o FILE.bam")
-    m = re.fullmatch(r"([0-9]+)([KMG]?)", mem)
-    if not m:
-        raise G3Error(f"--sort-mem: expected INT[K|M|G], got '{mem}'")
-    if int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2)] < 1 << 20:
-        raise G3Error(f"--sort-mem: at least 1M (samtools sort's minimum), got '{mem}'")
+    from g3align.aligner.samhdr import sort_mem_bytes
+    try:
+        sort_mem_bytes(mem)
+    except ValueError as e:
+        raise G3Error(str(e))
 
 
 def _single_segments(parts, path):
@@ -419,6 +418,7 @@ def _single_segments(parts, path):
     share a name: minimap2 maps them as the two segments of one fragment, which g3align does not do yet."""
     import numpy as np
     from g3align.aligner.reads import ReadFormatError, first_same_fragment
+    from g3align.aligner.reads import _display as _display_path
     prev = None
     for item in parts:
         part = item[0] if isinstance(item, tuple) else item
@@ -439,10 +439,6 @@ def _single_segments(parts, path):
         if off.shape[0] > 1:
             prev = (buf[off[-2]:off[-1]].copy(), None)
         yield item
-
-
-def _display_path(path: str) -> str:
-    return "<stdin>" if path == "-" else path
 
 
 def _gpu_pool_note() -> str:

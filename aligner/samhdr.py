@@ -143,6 +143,17 @@ def sam_header(names: Sequence[str], lengths: Sequence[int], rg_line: str | None
     return "\n".join(out) + "\n"
 
 
+def sort_mem_bytes(mem: str) -> int:
+    """--sort-mem INT[K|M|G] in bytes; ValueError unless it is such a size of at least 1M (samtools sort's floor)."""
+    m = re.fullmatch(r"([0-9]+)([KMG]?)", mem)
+    if not m:
+        raise ValueError(f"--sort-mem: expected INT[K|M|G], got '{mem}'")
+    n = int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2)]
+    if n < 1 << 20:
+        raise ValueError(f"--sort-mem: at least 1M (samtools sort's minimum), got '{mem}'")
+    return n
+
+
 class OutputSink:
     """Where SAM records go: SAM text to stdout or a file, or BAM through pysam.
 
@@ -165,8 +176,7 @@ class OutputSink:
         if sort:
             if fmt != "bam" or self.path == "-":
                 raise ValueError("--sort writes a coordinate-sorted BAM: give -o FILE.bam")
-            if not re.fullmatch(r"[0-9]+[KMG]?", sort_mem):
-                raise ValueError(f"--sort-mem: expected INT[K|M|G], got '{sort_mem}'")
+            sort_mem_bytes(sort_mem)
             import os
 
             from g3align.aligner import stop
@@ -288,4 +298,4 @@ class OutputSink:
 
 
 __all__ = ["HD_LINE", "OutputSink", "bwa_escape", "parse_header_arg", "parse_rg", "parse_rg_line", "pg_line",
-           "sam_header"]
+           "sam_header", "sort_mem_bytes"]
