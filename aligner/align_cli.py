@@ -8,7 +8,6 @@ The engine and its conventions: aligner/pairwise.py.  Registered in aligner/cli.
 from __future__ import annotations
 
 import gzip
-import os
 import sys
 import zlib
 
@@ -73,7 +72,8 @@ def align_cmd(queries, targets, mode, match, mismatch, gap_open, gap_extend, tra
     try:
         from g3align import jit
         jit.note_expect("the pairwise kernels", "1")
-        jit.precompile(f"align-{'gpu' if device != 'cpu' and os.path.exists('/dev/nvidiactl') else 'cpu'}")
+        from g3align.aligner.cli import _gpu_machine  # (cli imports this module: not at the top)
+        jit.precompile(f"align-{'gpu' if _gpu_machine(device) else 'cpu'}")
         from g3align.aligner.pairwise import align_pairs  # here: `g3align mem` / `map` need not import it
         r = align_pairs(qs, ts, mode=mode, match=match, mismatch=mismatch, gap_open=gap_open,
                         gap_extend=gap_extend, traceback=traceback, band=band, device=device)

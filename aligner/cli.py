@@ -417,27 +417,21 @@ def _single_segments(parts, path):
     """map's parts of one read file in fragment mode (-x sr, --frag=yes), refused where two neighbouring records
     share a name: minimap2 maps them as the two segments of one fragment, which g3align does not do yet."""
     import numpy as np
-    from g3align.aligner.reads import ReadFormatError, first_same_fragment
-    from g3align.aligner.reads import _display as _display_path
-    prev = None
+    from g3align.aligner.reads import ReadFormatError, _display, first_same_fragment
+    prev = None  # the last name of the part before, checked against this part's first
     for item in parts:
         part = item[0] if isinstance(item, tuple) else item
         buf, off = part.name_csr()
-        if prev is not None and off.shape[0] > 1:  # the last name of the part before and the first of this one
-            pb, po = prev
-            buf2 = np.concatenate([pb, buf[:off[1]]])
-            off2 = np.array([0, pb.shape[0], pb.shape[0] + off[1]], np.int64)
-            if first_same_fragment(buf2, off2) == 0:
-                k = part.first_id - 1
-                raise ReadFormatError(f"{_display_path(path)}: records {k + 1} and {k + 2} share a name: minimap2 "
-                                      "maps them as one fragment (-x sr / --frag=yes), which is not supported yet")
+        first = part.first_id
+        if prev is not None:
+            buf, off = np.concatenate([prev, buf]), np.concatenate([np.zeros(1, np.int64), off + prev.shape[0]])
+            first -= 1
         k = first_same_fragment(buf, off)
         if k >= 0:
-            k += part.first_id
-            raise ReadFormatError(f"{_display_path(path)}: records {k + 1} and {k + 2} share a name: minimap2 maps "
-                                  "them as one fragment (-x sr / --frag=yes), which is not supported yet")
+            raise ReadFormatError(f"{_display(path)}: records {first + k + 1} and {first + k + 2} share a name: "
+                                  "minimap2 maps them as one fragment (-x sr / --frag=yes), which is not supported yet")
         if off.shape[0] > 1:
-            prev = (buf[off[-2]:off[-1]].copy(), None)
+            prev = buf[off[-2]:off[-1]].copy()
         yield item
 
 

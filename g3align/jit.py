@@ -209,8 +209,14 @@ def _entries(jobs) -> list:
     out = {}
     for job in jobs:
         for e in man.get("jobs", {}).get(job, []):
-            out.setdefault(json.dumps({k: v for k, v in e.items() if k != "s"}, sort_keys=True), e)
+            out.setdefault(entry_key(e), e)
     return list(out.values())
+
+
+def entry_key(e: dict) -> str:
+    """A manifest entry's identity: everything but its compile time."""
+    import json
+    return json.dumps({k: v for k, v in e.items() if k != "s"}, sort_keys=True)
 
 
 def _workers(n_entries: int, threads: int | None) -> int:
@@ -305,7 +311,9 @@ def _compile_stdin() -> None:
     import json
     import pickle
     import signal
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))  # (aligner/stop.py)
+
+    from g3align.aligner import stop
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, stop.SIGNALS)  # the parent's block (stop.install) is inherited
     for e in json.loads(sys.stdin.read()):
         if "cupy" in e:
             try:

@@ -76,7 +76,7 @@ def main() -> int:
             e = json.loads(line)
             if "<locals>" in e.get("f", ""):
                 continue
-            key = json.dumps({x: y for x, y in e.items() if x != "s"}, sort_keys=True)
+            key = jit.entry_key(e)
             took[key] = max(took.get(key, 0.0), e["s"])
             jobs.setdefault(job_of(args), {})[key] = e
     out = {}
