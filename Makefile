@@ -3,12 +3,19 @@ PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 DEMO_OUT ?= demo_out
 
-.PHONY: install demo test lint golden clean clean-cache gpu-check
+.PHONY: install wheel demo test lint golden clean clean-cache gpu-check
 
 # pip install, then every kernel compiled for this machine with all cores (g3align warmup; once per version)
 install:
 	$(PIP) install -q -e '.[test]'
 	g3align warmup
+
+# A wheel that carries every kernel compiled (for the portable x86-64-v3 CPU level, g3align/jit.py): installed on
+# any machine with the same Python and numba, its first run compiles nothing. Built without isolation, in this
+# environment (numba compiles with the installed dependencies).
+wheel: install
+	$(PIP) install -q setuptools wheel
+	G3ALIGN_BUILD_KERNELS=1 $(PIP) wheel -q --no-deps --no-build-isolation -w dist .
 
 # Index the bundled lambda phage reference and align the bundled reads; compare with bwa's output.
 demo: install

@@ -56,7 +56,7 @@ def _gil_switch_interval(device: str, us: int) -> None:
     """On the GPU path, the GIL's switch interval in microseconds (mem's SWITCH_INTERVAL_US, map's
     MAP_SWITCH_INTERVAL_US; 0: Python's 5 ms). A pipeline thread takes the GIL back after each GPU wait (a mem
     part makes ~15), and with 5 ms it waited up to that long each time behind a thread running Python (docs/
-    BENCHMARKS.md step 18)."""
+    docs/BENCHMARKS.md's git history)."""
     if device == "gpu" and us > 0:
         sys.setswitchinterval(us * 1e-6)
 
@@ -1099,15 +1099,21 @@ main.add_command(align_cmd)
               help="the paths to compile: auto the CPU's, and the GPU's where there is a GPU")
 @click.option("--clear", is_flag=True, help="remove g3align's compiled kernels of every version first")
 def warmup_cmd(threads, device, clear):
-    """Compile every kernel for this machine now (after an install or upgrade; in a container build)."""
+    """Compile every kernel for this machine now (after an install or upgrade; in a container build). Where the
+    install carries portable kernels (a wheel), these are compiled for this CPU exactly (G3ALIGN_CPU, jit.py)."""
     import shutil
 
     from g3align.aligner import warmup
     if clear:
         shutil.rmtree(jit.cache_root() / "numba", ignore_errors=True)
         click.echo(f"[M::warmup] removed {jit.cache_root() / 'numba'}", err=True)
+    if os.environ.get("G3ALIGN_CPU", "auto") == "auto" and jit.cpu_target() == jit.PORTABLE:
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable, "-m", "g3align.aligner.cli", *sys.argv[1:]],
+                  dict(os.environ, G3ALIGN_CPU="native"))  # this process chose the shipped kernels: start over
     if warmup.run(threads or os.cpu_count() or 1, device):
         sys.exit(1)
+    jit.warmup_done()
 
 
 if __name__ == "__main__":

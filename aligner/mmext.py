@@ -64,7 +64,7 @@ COMPACT_CIGARS = True
 # parts' streams, the batches queue behind each other's launches (and each part's small CIGAR-packing kernel behind
 # all of them), so every part of a wave got its results at the end of the wave's last launch; one at a time, the
 # first part's batch ends after its own share, and its replay and its worker's next part overlap the later
-# batches. chr20 pbsim CLR on the H100 (docs/BENCHMARKS.md, map step 22): the mapping phase 1.90 s against 2.05 s
+# batches. chr20 pbsim CLR on the H100 (docs/BENCHMARKS.md's git history): the mapping phase 1.90 s against 2.05 s
 # (medians of 4 interleaved runs); gating only the launches (the host work outside the gate) was no better than
 # no gate.
 KSW2_AT_ONCE = 1

@@ -82,7 +82,7 @@ _NO_LJOIN_FLAGS = MO.F_SPLICE | MO.F_SR | MO.F_NO_LJOIN
 # (with the GPU: its own CUDA stream), sharing one pool of -t threads for the per-read stages. Parts never
 # change the output (records are written in input order; no per-read result depends on the batch).
 # G3ALIGN_TUNE='MAP_DEPTH=1' maps one part after another (A/B runs). Four at once: chr20 pbsim CLR on the H100
-# (docs/BENCHMARKS.md, map step 8) took 5.21/5.25 s vs 6.16/5.86 s with three and 5.81/5.64 s with five in one
+# (docs/BENCHMARKS.md's git history) took 5.21/5.25 s vs 6.16/5.86 s with three and 5.81/5.64 s with five in one
 # call, and four was also at or ahead of three in two earlier calls (5.12 vs 5.15-5.96 s; 7.40 vs 7.58-7.67 s).
 MAP_DEPTH = 4
 # parts handed to the workers beyond the MAP_DEPTH being mapped, so that a worker that finishes its part takes the
@@ -367,7 +367,7 @@ class MapAligner:
         batch_align (default: on with device "gpu" unless opt.gpu_align is False (--cpu-align); with batch
         seeding on the CPU only when opt.gpu_align is True) the staged base alignment. On chr20 pbsim CLR reads
         it makes the whole GPU run 2.3x faster than aligning per read on 16 CPU threads; on the small E. coli
-        sets it is about even (docs/BENCHMARKS.md, issue 6 step 5)."""
+        sets it is about even (docs/BENCHMARKS.md's git history)."""
         self.idx = idx
         self.opt = opt
         self.device = device

@@ -45,7 +45,7 @@ scores, never assumed) run two per group in the 16-bit packed DPX kernel, the ot
 Traceback: short pairs (m <= 256, ``fits_tb16``: direction bytes <= TB16_SMEM = 48 KB per warp, i.e.
 up to about 200 x 200) in the 16-bit kernel pw_tb16 (two pairs per warp, direction bits of the whole
 pair in shared memory, walked in the same kernel; H200 10M x 150 bp local / global / semiglobal
-762 / 802 / 781 GCUPS, docs/BENCHMARKS.md session 7); the others
+762 / 802 / 781 GCUPS, docs/BENCHMARKS.md's git history); the others
 gridded (forward pass stores rows every BH and columns every GW cells, in the 16-bit kernel where
 it fits and m < 4 kb; the blocks near the path are recomputed), for one huge pair or a few
 (``TB_CHAIN_MAX``) long ones in linear space, one pair after the other over all SMs.  The CPU twin below is the plain

@@ -30,7 +30,7 @@ def drain() -> None:
     for the stream's kernels itself: ndarray.get(), cp.asnumpy and int() of a device scalar. On the box, a thread
     blocked in such a copy holds a driver lock meanwhile: other threads' pageable uploads wait behind it, and in one
     probe their cuModuleGetFunction, cudaMalloc and event records too (~135 ms each during a 150 ms kernel); behind
-    a stream or event synchronize nothing waits (scripts/gpu_sync_probe.py; docs/BENCHMARKS.md, map step 25). In
+    a stream or event synchronize nothing waits (scripts/gpu_sync_probe.py; docs/BENCHMARKS.md's git history). In
     map's traces the part workers stalled so for as long as another part's ksw2 kernel ran. Called by map's GPU code
     (fetch among it); to_host (mem) does not, its timings being measured without it. DRAIN 0: nothing."""
     if not DRAIN:

@@ -529,7 +529,7 @@ class MemAligner:
     def pe_sam_chunks(self, states, pes, sws) -> list:
         """pe_sam_group's SAM text per part as the threads' buffers (memoryviews, in order), not joined: a
         group's text is ~100 MB, and copying it into one bytes object on this thread cost as much as the
-        threads' pairing (docs/BENCHMARKS.md, step 7)."""
+        threads' pairing (docs/BENCHMARKS.md's git history)."""
         t = time.perf_counter()
         tasks = [(k, r) for k, st in enumerate(states) if st[0].n
                  for r in self._pair_ranges(st[0].n, st[1][4], len(states))]
@@ -660,7 +660,7 @@ SWITCH_INTERVAL_US = 500  # sys.setswitchinterval of mem's GPU path, microsecond
 SMEM_CAP = 64  # interval records per read in the first SMEM launch (more: the read runs again with 4x as many)
 # GPU memory (bytes) a pipeline thread's stream takes into CuPy's pool when it is made (MemAligner._gpu_stream,
 # pinned.reserve_pool), at most a 16th of the free memory; 0: none (the default: with 2 GiB the PE runs were slower
-# in 3 of 4 interleaved pairs on two boxes, BENCHMARKS step 19; map's workers keep theirs)
+# in 3 of 4 interleaved pairs on two boxes, docs/BENCHMARKS.md's git history; map's workers keep theirs)
 STREAM_POOL_RESERVE = 0
 PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
 SE_PREP_WORKERS = 1  # single-end batches prepared at once on the GPU path (see run_mem_se)

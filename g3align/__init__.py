@@ -4,3 +4,7 @@ The source tree keeps the design card's layout (aligner/, index/, kernels/); the
 those directories to g3align.aligner, g3align.index and g3align.kernels.
 """
 __version__ = "0.1.0"
+
+from g3align import jit as _jit  # noqa: E402
+
+_jit.cpu_target()  # which CPU the kernels are compiled for, chosen before numba starts (g3align/jit.py)

@@ -78,8 +78,174 @@ def cache_root() -> Path:
 
 
 def cache_dir() -> Path:
-    """Where this source tree's compiled kernels are kept."""
-    return cache_root() / "numba" / tree_hash()[:20]
+    """Where this source tree's compiled kernels for this process's CPU target are kept (numba/<tree>-<target>);
+    the kernels shipped in the package, where they cannot be copied there (read-only use, below)."""
+    if _READ_ONLY is not None:
+        return _READ_ONLY
+    return cache_root() / "numba" / f"{tree_hash()[:20]}-{cpu_target()}"
+
+
+# ------------------------------------------------------------------------------ the CPU the code is compiled for
+# numba compiles for the host CPU by default (every instruction set extension it has), so compiled code can only
+# be reused on the same kind of CPU. Kernels compiled for the x86-64-v3 level instead (AVX2, BMI2, FMA: Intel
+# Haswell, AMD Excavator and later, every x86 GPU host of the last decade) run on any such machine: that is what
+# a wheel carries (`make wheel`, below). They are as fast as native code for `mem`, but `map` on the CPU is up to
+# ~35 % slower than code compiled for an AVX-512 host (docs/BENCHMARKS.md "Cold start"), so G3ALIGN_CPU chooses:
+#   auto (default): the shipped portable kernels where the package carries them for this tree, Python and numba,
+#       until `g3align warmup` has compiled native ones on this machine; native code everywhere else (a source
+#       install compiles anyway, so it compiles for this CPU);
+#   native: this CPU's own code; portable: x86-64-v3 (where the CPU has it).
+# A NUMBA_CPU_NAME set by the user is respected as it is. The choice travels to child processes in the environment.
+PORTABLE = "x86-64-v3"
+_V3_FEATURES = ("avx", "avx2", "bmi", "bmi2", "cx16", "f16c", "fma", "lzcnt", "movbe", "popcnt", "sahf", "sse4.1",
+                "sse4.2", "ssse3", "xsave")
+_target: str | None = None
+
+
+def cpu_target() -> str:
+    """'x86-64-v3' or 'native' (or the user's own NUMBA_CPU_NAME, with a hash of its NUMBA_CPU_FEATURES): what
+    this process compiles for and loads. The first call chooses (G3ALIGN_CPU, above), before anything compiles."""
+    global _target
+    if _target is None:
+        with _lock:
+            if _target is None:
+                _target = _choose_target()
+    return _target
+
+
+def _host_has_portable() -> bool:
+    import platform
+    try:
+        import llvmlite.binding as ll
+        have = ll.get_host_cpu_features()
+    except Exception:  # noqa: BLE001 (no feature list: not known to have it)
+        return False
+    return platform.machine() in ("x86_64", "AMD64") and all(have.get(f, False) for f in _V3_FEATURES)
+
+
+def _set_numba_cpu(name: str | None) -> None:
+    if name is None:
+        os.environ.pop("NUMBA_CPU_NAME", None)
+        os.environ.pop("NUMBA_CPU_FEATURES", None)
+    else:
+        os.environ["NUMBA_CPU_NAME"], os.environ["NUMBA_CPU_FEATURES"] = name, ""
+    if "numba.core.config" in sys.modules:  # else numba reads them when it is imported
+        sys.modules["numba.core.config"].reload_config()
+
+
+def _numba_started() -> bool:
+    """numba's CPU code generator exists already (this process compiled before g3align chose): its CPU is fixed."""
+    reg = sys.modules.get("numba.core.registry")
+    return reg is not None and "_toplevel_target_context" in vars(reg.cpu_target)
+
+
+def _choose_target() -> str:
+    mode = os.environ.get("G3ALIGN_CPU", "auto")
+    name = os.environ.get("NUMBA_CPU_NAME")
+    feats = os.environ.get("NUMBA_CPU_FEATURES", "")
+    if mode == "native" and name == PORTABLE and not feats and not _numba_started():  # inherited from a parent
+        _set_numba_cpu(name := None)
+    elif not name and mode != "native" and not _numba_started():
+        want = mode == "portable" or (shipped_dir(PORTABLE) is not None and not (
+            cache_root() / "numba" / f"{tree_hash()[:20]}-native" / "ready" / "all").exists())
+        if want and _host_has_portable():
+            _set_numba_cpu(name := PORTABLE)
+    if not name:
+        return "native"
+    return name if not feats else f"{name}-{hashlib.sha256(feats.encode()).hexdigest()[:8]}"
+
+
+# --------------------------------------------------------------------------- kernels shipped in a wheel
+# `make wheel` (G3ALIGN_BUILD_KERNELS=1, setup.py) runs `g3align warmup` for the portable target while building and
+# puts the resulting cache into the package as compiled/<tree>-<target>/ with a stamp of the Python and numba it
+# was made with. On the first use of an installed package whose stamp matches, the shipped kernels are copied into
+# the user's cache (a fraction of a second, once per version) and nothing is compiled. Where the user's cache
+# cannot be written, they are loaded from the package itself, read-only. A different Python or numba, another
+# target or another tree: not used, compiled as usual.
+SHIPPED = Path(__file__).with_name("compiled")
+_READ_ONLY: Path | None = None
+
+
+def stamp(target: str | None = None) -> dict:
+    """What compiled code is bound to besides the sources: the interpreter's bytecode and numba's version."""
+    from importlib.metadata import version  # numba itself is not imported for this
+    return {"python": sys.implementation.cache_tag, "numba": version("numba"), "target": target or cpu_target(),
+            "tree": tree_hash()}
+
+
+def shipped_dir(target: str | None = None) -> Path | None:
+    """The package's compiled kernels for this tree, target, Python and numba, if it carries them."""
+    import json
+    if not SHIPPED.is_dir():
+        return None
+    target = target or cpu_target()
+    d = SHIPPED / f"{tree_hash()[:20]}-{target}"
+    try:
+        return d if json.loads((d / "stamp.json").read_text()) == stamp(target) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _seed() -> None:
+    """Copy the shipped kernels into the user's cache before anything is compiled (once: the cache's directory
+    for this tree exists afterwards); where that cannot be written, use them from the package read-only."""
+    global _READ_ONLY
+    src = shipped_dir()
+    if src is None:
+        return
+    dst = cache_dir()
+    if dst.exists():
+        return
+    import shutil
+    import tempfile
+    tmp = None
+    try:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=f".{dst.name}.", dir=dst.parent)
+        shutil.copytree(src, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns("stamp.json"))
+        os.rename(tmp, dst)  # whole or not at all; another process's copy may have landed first
+        tmp = None
+    except OSError:  # the user's cache cannot be written (or is full): the package's own copy, read-only
+        if not dst.exists():
+            _READ_ONLY = src
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def warmup_done() -> None:
+    """`g3align warmup` compiled everything for this target (auto mode prefers native kernels marked so)."""
+    try:
+        (cache_dir() / "ready").mkdir(parents=True, exist_ok=True)
+        (cache_dir() / "ready" / "all").touch()
+    except OSError:
+        pass
+
+
+def ship(build_lib: str) -> Path:
+    """Compile every kernel for the portable target (`g3align warmup` on all cores, into the user's cache) and put
+    the cache into build_lib/g3align/compiled/ with its stamp: what `make wheel` carries. Run with build_lib's
+    g3align importable (setup.py does it)."""
+    import json
+    import shutil
+    import subprocess
+    if cpu_target() != PORTABLE:
+        raise SystemExit(f"[E::ship] this machine cannot compile for {PORTABLE} (target: {cpu_target()})")
+    # the GPU paths' CPU kernels too, on a machine without a GPU (warmup's runs cover only its own devices)
+    precompile(["index"] + [f"{j}-{d}" for d in ("cpu", "gpu") for j in ("mem-se", "mem-pe", "map", "align")],
+               log=sys.stderr)
+    r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "warmup"], cwd="/",
+                       env=dict(os.environ, G3ALIGN_CPU="portable"))
+    if r.returncode != 0:
+        raise SystemExit(f"[E::ship] g3align warmup failed (exit {r.returncode})")
+    out = Path(build_lib) / "g3align" / "compiled"
+    shutil.rmtree(out, ignore_errors=True)  # a build directory's older trees
+    dst = out / cache_dir().name
+    shutil.copytree(cache_dir(), dst, ignore=shutil.ignore_patterns(".*"))
+    for marker in (dst / "ready").glob("*-gpu"):  # the GPU jobs' CUDA modules are built per machine: on the first
+        marker.unlink()  # GPU run precompile() still runs, loading the shipped numba kernels and building those
+    (dst / "stamp.json").write_text(json.dumps(stamp(), indent=1) + "\n")
+    return dst
 
 
 def _install_locator() -> None:
@@ -94,6 +260,10 @@ def _install_locator() -> None:
             self._lineno = py_func.__code__.co_firstlineno
             self._py_file = py_file  # numba's warnings name it
             self._path = str(cache_dir() / Path(py_file).parent.name)
+
+        def ensure_cache_path(self):
+            if _READ_ONLY is None:  # the shipped kernels, read-only: loaded, never written (see njit)
+                super().ensure_cache_path()
 
         def get_cache_path(self):
             return self._path
@@ -238,7 +408,7 @@ def precompile(jobs, threads: int | None = None, log=None) -> float:
     import subprocess
     import time
     jobs = [jobs] if isinstance(jobs, str) else list(jobs)
-    if os.environ.get("G3ALIGN_PRECOMPILE", "1") == "0":
+    if os.environ.get("G3ALIGN_PRECOMPILE", "1") == "0" or _READ_ONLY is not None:
         return 0.0
     ready = cache_dir() / "ready"
     todo = [j for j in jobs if not (ready / j).exists()]
@@ -247,17 +417,24 @@ def precompile(jobs, threads: int | None = None, log=None) -> float:
         return 0.0
     t0 = time.perf_counter()
     n = _workers(len(entries), threads)
+    shipped = shipped_dir() is not None  # the CPU kernels came compiled: only loaded, the CUDA modules are built
+
+    def cost(e):
+        return e.get("s", 0) if "cupy" in e or not shipped else 0.2
+
     shares = [[] for _ in range(n)]  # longest first, each to the least loaded process
     load = [0.0] * n
-    for e in sorted(entries, key=lambda e: -e.get("s", 0)):
+    for e in sorted(entries, key=lambda e: -cost(e)):
         k = load.index(min(load))
         shares[k].append(e)
-        load[k] += e.get("s", 0) + 0.05
+        load[k] += cost(e) + 0.05
     global _noted
     if log is None and os.environ.get("G3ALIGN_COMPILE_NOTE", "1") != "0":
-        sys.stderr.write(f"[M::g3align] compiling {EXPECT['what']} for this machine once, in {n} processes "
-                         f"(about {max(load) * 1.05 + 3:.0f} s on this machine's cores); they are kept in "
-                         f"{cache_dir()} (`g3align warmup` compiles everything ahead)\n")
+        what = (f"the CUDA modules of {EXPECT['what']} for this GPU (the CPU kernels came compiled)" if shipped
+                else f"{EXPECT['what']} for this machine")
+        sys.stderr.write(f"[M::g3align] compiling {what} once, in {n} processes (about {max(load) * 1.05 + 3:.0f}"
+                         f" s on this machine's cores); they are kept in {cache_dir()} (`g3align warmup` compiles "
+                         f"everything ahead)\n")
         sys.stderr.flush()
     import json
     env = dict(os.environ, G3ALIGN_COMPILE_NOTE="0", G3ALIGN_PRECOMPILE="0")
@@ -362,9 +539,11 @@ _Dispatcher = None
 
 def _setup() -> None:
     global _Dispatcher
+    cpu_target()  # before anything is compiled: the target is part of every cache key
     with _lock:
         if _Dispatcher is not None:
             return
+        _seed()
         _install_locator()
         _install_note()
         if os.environ.get("G3ALIGN_JIT_RECORD"):
@@ -381,9 +560,19 @@ def njit(*args, specialize_literals: bool = True, **kw):
     def wrap(dispatcher):
         if not specialize_literals:
             dispatcher.__class__ = _Dispatcher  # no state of its own: the object numba built, typed as ours
+        if _READ_ONLY is not None and getattr(dispatcher, "_cache", None) is not None:
+            dispatcher._cache.save_overload = lambda sig, data: None  # what the package lacks is compiled, not kept
         return dispatcher
 
     if len(args) == 1 and callable(args[0]) and not kw:
         return wrap(numba.njit(args[0]))
     deco = numba.njit(*args, **kw)
     return lambda f: wrap(deco(f))
+
+
+if __name__ == "__main__":  # python -m g3align.jit ship BUILD_LIB (setup.py, make wheel)
+    from g3align import jit as _jit
+    if sys.argv[1:2] != ["ship"] or len(sys.argv) != 3:
+        raise SystemExit("usage: python -m g3align.jit ship BUILD_LIB")
+    _jit._setup()  # with G3ALIGN_CPU=portable from the start (setup.py): the package's import chose the target
+    print(f"[M::ship] {_jit.ship(sys.argv[2])}", file=sys.stderr)

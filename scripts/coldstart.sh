@@ -6,12 +6,13 @@
 # On the GPU box carry .whl (pydivsufsort, pysam, click, tqdm wheels for the box's Python); elsewhere the
 # dependencies come from $PYTHON's environment (PYTHON=.venv/bin/python). Results under $OUT.
 #   WARMUP=0 skips the warm-up (the first runs then compile; RUN_TIMEOUT, default 60 s, bounds each run);
-#   NORUNS=1 stops after the warm-up.
+#   NORUNS=1 stops after the warm-up; WHEEL=1 builds the wheel that carries the compiled kernels (make wheel)
+#   and installs that instead, no warm-up (the first runs then need no compile).
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 LOG=$OUT/coldstart.txt
 exec > >(tee "$LOG") 2>&1
-PY=${PYTHON:-python3}
+PY=${PYTHON:-$(command -v python3)}
 python3() { "$PY" "$@"; }
 T=$(nproc)
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || echo "no GPU"
@@ -21,14 +22,27 @@ mkdir -p /tmp/site
 W8=${WHEELS:-.whl}  # WHEELS=none: take the dependencies from $PYTHON's environment
 if [ -d "$W8" ]; then python3 -m pip install -q --no-index --no-deps --target /tmp/site "$W8"/*.whl || exit 1; fi
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+if [ "${WHEEL:-0}" = 1 ]; then  # build the wheel that carries the compiled kernels (make wheel), then install it
+    rm -rf /tmp/dist /tmp/buildcache /tmp/buildcupy build/lib
+    t=$(date +%s.%N)
+    G3ALIGN_BUILD_KERNELS=1 G3ALIGN_CACHE_DIR=/tmp/buildcache CUPY_CACHE_DIR=/tmp/buildcupy \
+        python3 -m pip wheel -q --no-index --no-deps --no-build-isolation -w /tmp/dist . || exit 1
+    echo "wheel built (every kernel compiled): $(python3 -c "import time; print(round(time.time() - $t, 1))") s: $(ls /tmp/dist) $(du -h /tmp/dist/*.whl | cut -f1)"
+    rm -rf /tmp/buildcache /tmp/buildcupy
+    t=$(date +%s.%N)
+    python3 -m pip install -q --no-index --no-deps --target /tmp/g3 /tmp/dist/*.whl || exit 1
+    echo "pip install of the wheel: $(python3 -c "import time; print(round(time.time() - $t, 1))") s"
+    WARMUP=0
+fi
 t=$(date +%s.%N)
-if ! python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/g3 .; then
+if [ "${WHEEL:-0}" = 1 ]; then :
+elif ! python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/g3 .; then
     echo "pip install failed: the package laid out as pip lays it, by copying"
     rm -rf /tmp/g3; mkdir -p /tmp/g3/g3align /tmp/g3/bin && cp g3align/*.py /tmp/g3/g3align/ || exit 1
     for d in aligner index kernels; do cp -r $d /tmp/g3/g3align/$d; done
     printf '#!/bin/sh\nexec %s -m g3align.aligner.cli "$@"\n' "$PY" > /tmp/g3/bin/g3align; chmod +x /tmp/g3/bin/g3align
 fi
-echo "pip install: $(python3 -c "import time; print(round(time.time() - $t, 1))") s"
+[ "${WHEEL:-0}" = 1 ] || echo "pip install: $(python3 -c "import time; print(round(time.time() - $t, 1))") s"
 export PYTHONPATH=/tmp/g3:/tmp/site PATH=/tmp/g3/bin:$PATH
 export G3ALIGN_CACHE_DIR=/tmp/g3cache CUPY_CACHE_DIR=/tmp/cupycache
 rm -rf "$G3ALIGN_CACHE_DIR" "$CUPY_CACHE_DIR"
@@ -79,7 +93,14 @@ mkdir -p "$CUPY_CACHE_DIR"; cp -r "$G3ALIGN_CACHE_DIR" /tmp/ucache && cp -r "$CU
 chmod a+rwx $W
 t=$(date +%s.%N)
 runuser -u nobody -- env HOME=/tmp PATH="$PATH" PYTHONPATH="$PYTHONPATH" G3ALIGN_CACHE_DIR=/tmp/ucache \
-    CUPY_CACHE_DIR=/tmp/ucupy g3align mem -t $T $W/lambda data/lambda_R1.fq.gz > $W/se_user.sam 2> $W/se_user.err
-echo "se as nobody: $(secs "$t") s, exit $?, compile notes $(grep -c compiling $W/se_user.err)"
+    CUPY_CACHE_DIR=/tmp/ucupy PYTHONSAFEPATH=1 "$PY" -m g3align.aligner.cli mem -t $T $W/lambda data/lambda_R1.fq.gz > $W/se_user.sam 2> $W/se_user.err
+rc=$?; echo "se as nobody: $(secs "$t") s, exit $rc, compile notes $(grep -c compiling $W/se_user.err)"
 cmp -s $W/se1.sam $W/se_user.sam && echo "se as nobody == se1"
+if [ "${WHEEL:-0}" = 1 ]; then  # nobody, no cache it may write: the kernels straight from the install
+    t=$(date +%s.%N)
+    runuser -u nobody -- env HOME=/nonexistent PATH="$PATH" PYTHONPATH="$PYTHONPATH" G3ALIGN_CACHE_DIR=/proc/nocache \
+        CUPY_CACHE_DIR=/tmp/ucupy PYTHONSAFEPATH=1 "$PY" -m g3align.aligner.cli mem -t $T $W/lambda data/lambda_R1.fq.gz > $W/se_ro.sam 2> $W/se_ro.err
+    rc=$?; echo "se as nobody, no writable cache: $(secs "$t") s, exit $rc, compile notes $(grep -c compiling $W/se_ro.err)"
+    cmp -s $W/se1.sam $W/se_ro.sam && echo "se, no writable cache == se1"
+fi
 for f in $W/*.err; do echo "== $f"; tail -n 3 "$f"; done > "$OUT/stderr_tails.txt" 2>&1

@@ -12,7 +12,7 @@ positions on both strands, reference N kept as N, 0.2% substitutions, fixed seed
   * occurrence-block visits per read (instrumented build) and the achieved visit rate;
   * seed positions (make_seeds sampling, max_occ 500, rid filter): CPU twin vs GPU, equality + timings.
 Writes OUT/gpu_seed_bench.json and OUT/gpu_seed_bench.md and prints the table last.
-Box setup (no pip there): see docs/BENCHMARKS.md, section "GPU seeding (issue 4, step 1)".
+Box setup (no pip there): see docs/BENCHMARKS.md, its git history (the GPU seeding notes).
 """
 from __future__ import annotations
 

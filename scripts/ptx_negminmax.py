@@ -1,6 +1,6 @@
 """List the PTX shapes that CUDA 13.0's ptxas (sm_90) miscompiled in kernels/ksw2.cu's 32-bit build: an arithmetic
 negation (neg.s32) feeding a min/max whose result feeds another min/max of the same kind. ptxas fuses such a chain
-into one three-input VIMNMX3 and, in the case found, dropped the negation (docs/BENCHMARKS.md, map step 8). The PTX
+into one three-input VIMNMX3 and, in the case found, dropped the negation (docs/BENCHMARKS.md's git history). The PTX
 is right, so this only points at candidates: check their SASS on the GPU box (`nvdisasm -g` of a `-lineinfo`
 cubin) or run the kernel under compute-sanitizer (scripts/ksw2_memcheck.py). Needs nvcc, no GPU.
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_cache_dir_is_per_user_and_keyed_by_the_tree(monkeypatch, tmp_path):
     monkeypatch.setenv("G3ALIGN_CACHE_DIR", str(tmp_path))
     assert jit.cache_root() == tmp_path
-    assert jit.cache_dir() == tmp_path / "numba" / jit.tree_hash()[:20]
+    assert jit.cache_dir() == tmp_path / "numba" / f"{jit.tree_hash()[:20]}-{jit.cpu_target()}"
     monkeypatch.delenv("G3ALIGN_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert jit.cache_root() == tmp_path / "xdg" / "g3align"
@@ -43,6 +43,28 @@ def test_tree_hash_follows_every_source_file(monkeypatch, tmp_path):
     victim.write_text(victim.read_text() + "\n# an edit\n")
     monkeypatch.setattr(jit, "_tree", None)
     assert jit.tree_hash() != h0
+
+
+def test_portable_target_where_asked_or_shipped():
+    """G3ALIGN_CPU=portable compiles for x86-64-v3 (numba's cache key says so), so the cache can travel to any such
+    machine; the default compiles for this CPU where the package ships no kernels; native undoes a portable choice
+    inherited from a parent process."""
+    code = ("from g3align import jit; jit._setup()\n"
+            "from numba.core.registry import cpu_target\n"
+            "print(jit.cpu_target(), cpu_target.target_context.codegen().magic_tuple()[1], jit.cache_dir().name)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CPU") and k != "G3ALIGN_CPU"}
+
+    def ask(**kw):
+        out = subprocess.run([sys.executable, "-c", code], env=dict(env, **kw), capture_output=True, text=True,
+                             check=True)
+        return out.stdout.split()
+
+    name, magic, d = ask()
+    assert name == "native" and magic != jit.PORTABLE and d.endswith("-native")
+    if jit._host_has_portable():
+        assert ask(G3ALIGN_CPU="portable") == [jit.PORTABLE, jit.PORTABLE, d.replace("-native", f"-{jit.PORTABLE}")]
+    name, magic, _ = ask(G3ALIGN_CPU="native", NUMBA_CPU_NAME=jit.PORTABLE, NUMBA_CPU_FEATURES="")
+    assert name == "native" and magic != jit.PORTABLE
 
 
 def test_calls_from_compiled_code_do_not_specialize_on_literals():
@@ -239,3 +261,54 @@ def test_first_run_compiles_the_listed_kernels_in_parallel(tmp_path, job):
         c = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "compare", "--strict", str(out),
                             str(tmp_path / "gold.sam"), *tags], env=env, capture_output=True, text=True)
         assert c.returncode == 0, c.stdout + c.stderr
+
+
+@pytest.mark.skipif(not jit._host_has_portable(), reason="the CPU lacks x86-64-v3: nothing portable to ship")
+def test_shipped_kernels_first_run_compiles_nothing(tmp_path):
+    """An install that carries portable kernels (what `make wheel` builds: compiled/<tree>-x86-64-v3/ and its
+    stamp) runs its first `mem` with an empty user cache without compiling: the kernels are copied into the user's
+    cache once. Where the user's cache cannot be written, they are loaded from the package itself, nothing written.
+    Output is bwa's either way. Once native kernels are marked complete (`g3align warmup`), those are chosen.
+    The shipped copy is this test session's portable cache after a `mem` run."""
+    gold = tmp_path / "gold.sam"
+    gold.write_bytes(gzip.decompress((ROOT / "data/golden/lambda_se.bwa.sam.gz").read_bytes()))
+    idx = tmp_path / "lambda"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CPU") and k != "G3ALIGN_CPU"}
+    env0 = dict(clean, G3ALIGN_DETACH="0", G3ALIGN_CPU="portable")
+    for args in (["index", "-p", str(idx), str(ROOT / "data/lambda.fa.gz")],
+                 ["mem", "-o", str(tmp_path / "warm.sam"), str(idx), str(ROOT / "data/lambda_R1.fq.gz")]):
+        r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", *args], env=env0, capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stderr
+    site = tmp_path / "site"
+    pkg = _install_copy(site)
+    name = f"{jit.tree_hash()[:20]}-{jit.PORTABLE}"
+    ship = pkg / "compiled" / name
+    shutil.copytree(jit.cache_root() / "numba" / name, ship, ignore=shutil.ignore_patterns(".*"))
+    code = "import json; from g3align import jit; jit._setup(); print(json.dumps(jit.stamp()))"
+    stamp = subprocess.run([sys.executable, "-c", code], env=dict(env0, PYTHONPATH=str(site)), cwd="/",
+                           capture_output=True, text=True, check=True).stdout
+    (ship / "stamp.json").write_text(stamp)
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    before = sorted(str(p) for p in site.rglob("*"))
+    for k, cache in enumerate((tmp_path / "cache", blocker / "cache")):  # writable, then impossible to create
+        env = dict(_env(cache), PYTHONPATH=str(site))
+        env = {key: v for key, v in env.items() if not key.startswith("NUMBA_CPU") and key != "G3ALIGN_CPU"}
+        out = tmp_path / f"se{k}.sam"
+        r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "mem", "-o", str(out), str(idx),
+                            str(ROOT / "data/lambda_R1.fq.gz")], env=env, capture_output=True, text=True, cwd="/")
+        assert r.returncode == 0, r.stderr
+        assert "compiling" not in r.stderr, r.stderr
+        r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "compare", "--strict", str(out), str(gold)],
+                           env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+    assert list((tmp_path / "cache" / "numba" / name / "aligner").glob("*.nbi"))  # seeded
+    assert sorted(str(p) for p in site.rglob("*")) == before  # nothing written into the install
+    native = tmp_path / "cache" / "numba" / f"{jit.tree_hash()[:20]}-native" / "ready"
+    native.mkdir(parents=True)
+    (native / "all").touch()
+    code = "from g3align import jit; print(jit.cpu_target())"
+    r = subprocess.run([sys.executable, "-c", code], env=dict(env, G3ALIGN_CACHE_DIR=str(tmp_path / "cache")),
+                       cwd="/", capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "native"
