@@ -161,8 +161,7 @@ def run(threads: int, device: str, log=sys.stderr) -> int:
         log.flush()
         # every command's listed kernels first, shared out over the processes (jit.precompile); the runs then
         # check them and compile what the list lacks
-        jit.precompile(["index"] + [f"{j}-{d}" for d in devices for j in ("mem-se", "mem-pe", "map", "align")],
-                       threads=threads, log=log)
+        jit.precompile(jit.jobs(devices), threads=threads, log=log)
 
         def one(args):
             t = time.perf_counter()

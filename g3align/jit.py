@@ -232,8 +232,7 @@ def ship(build_lib: str) -> Path:
     if cpu_target() != PORTABLE:
         raise SystemExit(f"[E::ship] this machine cannot compile for {PORTABLE} (target: {cpu_target()})")
     # the GPU paths' CPU kernels too, on a machine without a GPU (warmup's runs cover only its own devices)
-    precompile(["index"] + [f"{j}-{d}" for d in ("cpu", "gpu") for j in ("mem-se", "mem-pe", "map", "align")],
-               log=sys.stderr)
+    precompile(jobs(("cpu", "gpu")), log=sys.stderr)
     r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "warmup"], cwd="/",
                        env=dict(os.environ, G3ALIGN_CPU="portable"))
     if r.returncode != 0:
@@ -331,6 +330,11 @@ def _install_note() -> None:
 # entry the list lacks (the code changed since it was made) is compiled where it is first called, as numba does:
 # slower, never different.
 _MANIFEST = Path(__file__).with_name("jit_manifest.json")
+
+
+def jobs(devices) -> list[str]:
+    """The manifest's jobs of these devices ('cpu', 'gpu'), index first: what warmup and ship compile."""
+    return ["index"] + [f"{j}-{d}" for d in devices for j in ("mem-se", "mem-pe", "map", "align")]
 
 
 def _record_to(path: str) -> None:
