@@ -55,8 +55,8 @@ def _cuda_driver_warm(choice: str) -> None:
 def _gil_switch_interval(device: str, us: int) -> None:
     """On the GPU path, the GIL's switch interval in microseconds (mem's SWITCH_INTERVAL_US, map's
     MAP_SWITCH_INTERVAL_US; 0: Python's 5 ms). A pipeline thread takes the GIL back after each GPU wait (a mem
-    part makes ~15), and with 5 ms it waited up to that long each time behind a thread running Python (docs/
-    docs/BENCHMARKS.md's git history)."""
+    part makes ~15), and with 5 ms it waited up to that long each time behind a thread running Python
+    (docs/BENCHMARKS.md's git history)."""
     if device == "gpu" and us > 0:
         sys.setswitchinterval(us * 1e-6)
 
@@ -1104,13 +1104,13 @@ def warmup_cmd(threads, device, clear):
     import shutil
 
     from g3align.aligner import warmup
-    if clear:
-        shutil.rmtree(jit.cache_root() / "numba", ignore_errors=True)
-        click.echo(f"[M::warmup] removed {jit.cache_root() / 'numba'}", err=True)
     if os.environ.get("G3ALIGN_CPU", "auto") == "auto" and jit.cpu_target() == jit.PORTABLE:
         sys.stdout.flush()
         os.execve(sys.executable, [sys.executable, "-m", "g3align.aligner.cli", *sys.argv[1:]],
                   dict(os.environ, G3ALIGN_CPU="native"))  # this process chose the shipped kernels: start over
+    if clear:
+        shutil.rmtree(jit.cache_root() / "numba", ignore_errors=True)
+        click.echo(f"[M::warmup] removed {jit.cache_root() / 'numba'}", err=True)
     if warmup.run(threads or os.cpu_count() or 1, device):
         sys.exit(1)
     jit.warmup_done()

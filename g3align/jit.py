@@ -28,6 +28,7 @@ Every module with compiled kernels takes `njit` from here, not from numba. Four 
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sys
@@ -175,10 +176,14 @@ def stamp(target: str | None = None) -> dict:
 
 def shipped_dir(target: str | None = None) -> Path | None:
     """The package's compiled kernels for this tree, target, Python and numba, if it carries them."""
-    import json
     if not SHIPPED.is_dir():
         return None
-    target = target or cpu_target()
+    return _shipped(target or cpu_target())
+
+
+@functools.lru_cache(maxsize=None)
+def _shipped(target: str) -> Path | None:  # once per process: the target choice, the seeding and precompile ask
+    import json
     d = SHIPPED / f"{tree_hash()[:20]}-{target}"
     try:
         return d if json.loads((d / "stamp.json").read_text()) == stamp(target) else None
