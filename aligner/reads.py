@@ -453,6 +453,81 @@ def _fastq_block(arr, nl, table, space, digit, trim, keep_raw):
             cbuf_o[:coff[n]], coff)
 
 
+@njit(cache=True, nogil=True)
+def _fasta_block(arr, table, space, digit, trim, keep_raw):
+    """_Parser.fasta's whole work on a block of complete FASTA records (arr[0] == '>') in one nogil call:
+    (ok, off, codes, raw, name_buf, name_off, com_buf, com_off, lines). A record starts at a '>' that begins a
+    line; its sequence is every byte of the following lines but the line ends ('\n', or '\r\n'); lines: the
+    block's line count as _Parser.fasta counts them. ok is False, with empty arrays, when a base is invalid:
+    the caller then parses the block the Python way, which finds and reports the error."""
+    m = arr.shape[0]
+    z8 = np.empty(0, np.uint8)
+    z64 = np.zeros(1, np.int64)
+    n = 1
+    nl = 0
+    for i in range(m):
+        if arr[i] == 10:
+            nl += 1
+            if i + 1 < m and arr[i + 1] == 62:
+                n += 1
+    lines = nl + (0 if m and arr[m - 1] == 10 else 1)
+    bad = (False, z64, z8, z8, z8, z64, z8, z64, lines)
+    off = np.zeros(n + 1, np.int64)
+    noff = np.zeros(n + 1, np.int64)
+    coff = np.zeros(n + 1, np.int64)
+    codes = np.empty(m, np.uint8)
+    raw = np.empty(m if keep_raw else 0, np.uint8)
+    nbuf = np.empty(m, np.uint8)
+    cbuf = np.empty(m, np.uint8)
+    hi = 0
+    p = 0
+    o = 0
+    for r in range(n):
+        hs = p + 1                                   # the header line, after '>'
+        e = hs
+        while e < m and arr[e] != 10:
+            e += 1
+        he = e - 1 if e > hs and e < m and arr[e - 1] == 13 else e
+        ne = he
+        for j in range(hs, he):
+            if space[arr[j]]:
+                ne = j
+                break
+        nlen = ne - hs
+        if trim and nlen > 2 and arr[ne - 2] == 47 and digit[arr[ne - 1]]:
+            nlen -= 2
+        q = noff[r]
+        for j in range(nlen):
+            nbuf[q + j] = arr[hs + j]
+        noff[r + 1] = q + nlen
+        cs = min(ne + 1, he)
+        q = coff[r]
+        for j in range(he - cs):
+            cbuf[q + j] = arr[cs + j]
+        coff[r + 1] = q + he - cs
+        p = e + 1                                    # the sequence lines, up to a line that starts with '>'
+        while p < m and arr[p] != 62:
+            le = p
+            while le < m and arr[le] != 10:
+                le += 1
+            nxt = le + 1
+            if le > p and le < m and arr[le - 1] == 13:   # (a '\r' at the very end stays: the Python path's)
+                le -= 1
+            for k in range(p, le):
+                v = table[arr[k]]
+                codes[o] = v
+                hi |= v
+                o += 1
+            if keep_raw:
+                raw[o - (le - p):o] = arr[p:le]
+            p = nxt
+        off[r + 1] = o
+    if hi == 255:
+        return bad
+    t = off[n]
+    return (True, off, codes[:t], raw[:t if keep_raw else 0], nbuf[:noff[n]], noff, cbuf[:coff[n]], coff, lines)
+
+
 @njit(cache=True, inline="always")
 def _line_bound(arr, nl, k):
     """(start, end) of line k ending at the newline nl[k] (end exclusive, a trailing '\\r' dropped)."""
@@ -739,8 +814,25 @@ class _Parser:
                          f"invalid character {_char(byte_of(i, pos))} in sequence at position {pos + 1}")
 
     # -- FASTA --------------------------------------------------------------------------------
+    def fasta_kernel(self, buf: bytes, parsed=None) -> ReadBatch | None:
+        """A block parsed by _fasta_block (or its result `parsed`, made beforehand on the parse pool) as a
+        batch numbered from here on; None when the block holds an invalid base (fasta() then reports it)."""
+        ok, off, codes, raw, nbuf, noff, cbuf, coff, lines = parsed if parsed is not None else _fasta_block(
+            np.frombuffer(buf, np.uint8), NT4, _SPACE, _DIGIT, self.trim_readno, self.keep_raw)
+        if not ok:
+            return None
+        batch = ReadBatch(None, None, codes, off, np.zeros(0, np.uint8), False, self.n_rec,
+                          raw if self.keep_raw else None, nbuf, noff, cbuf, coff)
+        self.n_rec += off.shape[0] - 1
+        self.n_line += lines
+        return batch
+
     def fasta(self, buf: bytes) -> ReadBatch:
         """Parse a block of complete FASTA records; `buf` starts with '>'."""
+        if PARSE_KERNEL:  # well-formed blocks in one call; an invalid base: the path below finds and reports it
+            batch = self.fasta_kernel(buf)
+            if batch is not None:
+                return batch
         if b"\r" in buf:
             buf = buf.replace(b"\r\n", b"\n")
         recs = buf[1:].split(b"\n>")
@@ -900,22 +992,43 @@ def _fastq_pieces(fh: BinaryIO, p: _Parser, carry: bytes, block_size: int) -> It
 
 
 def _fasta_pieces(fh: BinaryIO, p: _Parser, carry: bytes, block_size: int) -> Iterator[ReadBatch]:
+    """Blocks of whole records parsed by _fasta_block on the parse pool (nogil; up to PARSE_AHEAD at a time) and
+    numbered in file order as they are yielded; a block with an invalid base is parsed again in its turn the
+    Python way, which reports it with its record and line. The reader itself only finds block ends."""
+    pending: deque = deque()                         # (block, future of its _fasta_block result)
+
+    def parse(block: bytes):
+        return _fasta_block(np.frombuffer(block, np.uint8), NT4, _SPACE, _DIGIT, p.trim_readno, p.keep_raw)
+
+    def take():
+        block, fut = pending.popleft()
+        batch = p.fasta_kernel(block, fut.result()) if PARSE_KERNEL else None
+        return batch if batch is not None else p.fasta(block)
+
     chunks = [carry]                                 # the unparsed tail, as a list (no quadratic +=)
     last = carry[-1:]
     while True:
         data, err = _read_or_cut(fh, block_size)
         if not data and err is None:
             break
-        j = (last + data).rfind(b"\n>")             # index j of (last + data) = index j-1+1 of data
-        last = data[-1:]
+        i = data.rfind(b"\n>")                     # the last record start in data, or one at its very start
+        j = i + 1 if i >= 0 else (0 if last == b"\n" and data[:1] == b">" else -1)
+        if data:
+            last = data[-1:]
         if j < 0:
             chunks.append(data)
         else:
-            block = b"".join(chunks) + data[:j]      # records before the last header are complete
+            block = b"".join([*chunks, memoryview(data)[:j]])   # records before the last header are complete
             chunks = [data[j:]]
-            yield p.fasta(block)
+            pending.append((block, _parse_pool().submit(parse, block) if PARSE_KERNEL else None))
+        while pending and (len(pending) > PARSE_AHEAD or pending[0][1] is None or pending[0][1].done()):
+            yield take()
         if err is not None:  # a cut or a corrupt block: the whole records before it first, then the error
+            while pending:
+                yield take()
             raise err
+    while pending:
+        yield take()
     block = b"".join(chunks).rstrip(b"\r\n")       # blank lines after the last record do not count
     if block:
         yield p.fasta(block)

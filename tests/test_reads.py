@@ -612,6 +612,50 @@ def test_parse_kernel_equals_numpy_path(tmp_path, monkeypatch, trim, keep_raw):
             assert np.array_equal(x, y)
 
 
+@pytest.mark.parametrize("trim,keep_raw", [(True, True), (False, False)])
+def test_fasta_kernel_equals_python_path(tmp_path, monkeypatch, trim, keep_raw):
+    """reads._fasta_block (a block in one nogil call, on the parse pool) == the Python path, field for field:
+    multi-line and empty sequences, blank lines, CRLF, names with /1 and comments; an invalid base in a later
+    block is reported with its record and line either way."""
+    from g3align.aligner import reads
+    rng = random.Random(6)
+    recs = []
+    for i in range(3000):
+        n = rng.choice([0, 1, 5, 150, 151, 700])
+        seq = "".join(rng.choice("ACGTNacgtn.RYKM-") for _ in range(n))
+        name = rng.choice([f"r{i}", f"r{i}/1", f"x/{i}", "a/", ""])
+        com = rng.choice(["", " c", "\tBC:Z:AC\tXY:i:1", " two words "])
+        eol = rng.choice(["\n", "\r\n"])
+        body = eol.join(seq[k:k + 60] for k in range(0, n, 60)) if rng.random() < 0.5 else seq
+        blank = rng.choice(["", eol])
+        recs.append(f">{name}{com}{eol}{body}{eol}{blank}")
+    p = tmp_path / "a.fa"
+    p.write_text("".join(recs))
+    got = {}
+    for kernel in (True, False):
+        monkeypatch.setattr(reads, "PARSE_KERNEL", kernel)
+        got[kernel] = list(reads.iter_pieces(str(p), block_size=1 << 15, trim_readno=trim, keep_raw=keep_raw))
+    assert len(got[True]) == len(got[False]) > 3
+    for a, b in zip(got[True], got[False]):
+        assert a.n == b.n and a.first_id == b.first_id
+        for f in ("seq", "seq_off"):
+            assert np.array_equal(getattr(a, f), getattr(b, f)), f
+        if keep_raw:
+            assert np.array_equal(a.raw, b.raw)
+        assert a.names == b.names and a.comments == b.comments
+    text = "".join(recs)
+    k = text.index(">", len(text) * 3 // 4)                  # a record in a later block: an invalid base
+    k = text.index("\n", k) + 1
+    bad = text[:k] + "AC*" + text[k:]
+    rec = text[:k].count("\n>") + 1
+    line = text[:k].count("\n") + 1
+    p.write_text(bad)
+    for kernel in (True, False):
+        monkeypatch.setattr(reads, "PARSE_KERNEL", kernel)
+        with pytest.raises(reads.ReadFormatError, match=rf"record {rec} \(line {line}\): invalid character '\*'"):
+            list(reads.iter_pieces(str(p), block_size=1 << 15))
+
+
 @pytest.mark.parametrize("split", [1, 2, 4])
 def test_interleave_split_copies_equal(tmp_path, monkeypatch, split):
     """interleave copies bases and qualities in INTERLEAVE_SPLIT pair ranges on threads at once: the same
