@@ -1,7 +1,14 @@
 """Pairwise DP alignment engine: many (query, target) pairs -> score, ends, starts, CIGAR.
 
-Input: two equal-length lists of DNA sequences (str / bytes) or pre-encoded ``(codes, offsets)``
-CSR pairs (codes uint8 0..4, offsets int64[n+1]).  Output: :class:`PairwiseResult`, numpy arrays.
+Input: two equal-length lists of DNA sequences (str / bytes), pre-encoded ``(codes, offsets)`` CSR
+pairs (codes uint8 0..4, offsets int64[n+1]; numpy or CuPy) or ``Packed2`` (2-bit packed), see
+aligner/pwio.py.  Output: :class:`PairwiseResult`, numpy arrays (``output="cupy"``: left on the GPU).
+
+Transport (GPU path): host arrays go up through their own pages locked in place (pinned.upload);
+big host code arrays go in slabs whose uploads overlap the alignment of the slab before
+(_align_slabs); offsets of batches with one query and one target length are made on the device;
+CIGARs are compacted on the device (_Cigars) and every result array comes back in one copy.
+``timings=`` receives where a call's time went (encode, upload, route, kernel, download).
 
 Scoring (bwa conventions)
   * bases A C G T (either case) are 0..3; the IUPAC ambiguity codes N R Y K M S W B D H V (either
@@ -54,10 +61,13 @@ full direction matrix, or for large pairs the same gridded walk (identical CIGAR
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numba
 import numpy as np
+from g3align.aligner import pinned
+from g3align.aligner.pwio import Packed2, csr, device_codes, gather_runs, host_codes, host_form, pack2, slab_codes  # noqa: F401
 from numba import prange
 
 from g3align.jit import njit
@@ -72,37 +82,9 @@ CIGAR_OPS = "MID"
 # ---------------------------------------------------------------------------------------------
 # encoding
 
-_LUT = np.full(256, 255, np.uint8)
-for _c, _v in zip("ACGT", range(4)):
-    _LUT[ord(_c)] = _v
-    _LUT[ord(_c.lower())] = _v
-for _c in "NRYKMSWBDHV":
-    _LUT[ord(_c)] = 4
-    _LUT[ord(_c.lower())] = 4
-
-
 def encode_seqs(seqs, what: str = "sequence") -> tuple[np.ndarray, np.ndarray]:
-    """List of str/bytes (or an already encoded ``(codes, offsets)`` pair) -> (uint8 codes, int64 offsets)."""
-    if isinstance(seqs, tuple) and len(seqs) == 2 and isinstance(seqs[0], np.ndarray):
-        codes = np.ascontiguousarray(seqs[0], dtype=np.uint8)
-        off = np.ascontiguousarray(seqs[1], dtype=np.int64)
-        if off.ndim != 1 or off.size < 1 or off[0] != 0 or off[-1] != codes.size or np.any(np.diff(off) < 0):
-            raise ValueError(f"{what} offsets are not a valid CSR offsets array")
-        if codes.size and codes.max() > 4:
-            raise ValueError(f"{what} codes must be 0..4")
-        return codes, off
-    bs = [s.encode("ascii", "replace") if isinstance(s, str) else bytes(s) for s in seqs]
-    lens = np.fromiter((len(b) for b in bs), dtype=np.int64, count=len(bs))
-    off = np.zeros(len(bs) + 1, np.int64)
-    np.cumsum(lens, out=off[1:])
-    raw = np.frombuffer(b"".join(bs), dtype=np.uint8)
-    codes = _LUT[raw]
-    bad = np.flatnonzero(codes == 255)
-    if bad.size:
-        k = int(np.searchsorted(off, bad[0], side="right") - 1)
-        raise ValueError(f"{what} {k}: invalid character {chr(raw[bad[0]])!r} at position "
-                         f"{int(bad[0] - off[k])} (allowed: ACGT, IUPAC codes as N)")
-    return codes, off
+    """Any input form (aligner/pwio.py) -> (uint8 codes, int64 offsets), numpy."""
+    return host_codes(seqs, what)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -548,21 +530,12 @@ def _cpu_batch(qc, qoff, tc, toff, mode, match, mismatch, go, ge, band, tb, cig,
             out[k0, k] = r[k]
 
 
-@njit(cache=True)
-def _compact(src, src_off, counts, dst_off, dst):
-    for p in range(counts.size):
-        a = src_off[p]
-        b = dst_off[p]
-        for k in range(counts[p]):
-            dst[b + k] = src[a + k]
-
-
 def _finish(out: np.ndarray, cig_cap: np.ndarray, cap_off: np.ndarray, device: str) -> PairwiseResult:
     counts = out[:, 5].astype(np.int64)
     off = np.zeros(counts.size + 1, np.int64)
     np.cumsum(counts, out=off[1:])
     cig = np.empty(int(off[-1]), np.uint32)
-    _compact(cig_cap, cap_off, counts, off, cig)
+    gather_runs(cig_cap, cap_off, counts, off, cig)
     return PairwiseResult(out[:, 0].copy(), out[:, 1].copy(), out[:, 2].copy(), out[:, 3].copy(),
                           out[:, 4].copy(), cig, off, device)
 
@@ -662,10 +635,21 @@ def choose_config16(m: int) -> tuple[int, int]:
     return (1, min(range(32, 25, -1), key=lambda r: (-(-m // r) * r - m, -r)))
 
 
+def _median(x: np.ndarray, uniform: bool = False) -> int:
+    """Median length for choose_config16 (of a regular sample of big arrays: it only picks a kernel shape)."""
+    if uniform or x.size == 0:
+        return int(x[0]) if x.size else 0
+    return int(np.median(x[::max(1, x.size // 65536)]))
+
+
 def pair_up(plist: np.ndarray, m: np.ndarray) -> np.ndarray:
     """plist sorted by query length -> int32 [A0, B0, A1, B1, ...]: neighbours of equal m share a
     group of the 16-bit kernel; B = -1 where an odd one is left alone."""
     k = plist.size
+    if k and m[plist[0]] == m[plist[-1]]:        # one query length (sorted: all equal): neighbours pair up
+        o = np.full(2 * ((k + 1) // 2), -1, np.int32)
+        o[:k] = plist
+        return o
     ms = m[plist]
     idx = np.arange(k)
     start = np.r_[True, ms[1:] != ms[:-1]] if k else np.zeros(0, bool)
@@ -713,53 +697,100 @@ def fits_tb16(m, n, match, mismatch, go, ge, mode=None) -> np.ndarray:
     return ok
 
 
+def _all_fit_tb16(mmin, mmax, nmax, match, mismatch, go, ge, mode) -> bool:
+    """Whether every pair with mmin <= m <= mmax and n <= nmax passes ``fits_tb16`` (checked at the corners:
+    its bounds grow with n and min(m, n), and depend on m otherwise only through R, so each R in the range is
+    tried with the longest query it covers)."""
+    r = np.arange(int(tb16_rows(mmin)), int(tb16_rows(mmax)) + 1)
+    mt = np.minimum(32 * r, mmax)
+    return bool(fits_tb16(mt, np.full(mt.size, nmax), match, mismatch, go, ge, mode).all())
+
+
 def _tb16_batch(cp, get_module, plist, m, n, mode, match, mismatch, go, ge, mem_budget, qd, qoff_d, td, toff_d,
-                score_d, qend_d, tend_d, tb_d, cap_off, cig_host, ev0, ev1, npairs, prof=None):
+                score_d, qend_d, tend_d, tb_d, cigs, ev0, ev1, npairs, prof=None, whole=False, uniform=False,
+                offs=None, stats=None):
     """Traceback of short pairs with pw_tb16 (two pairs per warp, directions in shared memory).
-    plist: pairs that pass ``fits_tb16``.  Returns kernel seconds.  prof: a list that receives, per
-    launch, the (groups, 3) int64 cycles of the forward pass / the walk / the SM id (TBPROF build)."""
+    plist: pairs that pass ``fits_tb16``; their CIGARs go to ``cigs`` (_Cigars).  whole: plist is every pair in
+    index order, offs = the host (qoff, toff) and stats = (min m, max m, max n) then; uniform: all pairs have
+    the same m and the same n.
+    Returns kernel seconds.  prof: a list that receives, per launch, the (groups, 3) int64 cycles of the
+    forward pass / the walk / the SM id (TBPROF build)."""
     ktime = 0.0
-    rr = tb16_rows(m[plist])
-    cig_off_h = np.zeros(npairs, np.int64)
-    for r in np.unique(rr):
-        pl = plist[rr == r]
-        pl = pl[np.lexsort((n[pl], m[pl]))]
-        order2 = pair_up(pl, m)
+    mp = m if whole else m[plist]
+    np_ = n if whole else n[plist]
+    mlo, mhi, nhi = stats if whole else (int(mp.min()), int(mp.max()), int(np_.max()))
+    r0, r1 = int(tb16_rows(mlo)), int(tb16_rows(mhi))
+    rr = None if r0 == r1 else tb16_rows(mp)
+    cig_off_h = None
+    for r in range(r0, r1 + 1):
+        pl = plist if rr is None else plist[rr == r]
+        if pl.size == 0:
+            continue
+        one = rr is None
+        pl = _by_length(pl, m, n, whole and one, uniform)
+        order2 = _pairs_in_order(cp, npairs) if whole and one and uniform else pair_up(pl, m)
         G = order2.size // 2
-        a_ = order2[0::2]
-        b_ = order2[1::2]
-        cost = (m[a_] + n[a_]) * 4 + np.where(b_ >= 0, m[a_] + n[np.maximum(b_, 0)], 0) * 4
-        csum = np.cumsum(cost)
-        defs = _defines(mode, match, mismatch, go, ge, -1, True, 32, int(r))
+        if whole and one:
+            cells = int(offs[0][-1] + offs[1][-1]) * 4
+        else:
+            cells = int(((mp + np_) * 4).sum()) if one else int(((m[pl] + n[pl]) * 4).sum())
+        if cells > mem_budget and not isinstance(order2, np.ndarray):
+            order2 = order2.get()
+        if cells <= mem_budget:
+            bounds = [0, G]                                  # one launch
+        else:
+            a_ = order2[0::2]
+            b_ = order2[1::2]
+            cost = (m[a_] + n[a_]) * 4 + np.where(b_ >= 0, m[a_] + n[np.maximum(b_, 0)], 0) * 4
+            csum = np.cumsum(cost)
+            bounds = [0]
+            while bounds[-1] < G:
+                a = bounds[-1]
+                bounds.append(max(int(np.searchsorted(csum, (csum[a - 1] if a else 0) + mem_budget, side="right")),
+                                  a + 1))
+        defs = _defines(mode, match, mismatch, go, ge, -1, True, 32, r)
         if prof is not None:
             defs["TBPROF"] = 1
         k = get_module("pairwise", defs).get_function("pw_tb16")
-        a = 0
-        while a < G:
-            b = max(int(np.searchsorted(csum, (csum[a - 1] if a else 0) + mem_budget, side="right")), a + 1)
+        for a, b in zip(bounds[:-1], bounds[1:]):
             o2 = order2[2 * a:2 * b]
-            chunk = o2[o2 >= 0]
-            co = np.zeros(chunk.size + 1, np.int64)
-            np.cumsum(m[chunk] + n[chunk], out=co[1:])
-            cig_off_h[chunk] = co[:-1]
+            if whole and one and len(bounds) == 2:           # every pair, in order: CIGAR room at qoff + toff
+                chunk = None
+                if uniform:
+                    cig_off_d = cp.arange(npairs, dtype=cp.int64) * (mlo + nhi)
+                    co = np.array([0, npairs * (mlo + nhi)], np.int64)
+                else:
+                    co = offs[0] + offs[1]
+                    cig_off_d = pinned.upload(co[:-1])
+                nmx, mmx = nhi, mhi
+            else:
+                o2 = o2 if isinstance(o2, np.ndarray) else o2.get()
+                chunk = pl if len(bounds) == 2 else o2[o2 >= 0]
+                co = csr(m[chunk] + n[chunk])
+                if cig_off_h is None:
+                    cig_off_h = np.zeros(npairs, np.int64)
+                cig_off_h[chunk] = co[:-1]
+                cig_off_d = pinned.upload(cig_off_h)
+                nmx, mmx = int(n[chunk].max()), int(m[chunk].max())
             cigd = cp.empty(max(int(co[-1]), 1), cp.uint32)
-            nmx = int(n[chunk].max())                            # direction bytes + one word per column
-            smem = nmx * 32 * int(r) + 4 * max(nmx, int(m[chunk].max()))   # (and per query row, for the walk)
-            if smem > 48 << 10:
+            smem = nmx * 32 * r + 4 * max(nmx, mmx)          # direction bytes + one word per column
+            if smem > 48 << 10:                              # (and per query row, for the walk)
                 k.max_dynamic_shared_size_bytes = max(smem, k.max_dynamic_shared_size_bytes)
             profd = cp.zeros(3 * (b - a), cp.int64) if prof is not None else cp.zeros(1, cp.int64)
             ev0.record()
-            k((b - a,), (32,), (qd, qoff_d, td, toff_d, cp.asarray(o2), np.int32(b - a), score_d, qend_d, tend_d,
-                                cigd, cp.asarray(cig_off_h), tb_d, profd), shared_mem=smem)
+            k((b - a,), (32,), (qd, qoff_d, td, toff_d, pinned.upload(o2) if isinstance(o2, np.ndarray) else o2,
+                                np.int32(b - a), score_d, qend_d, tend_d, cigd, cig_off_d, tb_d, profd),
+              shared_mem=smem)
             ev1.record()
             ev1.synchronize()
             ktime += cp.cuda.get_elapsed_time(ev0, ev1) / 1e3
             if prof is not None:
                 prof.append(profd.get().reshape(-1, 3))
-            tbh = tb_d.get().reshape(-1, 3)
-            _compact(cigd.get(), co[:-1].copy(), tbh[chunk, 2].astype(np.int64), cap_off[chunk].copy(), cig_host)
+            if chunk is None:
+                cigs.keep(cigd, cig_off_d, None, tb_d)
+            else:
+                cigs.keep(cigd, co[:-1], chunk, tb_d)
             del cigd
-            a = b
     return ktime
 
 
@@ -925,19 +956,33 @@ def _chain_batch(cp, qd, qoff, td, toff, plist, mode, match, mismatch, go, ge, b
     return (c[best, 0].astype(np.int32), c[best, 1].astype(np.int32), c[best, 2].astype(np.int32))
 
 
-def _run16(cp, kern, order2, G, n, qd, qoff_d, td, toff_d, score_d, qend_d, tend_d, mem_budget, ev0, ev1):
-    """Launch pw_batch16 over groups (chunks that fit mem_budget); returns kernel seconds."""
-    a_ = order2[0::2]
-    b_ = order2[1::2]
-    maxn_g = np.maximum(n[a_], np.where(b_ >= 0, n[np.maximum(b_, 0)], 0))
-    csum = np.cumsum((maxn_g + 1) * 8)
+def _run16(cp, kern, order2, G, n, qd, qoff_d, td, toff_d, score_d, qend_d, tend_d, mem_budget, ev0, ev1,
+           nmax=None):
+    """Launch pw_batch16 over groups (chunks that fit mem_budget); returns kernel seconds.  nmax: at least the
+    longest target of the groups (boundary rows of one launch; by default found here)."""
+    if nmax is None:
+        order2 = order2 if isinstance(order2, np.ndarray) else order2.get()
+        valid = order2[order2 >= 0]
+        nmax = int(n[valid].max()) if valid.size else 0
+    bounds, maxn = ([0, G], [nmax]) if (nmax + 1) * 8 * G <= mem_budget else (None, None)   # one launch
+    if bounds is None:
+        order2 = order2 if isinstance(order2, np.ndarray) else order2.get()
+        a_ = order2[0::2]
+        b_ = order2[1::2]
+        maxn_g = np.maximum(n[a_], np.where(b_ >= 0, n[np.maximum(b_, 0)], 0))
+        csum = np.cumsum((maxn_g + 1) * 8)
+        bounds, maxn = [0], []
+        while bounds[-1] < G:
+            a = bounds[-1]
+            b = max(int(np.searchsorted(csum, (csum[a - 1] if a else 0) + mem_budget, side="right")), a + 1)
+            bounds.append(b)
+            maxn.append(int(maxn_g[a:b].max()))
     ktime = 0.0
-    a = 0
-    while a < G:
-        b = max(int(np.searchsorted(csum, (csum[a - 1] if a else 0) + mem_budget, side="right")), a + 1)
+    for (a, b), mx in zip(zip(bounds[:-1], bounds[1:]), maxn):
         g = b - a
-        bnd = cp.empty((int(maxn_g[a:b].max()) + 1) * g * 2, cp.uint32)
-        o2 = cp.asarray(order2[2 * a:2 * b])
+        bnd = cp.empty((mx + 1) * g * 2, cp.uint32)
+        o2 = order2[2 * a:2 * b]
+        o2 = pinned.upload(o2) if isinstance(o2, np.ndarray) else o2
         threads = g * kern.lanes
         ev0.record()
         kern.f((-(-threads // 128),), (128,), (qd, qoff_d, td, toff_d, o2, np.int32(g), bnd, score_d, qend_d, tend_d))
@@ -945,7 +990,6 @@ def _run16(cp, kern, order2, G, n, qd, qoff_d, td, toff_d, score_d, qend_d, tend
         ev1.synchronize()
         ktime += cp.cuda.get_elapsed_time(ev0, ev1) / 1e3
         del bnd
-        a = b
     return ktime
 
 
@@ -1023,7 +1067,7 @@ TB_SMEM_MAX = 100 << 10            # pw_tb: block direction words in shared memo
 
 
 def _grid_batch(cp, get_module, plist, fcfg, tcfg, grid, m, n, mode, match, mismatch, go, ge, band, mem_budget,
-                qd, qoff_d, td, toff_d, score_d, qend_d, tend_d, tb_d, cap_off, cig_host, ev0, ev1, npairs,
+                qd, qoff_d, td, toff_d, score_d, qend_d, tend_d, tb_d, cigs, ev0, ev1, npairs,
                 timings=None, f16=False):
     """Gridded traceback of many pairs: pw_batch_ck (forward config fcfg, score only + checkpoints),
     then pw_tb (config tcfg) recomputing the blocks along each path.  f16: every pair passes ``fits16``
@@ -1099,17 +1143,96 @@ def _grid_batch(cp, get_module, plist, fcfg, tcfg, grid, m, n, mode, match, mism
         if timings is not None:
             timings["grid_fwd_s"] = timings.get("grid_fwd_s", 0.0) + cp.cuda.get_elapsed_time(ev0, evm) / 1e3
             timings["grid_tb_s"] = timings.get("grid_tb_s", 0.0) + cp.cuda.get_elapsed_time(evm, ev1) / 1e3
-        tbh = tb_d.get().reshape(-1, 3)
-        _compact(cigd.get(), go_[:-1].copy(), tbh[chunk, 2].astype(np.int64), cap_off[chunk].copy(), cig_host)
+        cigs.keep(cigd, go_[:-1], chunk, tb_d)
         del rck, cck, sbnd, sdir, cigd
         a = b
     return ktime
 
 
+class _Cigars:
+    """CIGARs made on the GPU, kept compacted per launch until the end of a call: the kernels write each pair's
+    runs into room for m + n of them; ``keep`` packs a launch's pairs right after it (pw_gather_runs), so that only
+    the runs themselves stay on the device and come back, and ``assemble`` puts every pair's runs in pair order."""
+
+    def __init__(self, cp):
+        self.cp = cp
+        self.parts: list = []           # (pairs int64, runs uint32, their offsets int64, counts int32), device
+
+    def _gather(self, src, src_off, cnt, dst_off, dst):
+        from g3align.kernels.loader import get_module
+        G = int(cnt.size)
+        if G:
+            get_module("pwio").get_function("pw_gather_runs")(
+                (-(-G // 256),), (256,), (src, src_off, cnt, np.int32(1), dst_off, dst, np.int32(G)))
+
+    def keep(self, cigd, src_off, pairs, tb_d) -> None:
+        """Pairs (host indices; None: every pair, in order) whose runs are in cigd from src_off (per pair, same
+        order; host or device); counts from tb_d (q_start, t_start, count per pair)."""
+        cp = self.cp
+        if pairs is None:
+            pairs_d = None
+            cnt = tb_d.reshape(-1, 3)[:, 2].copy()
+        else:
+            pairs_d = pinned.upload(np.asarray(pairs, np.int64))
+            cnt = tb_d.reshape(-1, 3)[pairs_d, 2]
+        off = cp.zeros(cnt.size + 1, cp.int64)
+        off[1:] = cp.cumsum(cnt, dtype=cp.int64)
+        runs = cp.empty(max(int(off[-1]), 1), cp.uint32)
+        src = pinned.upload(np.asarray(src_off, np.int64)) if isinstance(src_off, np.ndarray) else src_off
+        self._gather(cigd, src, cnt, off, runs)
+        self.parts.append((pairs_d, runs, off, cnt))
+
+    def keep_host(self, pairs, runs_list) -> None:
+        """CIGARs made on the host (pairs with an empty side, huge pairs): pairs and a list of uint32 arrays."""
+        cp = self.cp
+        cnt = np.array([r.size for r in runs_list], np.int32)
+        off = csr(cnt)
+        runs = np.concatenate(runs_list) if runs_list else np.zeros(0, np.uint32)
+        self.parts.append((cp.asarray(np.asarray(pairs, np.int64)), cp.asarray(np.r_[runs, np.zeros(1, np.uint32)]),
+                           cp.asarray(off), cp.asarray(cnt)))
+
+    def assemble(self, counts):
+        """(runs uint32, offsets int64[n+1]) on the device, pairs in order; counts: int32 runs per pair (device)."""
+        cp = self.cp
+        off = cp.zeros(counts.size + 1, cp.int64)
+        off[1:] = cp.cumsum(counts, dtype=cp.int64)
+        cig = cp.empty(max(int(off[-1]), 1), cp.uint32)
+        for pairs_d, runs, roff, cnt in self.parts:
+            self._gather(runs, roff, cnt, off if pairs_d is None else off[pairs_d], cig)
+        return cig[:int(off[-1])], off
+
+
+def _pairs_in_order(cp, k: int):
+    """pair_up of every pair in index order when all have one query length, made on the device: int32
+    [0, 1, 2, ..., k - 1] and a -1 for an odd k."""
+    o = cp.arange(2 * ((k + 1) // 2), dtype=cp.int32)
+    if k % 2:
+        o[k] = -1
+    return o
+
+
+def _by_length(plist, m, n, whole: bool = False, uniform: bool = False):
+    """plist ordered by (query length, target length) (the batch kernels' grouping): unchanged when already so,
+    else sorted on the GPU for big lists (any order of equal keys gives the same results). whole: plist is every
+    pair in index order (m, n used as they are); uniform: every pair has the same m and the same n."""
+    if plist.size < 2 or uniform:
+        return plist
+    mp, np_ = (m, n) if whole else (m[plist], n[plist])
+    key = (mp.astype(np.int64) << 32) | np_
+    if np.all(key[1:] >= key[:-1]):
+        return plist
+    if plist.size >= 1 << 15:
+        import cupy as cp
+        return plist[cp.argsort(cp.asarray(key)).get()]
+    return plist[np.argsort(key, kind="stable")]
+
+
 def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, config=None,
               mem_budget: int = 6 << 30, timings: dict | None = None, width="auto",
-              config16=None, tb_method="grid", grid=None, tb16_prof=None, chain_batch=None) -> PairwiseResult:
-    """GPU path; pairs with an empty side go through the CPU twin's closed forms.
+              config16=None, tb_method="grid", grid=None, tb16_prof=None, chain_batch=None,
+              output: str = "numpy", lens=None) -> PairwiseResult:
+    """GPU path over CSR codes (numpy or CuPy; offsets numpy); pairs with an empty side go through the CPU
+    twin's closed forms.  output="cupy" leaves the result arrays on the device.
 
     Score-only, unbanded pairs whose DP values provably fit int16 (``fits16``) run in the 16-bit
     packed DPX kernel unless ``width=32``; ``width=16`` only forbids nothing extra (pairs that do
@@ -1124,65 +1247,99 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
     Score only (no ``config``): those and, where the batch kernels would underfill the GPU, queries of
     LONG_MIN_M or more go to pw_chain_batch (``chain_batch_pairs``; ``chain_batch=True`` / ``False``
     forces all of them / none, the latter being the previous routes).
+    Results stay on the device until the end of the call (CIGARs compacted there, _Cigars) and come back in
+    one copy per array.  timings (if given) receives seconds: upload_s (inputs to the device), route_s (host
+    work choosing kernels and orders), kernel_s (CUDA events around the launches), download_s (results back),
+    and the pair counts of each route.
     """
+    import time
+
     import cupy as cp
     from g3align.kernels.loader import get_module
 
+    tim = timings if timings is not None else {}
+
+    def add(key, t0):
+        tim[key] = tim.get(key, 0.0) + time.perf_counter() - t0
+
+    t0 = time.perf_counter()
     npairs = qoff.size - 1
-    m = np.diff(qoff)
-    n = np.diff(toff)
-    out = np.zeros((npairs, 6), np.int32)
-    cap = (m + n) if tb else np.zeros(npairs, np.int64)
-    cap_off = np.zeros(npairs + 1, np.int64)
-    np.cumsum(cap, out=cap_off[1:])
-    cig_host = np.zeros(max(int(cap_off[-1]), 1), np.uint32)
+    if lens is None:
+        m, n = np.diff(qoff), np.diff(toff)
+        lens = (m, n) + ((int(m.min()), int(m.max()), int(n.min()), int(n.max())) if npairs else (0, 0, 0, 0))
+    m, n, mmin, mmax, nmin, nmax = lens
+    uniform = mmin == mmax and nmin == nmax      # one query length and one target length
+    qd = qc if not isinstance(qc, np.ndarray) else pinned.upload(qc)
+    td = tc if not isinstance(tc, np.ndarray) else pinned.upload(tc)
+    if uniform:                                  # offsets k * length, made on the device
+        qoff_d = cp.arange(npairs + 1, dtype=cp.int64) * mmin
+        toff_d = cp.arange(npairs + 1, dtype=cp.int64) * nmin
+    else:
+        qoff_d = pinned.upload(qoff)
+        toff_d = pinned.upload(toff)
+    add("upload_s", t0)
+    t0 = time.perf_counter()
+    res = cp.zeros((6, npairs), cp.int32)      # score, q_end, t_end, q_start, t_start, CIGAR runs
+    score_d, qend_d, tend_d = res[0], res[1], res[2]
+    res[3] = -1 if mode == 2 else 0            # the starts without traceback (see the module docstring)
+    res[4] = 0 if mode == 0 else -1
+    cigs = _Cigars(cp)
+    tb_d = cp.zeros(3 * npairs, cp.int32) if tb else None   # q_start, t_start, runs of the batch routes' pairs
+    tb_pairs: list = []
 
-    empty = np.flatnonzero((m == 0) | (n == 0))
+    whole = mmin > 0 and nmin > 0              # no empty side: work is every pair, in order
+    work = _scratch("work", npairs, np.arange) if whole else np.flatnonzero((m > 0) & (n > 0))
+    empty = np.zeros(0, np.int64) if whole else np.flatnonzero((m == 0) | (n == 0))
     if empty.size:
-        for p in empty:
-            r = _align_one(qc[qoff[p]:qoff[p + 1]], tc[toff[p]:toff[p + 1]], mode, match, mismatch,
-                           go, ge, band, bool(tb), cig_host, cap_off[p])
-            out[p] = r
-    work = np.flatnonzero((m > 0) & (n > 0))
-    if work.size == 0:
-        return _finish(out, cig_host, cap_off, "gpu")
-
-    qd = cp.asarray(qc)
-    td = cp.asarray(tc)
+        qh = qc if isinstance(qc, np.ndarray) else None
+        th = tc if isinstance(tc, np.ndarray) else None
+        eo = np.zeros((empty.size, 6), np.int32)
+        runs = []
+        for k_, p in enumerate(empty):
+            c1 = np.zeros(int(m[p] + n[p]) + 1, np.uint32)
+            q1 = qh[qoff[p]:qoff[p + 1]] if qh is not None else qd[int(qoff[p]):int(qoff[p + 1])].get()
+            t1 = th[toff[p]:toff[p + 1]] if th is not None else td[int(toff[p]):int(toff[p + 1])].get()
+            eo[k_] = _align_one(q1, t1, mode, match, mismatch, go, ge, band, bool(tb), c1, 0)
+            runs.append(c1[:eo[k_, 5]])
+        res[:, cp.asarray(empty)] = cp.asarray(np.ascontiguousarray(eo.T))
+        if tb:
+            cigs.keep_host(empty, runs)
     ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
     ktime = 0.0
+    if work.size == 0:
+        add("route_s", t0)
+        return _finish_gpu(cp, res, cigs, tb, output, tim)
 
-    huge = work[m[work] >= CHAIN_MIN_M] if config is None else work[:0]
-    if tb and config is None:
-        long_tb = work[m[work] >= LONG_MIN_M]
-        if long_tb.size <= TB_CHAIN_MAX:
-            huge = long_tb
+    huge = work[:0]
     cbatch = work[:0]
-    if not tb and config is None:
-        nsm = cp.cuda.Device().attributes["MultiProcessorCount"]
-        cbatch = chain_batch_pairs(m, n, work, nsm, match, mismatch, go, ge, band, width, chain_batch)
-        huge = np.setdiff1d(huge, cbatch, assume_unique=True)
+    if mmax >= LONG_MIN_M:
+        huge = work[m[work] >= CHAIN_MIN_M] if config is None else work[:0]
+        if tb and config is None:
+            long_tb = work[m[work] >= LONG_MIN_M]
+            if long_tb.size <= TB_CHAIN_MAX:
+                huge = long_tb
+        if not tb and config is None:
+            nsm = cp.cuda.Device().attributes["MultiProcessorCount"]
+            cbatch = chain_batch_pairs(m, n, work, nsm, match, mismatch, go, ge, band, width, chain_batch)
+            huge = np.setdiff1d(huge, cbatch, assume_unique=True)
     if cbatch.size:
         timc: dict = {}
-        out[cbatch, 0], out[cbatch, 1], out[cbatch, 2] = _chain_batch(
-            cp, qd, qoff, td, toff, cbatch, mode, match, mismatch, go, ge, band, timings=timc)
+        s_, i_, j_ = _chain_batch(cp, qd, qoff, td, toff, cbatch, mode, match, mismatch, go, ge, band, timings=timc)
+        res[:3, cp.asarray(cbatch)] = cp.asarray(np.stack([s_, i_, j_]))
         ktime += timc["chain_batch_s"]
-        out[cbatch, 3] = 0 if mode == 0 else (0 if mode == 1 else -1)
-        out[cbatch, 4] = 0 if mode == 0 else -1
-        if timings is not None:
-            timings["pairs_chain_batch"] = timings.get("pairs_chain_batch", 0) + int(cbatch.size)
-            timings.update((k_, v_) for k_, v_ in timc.items() if not k_.endswith("_s"))
+        tim["pairs_chain_batch"] = tim.get("pairs_chain_batch", 0) + int(cbatch.size)
+        tim.update((k_, v_) for k_, v_ in timc.items() if not k_.endswith("_s"))
+    huge_runs = []
     for p in huge:
         if tb:
             tim1: dict = {}
             s, i, j, qs_, ts_, cg = _chain_one_tb(cp, qd, int(qoff[p]), int(m[p]), td, int(toff[p]), int(n[p]),
                                                  mode, match, mismatch, go, ge, band, grid=grid, timings=tim1)
             ktime += tim1["huge_forward_s"] + tim1["huge_tb_s"]
-            if timings is not None:
-                for k_, v_ in tim1.items():
-                    timings[k_] = timings.get(k_, 0.0) + v_ if k_.endswith("_s") else v_
-            out[p] = (s, i, j, qs_, ts_, cg.size)
-            cig_host[cap_off[p]:cap_off[p] + cg.size] = cg
+            for k_, v_ in tim1.items():
+                tim[k_] = tim.get(k_, 0.0) + v_ if k_.endswith("_s") else v_
+            res[:, int(p)] = cp.asarray(np.array([s, i, j, qs_, ts_, cg.size], np.int32))
+            huge_runs.append(cg)
             continue
         ev0.record()
         s, i, j = _chain_one(cp, qd, int(qoff[p]), int(m[p]), td, int(toff[p]), int(n[p]),
@@ -1190,73 +1347,75 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
         ev1.record()
         ev1.synchronize()
         ktime += cp.cuda.get_elapsed_time(ev0, ev1) / 1e3
-        out[p, :3] = (s, i, j)
-        out[p, 3:5] = (0, 0) if mode == 0 else ((0, -1) if mode == 1 else (-1, -1))
-    batch = np.setdiff1d(work, np.union1d(huge, cbatch), assume_unique=True)
+        res[:3, int(p)] = cp.asarray(np.array([s, i, j], np.int32))
+    if tb and huge.size:
+        cigs.keep_host(huge, huge_runs)
+    batch = work
+    if huge.size or cbatch.size:
+        batch = np.setdiff1d(work, np.union1d(huge, cbatch), assume_unique=True)
+        whole = False
     use16 = np.zeros(0, np.int64)
     sets16: dict = {}
     if not tb and band < 0 and width != 32 and batch.size:
-        short = batch[m[batch] < INTRA16_MIN_M]
-        long_ = batch[m[batch] >= INTRA16_MIN_M]
+        short = batch[m[batch] < INTRA16_MIN_M] if mmin < INTRA16_MIN_M <= mmax else (
+            batch if mmax < INTRA16_MIN_M else batch[:0])
+        long_ = batch[m[batch] >= INTRA16_MIN_M] if mmin < INTRA16_MIN_M <= mmax else (
+            batch if mmin >= INTRA16_MIN_M else batch[:0])
         ok = np.zeros(batch.size, bool)
         for part in (short, long_):
             if part.size:
-                cfg16 = tuple(config16) if config16 is not None else choose_config16(int(np.median(m[part])))
-                sel = fits16(m[part], n[part], cfg16, match, mismatch, go, ge)   # bound for this config
-                ok[np.searchsorted(batch, part[sel])] = True
-                sets16.setdefault(cfg16, []).append(part[sel])
-        use16 = batch[ok]
-        batch = batch[~ok]
+                all_ = part.size == batch.size
+                mp = m[batch] if whole and all_ else m[part]
+                cfg16 = tuple(config16) if config16 is not None else choose_config16(_median(mp, mmin == mmax))
+                if fits16(mp.max(keepdims=True), (n if whole and all_ else n[part]).max(keepdims=True), cfg16,
+                          match, mismatch, go, ge)[0]:
+                    sel = part                          # the bound grows with m and n: the largest pair decides
+                else:
+                    sel = part[fits16(mp, n[part], cfg16, match, mismatch, go, ge)]
+                sets16.setdefault(cfg16, []).append(sel)
+                if sel.size == batch.size:
+                    ok = None
+                else:
+                    ok[np.searchsorted(batch, sel)] = True
+        if ok is None:                                   # every pair in 16 bits
+            use16, batch = batch, batch[:0]
+        else:
+            use16 = batch[ok]
+            batch = batch[~ok]
     usetb16 = np.zeros(0, np.int64)
     if tb and band < 0 and width != 32 and tb_method == "grid" and grid is None and config is None and batch.size:
-        ok = fits_tb16(m[batch], n[batch], match, mismatch, go, ge, mode)
-        usetb16 = batch[ok]
-        batch = batch[~ok]
+        if mmax <= TB16_MAX_M and _all_fit_tb16(max(mmin, 1), mmax, nmax, match, mismatch, go, ge, mode):
+            usetb16, batch = batch, batch[:0]
+        else:
+            ok = fits_tb16(m[batch], n[batch], match, mismatch, go, ge, mode)
+            usetb16 = batch[ok]
+            batch = batch[~ok]
         use16 = usetb16
-    if timings is not None:
-        timings["pairs16"] = timings.get("pairs16", 0) + int(use16.size)
-        timings["pairs32"] = timings.get("pairs32", 0) + int(batch.size + huge.size + cbatch.size)
-
-    qoff_d = cp.asarray(qoff)
-    toff_d = cp.asarray(toff)
-    score_d = cp.zeros(npairs, cp.int32)
-    qend_d = cp.zeros(npairs, cp.int32)
-    tend_d = cp.zeros(npairs, cp.int32)
-    if tb:
-        tb_d = cp.zeros(3 * npairs, cp.int32)
-        dir_off_h = np.zeros(npairs, np.int64)
-        cig_off_h = np.zeros(npairs, np.int64)
+    tim["pairs16"] = tim.get("pairs16", 0) + int(use16.size)
+    tim["pairs32"] = tim.get("pairs32", 0) + int(batch.size + huge.size + cbatch.size)
     dummy_u32 = cp.zeros(1, cp.uint32)
     dummy_i64 = cp.zeros(1, cp.int64)
     dummy_i32 = cp.zeros(1, cp.int32)
+    add("route_s", t0)
 
     if usetb16.size:
         ktime += _tb16_batch(cp, get_module, usetb16, m, n, mode, match, mismatch, go, ge, mem_budget, qd, qoff_d, td,
-                             toff_d, score_d, qend_d, tend_d, tb_d, cap_off, cig_host, ev0, ev1, npairs,
-                             prof=tb16_prof)
-        tbh = tb_d.get().reshape(-1, 3)
-        out[usetb16, 0] = score_d.get()[usetb16]
-        out[usetb16, 1] = qend_d.get()[usetb16]
-        out[usetb16, 2] = tend_d.get()[usetb16]
-        out[usetb16, 3] = tbh[usetb16, 0]
-        out[usetb16, 4] = tbh[usetb16, 1]
-        out[usetb16, 5] = tbh[usetb16, 2]
+                             toff_d, score_d, qend_d, tend_d, tb_d, cigs, ev0, ev1, npairs, prof=tb16_prof,
+                             whole=whole and usetb16.size == npairs, uniform=uniform, offs=(qoff, toff),
+                             stats=(mmin, mmax, nmax))
+        tb_pairs.append(usetb16)
     elif use16.size:
         for (lanes, r), parts in sets16.items():
-            plist = np.concatenate(parts)
+            plist = parts[0] if len(parts) == 1 else np.concatenate(parts)
             if plist.size == 0:
                 continue
-            plist = plist[np.lexsort((n[plist], m[plist]))]
-            order2 = pair_up(plist, m)
+            every = whole and plist.size == npairs
+            plist = _by_length(plist, m, n, every, uniform)
+            order2 = _pairs_in_order(cp, npairs) if every and uniform else pair_up(plist, m)
             mod = get_module("pairwise", _defines(mode, match, mismatch, go, ge, -1, False, lanes, r))
             kern = _K16(mod.get_function("pw_batch16"), lanes)
             ktime += _run16(cp, kern, order2, order2.size // 2, n, qd, qoff_d, td, toff_d, score_d, qend_d,
-                            tend_d, mem_budget, ev0, ev1)
-        out[use16, 0] = score_d.get()[use16]
-        out[use16, 1] = qend_d.get()[use16]
-        out[use16, 2] = tend_d.get()[use16]
-        out[use16, 3] = 0 if mode == 0 else (0 if mode == 1 else -1)
-        out[use16, 4] = 0 if mode == 0 else -1
+                            tend_d, mem_budget, ev0, ev1, nmax=nmax)
 
     if config is not None:
         if tb and config[1] > 8:
@@ -1268,7 +1427,9 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
     for (lanes, r), plist in groups.items():
         if plist.size == 0:
             continue
-        plist = plist[np.lexsort((n[plist], m[plist]))]
+        plist = _by_length(plist, m, n, whole and plist.size == npairs, uniform)
+        if tb:
+            tb_pairs.append(plist)
         if tb and tb_method == "grid":
             fcfg = choose_config(int(m[plist[0]]), False) if config is None else (lanes, r)
             parts = [(plist, fcfg, False)]
@@ -1281,13 +1442,12 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
                 cfg16 = (1, 32) if int(m[plist[0]]) < INTRA_MIN_M else (16, 16)
                 ok = fits16(m[plist], n[plist], cfg16, match, mismatch, go, ge)
                 parts = [(plist[~ok], fcfg, False), (plist[ok], cfg16, True)]
-                if timings is not None:
-                    timings["pairs16_grid"] = timings.get("pairs16_grid", 0) + int(ok.sum())
+                tim["pairs16_grid"] = tim.get("pairs16_grid", 0) + int(ok.sum())
             for pl, fc, f16 in parts:
                 if pl.size:
                     ktime += _grid_batch(cp, get_module, pl, fc, (lanes, r), grid, m, n, mode, match, mismatch, go,
                                          ge, band, mem_budget, qd, qoff_d, td, toff_d, score_d, qend_d, tend_d, tb_d,
-                                         cap_off, cig_host, ev0, ev1, npairs, timings=timings, f16=f16)
+                                         cigs, ev0, ev1, npairs, timings=tim, f16=f16)
             continue
         mod = get_module("pairwise", _defines(mode, match, mismatch, go, ge, band, tb, lanes, r))
         kern = mod.get_function("pw_batch")
@@ -1296,6 +1456,8 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
         dir_words = nstr * (n[plist] + lanes - 1) * lanes if tb else np.zeros(plist.size, np.int64)
         cost = (n[plist] + 1) * 8 + dir_words * 4 + (m[plist] + n[plist]) * 4 * bool(tb)
         csum = np.cumsum(cost)
+        dir_off_h = np.zeros(npairs, np.int64) if tb else None
+        cig_off_h = np.zeros(npairs, np.int64) if tb else None
         a = 0
         while a < plist.size:
             b = int(np.searchsorted(csum, (csum[a - 1] if a else 0) + mem_budget, side="right"))
@@ -1306,12 +1468,9 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
             bnd = cp.empty((maxn + 1) * G * 2, cp.int32)
             order = cp.asarray(chunk.astype(np.int32))
             if tb:
-                dw = dir_words[a:b]
-                do = np.zeros(G + 1, np.int64)
-                np.cumsum(dw, out=do[1:])
+                do = csr(dir_words[a:b])
                 dir_off_h[chunk] = do[:-1]
-                co = np.zeros(G + 1, np.int64)
-                np.cumsum(m[chunk] + n[chunk], out=co[1:])
+                co = csr(m[chunk] + n[chunk])
                 cig_off_h[chunk] = co[:-1]
                 dirs = cp.empty(max(int(do[-1]), 1), cp.uint32)
                 cigd = cp.empty(max(int(co[-1]), 1), cp.uint32)
@@ -1326,27 +1485,40 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
             ev1.synchronize()
             ktime += cp.cuda.get_elapsed_time(ev0, ev1) / 1e3
             if tb:
-                ch = cigd.get()
-                tbh = tb_d.get().reshape(-1, 3)
-                _compact(ch, co[:-1].copy(), tbh[chunk, 2].astype(np.int64), cap_off[chunk].copy(), cig_host)
+                cigs.keep(cigd, co[:-1], chunk, tb_d)
                 del dirs, cigd
             del bnd
             a = b
-    if batch.size:
-        out[batch, 0] = score_d.get()[batch]
-        out[batch, 1] = qend_d.get()[batch]
-        out[batch, 2] = tend_d.get()[batch]
-        if tb:
-            tbh = tb_d.get().reshape(-1, 3)
-            out[batch, 3] = tbh[batch, 0]
-            out[batch, 4] = tbh[batch, 1]
-            out[batch, 5] = tbh[batch, 2]
+    if tb and tb_pairs:
+        if whole and len(tb_pairs) == 1 and tb_pairs[0].size == npairs:
+            res[3:6] = tb_d.reshape(-1, 3).T
         else:
-            out[batch, 3] = 0 if mode == 0 else (0 if mode == 1 else -1)
-            out[batch, 4] = 0 if mode == 0 else -1
-    if timings is not None:
-        timings["kernel_s"] = timings.get("kernel_s", 0.0) + ktime
-    return _finish(out, cig_host, cap_off, "gpu")
+            sel = pinned.upload(np.concatenate(tb_pairs) if len(tb_pairs) > 1 else tb_pairs[0])
+            res[3:6, sel] = tb_d.reshape(-1, 3)[sel].T
+    tim["kernel_s"] = tim.get("kernel_s", 0.0) + ktime
+    return _finish_gpu(cp, res, cigs, tb, output, tim)
+
+
+def _finish_gpu(cp, res, cigs, tb, output, tim) -> PairwiseResult:
+    """The device results -> PairwiseResult (numpy, or CuPy for output="cupy")."""
+    import time
+
+    t0 = time.perf_counter()
+    if tb:
+        cig, off = cigs.assemble(res[5])
+    else:
+        cig, off = cp.zeros(0, cp.uint32), cp.zeros(res.shape[1] + 1, cp.int64)
+    if output == "cupy":
+        cp.cuda.get_current_stream().synchronize()
+        tim["assemble_s"] = tim.get("assemble_s", 0.0) + time.perf_counter() - t0
+        return PairwiseResult(res[0], res[1], res[2], res[3], res[4], cig, off, "gpu")
+    h = pinned.to_host(res)                    # (in pinned memory of CuPy's pool: no copy out of it)
+    if tb:
+        cig_h, off_h = pinned.to_host(cig), pinned.to_host(off)
+    else:
+        cig_h, off_h = np.zeros(0, np.uint32), np.zeros(res.shape[1] + 1, np.int64)
+    tim["download_s"] = tim.get("download_s", 0.0) + time.perf_counter() - t0
+    return PairwiseResult(h[0], h[1], h[2], h[3], h[4], cig_h, off_h, "gpu")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1354,15 +1526,21 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
 
 def align_pairs(queries, targets, mode: str = "global", match: int = 1, mismatch: int = 4,
                 gap_open: int = 6, gap_extend: int = 1, traceback: bool = False, band=None,
-                device: str = "auto", **kw) -> PairwiseResult:
+                device: str = "auto", output: str = "numpy", timings: dict | None = None, **kw) -> PairwiseResult:
     """Align queries[k] against targets[k] for every k (see the module docstring for conventions).
 
+    queries, targets: lists of str (or bytes), ``(codes, offsets)`` CSR arrays (numpy or CuPy; codes uint8
+    0..4) or ``Packed2`` (2-bit packed, see ``pack2``); aligner/pwio.py.
     mode: 'global' | 'semiglobal' (whole query inside the target; parasail sg_dx) | 'local'.
     match, mismatch: positive score / penalty; N scores -1.  gap of length L costs
     gap_open + L*gap_extend (gap_open=0: linear).  traceback: also starts and CIGARs.
     band: None or w >= 0 (cells |i-j| > w unreachable).  device: 'auto' | 'gpu' | 'cpu'.
-    Returns a PairwiseResult of numpy arrays.
+    output: 'numpy' | 'cupy' (the GPU path's arrays left on the device).  timings: a dict that receives where
+    the time went (encode_s, upload_s, route_s, kernel_s, download_s; GPU path).
+    Returns a PairwiseResult of numpy (or CuPy) arrays.
     """
+    import time
+
     if mode not in MODES:
         raise ValueError(f"mode must be one of {sorted(MODES)}, not {mode!r}")
     md = MODES[mode]
@@ -1371,15 +1549,45 @@ def align_pairs(queries, targets, mode: str = "global", match: int = 1, mismatch
         raise ValueError("need match >= 1, mismatch >= 1, gap_open >= 0, gap_extend >= 1")
     if max(match, mismatch, gap_open, gap_extend) > 10000:
         raise ValueError("scores above 10000 are not supported")
-    qc, qoff = encode_seqs(queries, "query")
-    tc, toff = encode_seqs(targets, "target")
+    if device not in ("auto", "gpu", "cpu"):
+        raise ValueError("device must be auto, gpu or cpu")
+    if output not in ("numpy", "cupy"):
+        raise ValueError("output must be numpy or cupy")
+    use_gpu = device == "gpu" or (device == "auto" and gpu_available())
+    if device == "gpu" and not gpu_available():
+        raise RuntimeError("device='gpu' but no CUDA device / cupy is available")
+    if output == "cupy" and not use_gpu:
+        raise ValueError("output='cupy' needs the GPU path")
+    tim = timings if timings is not None else {}
+    t0 = time.perf_counter()
+    slabs = None
+    if use_gpu:
+        hq, ht = host_form(queries, "query"), host_form(targets, "target")
+        if (hq is not None and ht is not None and hq[0] == ht[0] == "codes" and not kw
+                and int(hq[2][-1] + ht[2][-1]) > 2 * SLAB_BYTES):
+            slabs = (hq, ht)                          # host arrays: uploads overlap the alignment, slab by slab
+            qoff, toff = hq[2], ht[2]
+        else:
+            qc, qoff = device_codes(queries, "query")
+            tc, toff = device_codes(targets, "target")
+    else:
+        qc, qoff = host_codes(queries, "query")
+        tc, toff = host_codes(targets, "target")
+    tim["encode_s"] = tim.get("encode_s", 0.0) + time.perf_counter() - t0
     if qoff.size != toff.size:
         raise ValueError(f"{qoff.size - 1} queries but {toff.size - 1} targets: pairs are taken by "
                          "order, the lists must have equal length")
-    m = np.diff(qoff)
-    n = np.diff(toff)
+    m = _lengths(qoff, "m")
+    n = _lengths(toff, "n")
+    lens = (m, n, 0, 0, 0, 0)
     if m.size:
-        bound = int((m + n).max()) * max(match, mismatch, gap_extend) + 2 * gap_open
+        lens = (m, n, int(m.min()), int(m.max()), int(n.min()), int(n.max()))
+        for what, lo in (("query", lens[2]), ("target", lens[4])):
+            if lo < 0:
+                raise ValueError(f"{what} offsets are not a valid CSR offsets array")
+        bound = (lens[3] + lens[5]) * max(match, mismatch, gap_extend) + 2 * gap_open
+        if bound >= SCORE_LIMIT:
+            bound = int((m + n).max()) * max(match, mismatch, gap_extend) + 2 * gap_open
         if bound >= SCORE_LIMIT:
             raise ValueError(f"scores could reach {bound}, beyond the 32-bit kernels' range "
                              f"({SCORE_LIMIT}); split the sequences")
@@ -1392,15 +1600,91 @@ def align_pairs(queries, targets, mode: str = "global", match: int = 1, mismatch
             raise ValueError("global alignment with band: every pair needs |len(q) - len(t)| <= band")
         if md == 1 and np.any(m > n + bw):
             raise ValueError("semiglobal alignment with band: every pair needs len(q) <= len(t) + band")
-    if device not in ("auto", "gpu", "cpu"):
-        raise ValueError("device must be auto, gpu or cpu")
-    use_gpu = device == "gpu" or (device == "auto" and gpu_available())
-    if device == "gpu" and not gpu_available():
-        raise RuntimeError("device='gpu' but no CUDA device / cupy is available")
+    if slabs is not None:
+        return _align_slabs(*slabs, m, n, md, match, mismatch, gap_open, gap_extend, bw, bool(traceback), output,
+                            tim)
     args = (qc, qoff, tc, toff, md, match, mismatch, gap_open, gap_extend, bw, bool(traceback))
     if use_gpu:
-        return align_gpu(*args, **kw)
+        return align_gpu(*args, output=output, timings=tim, lens=lens, **kw)
     return align_cpu(*args, grid=kw.get("grid"))
+
+
+_SCRATCH = threading.local()   # per thread: arrays reused by the next call (fresh pages cost on a VM: ~1 ms a 8 MB)
+
+
+def _scratch(key: str, size: int, fill=None) -> np.ndarray:
+    """A per-thread int64 array of `size` kept for the next call of this thread (its content: fill(size) when
+    given, made once; else whatever the caller writes). Only for arrays that do not outlive the call."""
+    have = getattr(_SCRATCH, key, None)
+    if have is None or have.size < size:
+        have = fill(max(size, 1)).astype(np.int64) if fill is not None else np.empty(max(size, 1), np.int64)
+        setattr(_SCRATCH, key, have)
+    return have[:size]
+
+
+def _lengths(off: np.ndarray, key: str) -> np.ndarray:
+    """np.diff(off) into a per-thread scratch array (align_pairs' lengths live only during the call)."""
+    out = _scratch(key, off.size - 1)
+    np.subtract(off[1:], off[:-1], out=out)
+    return out
+
+
+SLAB_BYTES = 96 << 20   # GPU path, host arrays of more than two slabs: query + target bases per slab (at least)
+SLABS_MAX = 4           # and at most this many slabs (each align_gpu call has its fixed costs)
+
+
+def _slab_bounds(qoff, toff, nbytes: int) -> list:
+    """Pair indices cutting the pairs into slabs of about nbytes query + target bases (at least one pair each)."""
+    tot = qoff + toff
+    cuts = np.searchsorted(tot, np.arange(nbytes, int(tot[-1]), nbytes), side="left")
+    return sorted(set([0, *cuts.tolist(), qoff.size - 1]))
+
+
+def _align_slabs(hq, ht, m, n, mode, match, mismatch, go, ge, band, tb, output, tim) -> PairwiseResult:
+    """align_gpu over slabs of pairs (_slab_bounds) of host inputs (pwio.host_form): a thread uploads slab k + 1
+    (its own CUDA stream, the arrays' pages locked in place) while slab k is aligned; the results stay on the
+    device and come back together. Each pair's result is its own: the same as in one call."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    import cupy as cp
+
+    qoff, toff = hq[2], ht[2]
+    bounds = _slab_bounds(qoff, toff, max(SLAB_BYTES, int(qoff[-1] + toff[-1]) // SLABS_MAX))
+    stream = cp.cuda.Stream(non_blocking=True)
+
+    def load(a, b):
+        with pinned.on_stream(stream):
+            out = (slab_codes(hq, a, b, "query"), qoff[a:b + 1] - qoff[a],
+                   slab_codes(ht, a, b, "target"), toff[a:b + 1] - toff[a])
+            stream.synchronize()
+        return out
+
+    parts = []
+    with ThreadPoolExecutor(1, thread_name_prefix="g3align-upload") as up:
+        fut = up.submit(load, bounds[0], bounds[1])
+        for k in range(len(bounds) - 1):
+            t0 = time.perf_counter()
+            qd, qo, td, to = fut.result()
+            tim["upload_wait_s"] = tim.get("upload_wait_s", 0.0) + time.perf_counter() - t0
+            if k + 2 < len(bounds):
+                fut = up.submit(load, bounds[k + 1], bounds[k + 2])
+            a, b = bounds[k], bounds[k + 1]
+            ms, ns = m[a:b], n[a:b]
+            lens = (ms, ns, int(ms.min()), int(ms.max()), int(ns.min()), int(ns.max()))
+            parts.append(align_gpu(qd, qo, td, to, mode, match, mismatch, go, ge, band, tb, output="cupy",
+                                   timings=tim, lens=lens))
+            del qd, td
+    t0 = time.perf_counter()
+    cat = [cp.concatenate([getattr(r, f) for r in parts]) for f in ("score", "q_end", "t_end", "q_start", "t_start")]
+    cig = cp.concatenate([r.cigar for r in parts]) if tb else cp.zeros(0, cp.uint32)
+    base = np.cumsum([0] + [int(r.cigar.size) for r in parts])
+    off = cp.concatenate([parts[0].cigar_off[:1]] + [r.cigar_off[1:] + int(b) for r, b in zip(parts, base)])
+    if output == "cupy":
+        return PairwiseResult(*cat, cig, off, "gpu")
+    host = [pinned.to_host(x) for x in cat] + [pinned.to_host(cig), pinned.to_host(off)]
+    tim["download_s"] = tim.get("download_s", 0.0) + time.perf_counter() - t0
+    return PairwiseResult(*host, "gpu")
 
 
 def rescore_cigar(q: np.ndarray, t: np.ndarray, cigar: np.ndarray, q_start: int, t_start: int,

@@ -242,3 +242,70 @@ def on_stream(stream):
         yield stream
     finally:
         prev.use()
+
+
+# upload / download (the pairwise engine's inputs and results): the caller's own pages locked in place
+# (cudaHostRegister) for the copy instead of a copy through a pinned buffer. On the H100 box a 300 MB array moved
+# at 6.2 GB/s from pageable memory, 53 GB/s from locked pages, and locking cost 10.5 ms (~29 GB/s), against
+# 9.7 GB/s for a host copy into a pinned buffer (scripts/pairwise_api_bench.py --stages xfer).
+REGISTER_MIN = 4 << 20      # bytes: smaller arrays go the plain way
+REGISTER_CHUNK = 32 << 20   # locked and sent a chunk at a time: a chunk's transfer overlaps the next one's locking
+_PAGE = 4096
+
+
+def _locked_copy(hptr: int, dptr: int, n: int, down: bool) -> None:
+    """n bytes between host address hptr and device address dptr (down: device to host) in page-aligned chunks,
+    each locked (cudaHostRegister) before its asynchronous copy on the current stream; waits for the copies, then
+    unlocks. A chunk that cannot be locked (already locked, e.g. memory from a pinned pool) is copied as it is."""
+    import cupy as cp
+
+    rt = cp.cuda.runtime
+    st = cp.cuda.get_current_stream()
+    kind = rt.memcpyDeviceToHost if down else rt.memcpyHostToDevice
+    locked = []
+    try:
+        a = hptr
+        end = hptr + n
+        while a < end:
+            b = min(end, (a + REGISTER_CHUNK + _PAGE - 1) // _PAGE * _PAGE)
+            try:
+                rt.hostRegister(a, b - a, 0)
+                locked.append(a)
+            except rt.CUDARuntimeError:
+                pass
+            if down:
+                rt.memcpyAsync(a, dptr + (a - hptr), b - a, kind, st.ptr)
+            else:
+                rt.memcpyAsync(dptr + (a - hptr), a, b - a, kind, st.ptr)
+            a = b
+    finally:
+        st.synchronize()
+        for p in locked:
+            rt.hostUnregister(p)
+
+
+def upload(a, out=None):
+    """numpy -> cupy (a new array, or `out`, contiguous, of a's size), through the array's own pages locked in
+    place (_locked_copy); returns when the copy is done (current stream)."""
+    import cupy as cp
+
+    a = np.ascontiguousarray(a)
+    d = cp.empty(a.shape, a.dtype) if out is None else out
+    if a.nbytes < REGISTER_MIN:
+        d.set(a)
+        return d
+    _locked_copy(a.ctypes.data, d.data.ptr, int(a.nbytes), False)
+    return d
+
+
+def download(x, out=None) -> np.ndarray:
+    """cupy -> numpy (a new pageable array, or `out`) through its pages locked in place; waits (current stream)."""
+    import cupy as cp
+
+    x = cp.ascontiguousarray(x)
+    h = np.empty(x.shape, x.dtype) if out is None else out
+    if x.nbytes < REGISTER_MIN:
+        x.get(out=h)
+        return h
+    _locked_copy(h.ctypes.data, x.data.ptr, int(x.nbytes), True)
+    return h

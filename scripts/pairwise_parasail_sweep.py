@@ -66,7 +66,7 @@ def read_genome(path) -> np.ndarray:
     op = gzip.open if str(path).endswith(".gz") else open
     with op(path, "rb") as fh:
         seq = b"".join(x.strip() for x in fh if not x.startswith(b">"))
-    return pw._LUT[np.frombuffer(seq.upper(), np.uint8)].astype(np.uint8)
+    return pw.encode_seqs([seq.upper()])[0]
 
 
 def draw_len(rng, max_len):
