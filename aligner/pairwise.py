@@ -956,14 +956,9 @@ def _chain_batch(cp, qd, qoff, td, toff, plist, mode, match, mismatch, go, ge, b
     return (c[best, 0].astype(np.int32), c[best, 1].astype(np.int32), c[best, 2].astype(np.int32))
 
 
-def _run16(cp, kern, order2, G, n, qd, qoff_d, td, toff_d, score_d, qend_d, tend_d, mem_budget, ev0, ev1,
-           nmax=None):
-    """Launch pw_batch16 over groups (chunks that fit mem_budget); returns kernel seconds.  nmax: at least the
-    longest target of the groups (boundary rows of one launch; by default found here)."""
-    if nmax is None:
-        order2 = order2 if isinstance(order2, np.ndarray) else order2.get()
-        valid = order2[order2 >= 0]
-        nmax = int(n[valid].max()) if valid.size else 0
+def _run16(cp, kern, order2, G, n, qd, qoff_d, td, toff_d, score_d, qend_d, tend_d, mem_budget, ev0, ev1, nmax):
+    """Launch pw_batch16 over groups (order2: host or device; chunks that fit mem_budget); returns kernel seconds.
+    nmax: at least the longest target of the groups (the boundary rows of one launch)."""
     bounds, maxn = ([0, G], [nmax]) if (nmax + 1) * 8 * G <= mem_budget else (None, None)   # one launch
     if bounds is None:
         order2 = order2 if isinstance(order2, np.ndarray) else order2.get()
