@@ -83,7 +83,6 @@ def align_cmd(queries, targets, mode, match, mismatch, gap_open, gap_extend, tra
     """Align query k against target k for every k (FASTA or FASTQ, pairs by order) and write a TSV."""
     if output is None and sys.stdout is None:
         raise click.ClickException("cannot write to standard output: it is closed (give -o FILE)")
-    from g3align.aligner.reads import ReadFormatError
     try:
         from g3align import jit
         jit.note_expect("the pairwise kernels", "1")
@@ -112,9 +111,7 @@ def align_cmd(queries, targets, mode, match, mismatch, gap_open, gap_extend, tra
                 out.close()
             else:
                 out.flush()
-    except ReadFormatError as e:
-        raise click.ClickException(str(e))
-    except (ValueError, RuntimeError, NotImplementedError) as e:
+    except (ValueError, RuntimeError, NotImplementedError) as e:    # (a ReadFormatError is a ValueError)
         raise click.ClickException(str(e))
     except BrokenPipeError:     # the reader of our output left (e.g. `| head`): quietly, as mem does
         import os

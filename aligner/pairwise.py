@@ -741,13 +741,8 @@ def _tb16_batch(cp, get_module, plist, m, n, mode, match, mismatch, go, ge, mem_
         else:
             a_ = order2[0::2]
             b_ = order2[1::2]
-            cost = (m[a_] + n[a_]) * 4 + np.where(b_ >= 0, m[a_] + n[np.maximum(b_, 0)], 0) * 4
-            csum = np.cumsum(cost)
-            bounds = [0]
-            while bounds[-1] < G:
-                a = bounds[-1]
-                bounds.append(max(int(np.searchsorted(csum, (csum[a - 1] if a else 0) + mem_budget, side="right")),
-                                  a + 1))
+            bounds = _budget_bounds((m[a_] + n[a_]) * 4 + np.where(b_ >= 0, m[a_] + n[np.maximum(b_, 0)], 0) * 4,
+                                    mem_budget)
         defs = _defines(mode, match, mismatch, go, ge, -1, True, 32, r)
         if prof is not None:
             defs["TBPROF"] = 1
@@ -956,6 +951,16 @@ def _chain_batch(cp, qd, qoff, td, toff, plist, mode, match, mismatch, go, ge, b
     return (c[best, 0].astype(np.int32), c[best, 1].astype(np.int32), c[best, 2].astype(np.int32))
 
 
+def _budget_bounds(cost: np.ndarray, budget: int) -> list:
+    """Cut points [0, ..., G] of G items of these costs into runs of at most `budget` each (at least one item)."""
+    csum = np.cumsum(cost)
+    bounds = [0]
+    while bounds[-1] < cost.size:
+        a = bounds[-1]
+        bounds.append(max(int(np.searchsorted(csum, (csum[a - 1] if a else 0) + budget, side="right")), a + 1))
+    return bounds
+
+
 def _run16(cp, kern, order2, G, n, qd, qoff_d, td, toff_d, score_d, qend_d, tend_d, mem_budget, ev0, ev1, nmax):
     """Launch pw_batch16 over groups (order2: host or device; chunks that fit mem_budget); returns kernel seconds.
     nmax: at least the longest target of the groups (the boundary rows of one launch)."""
@@ -965,13 +970,8 @@ def _run16(cp, kern, order2, G, n, qd, qoff_d, td, toff_d, score_d, qend_d, tend
         a_ = order2[0::2]
         b_ = order2[1::2]
         maxn_g = np.maximum(n[a_], np.where(b_ >= 0, n[np.maximum(b_, 0)], 0))
-        csum = np.cumsum((maxn_g + 1) * 8)
-        bounds, maxn = [0], []
-        while bounds[-1] < G:
-            a = bounds[-1]
-            b = max(int(np.searchsorted(csum, (csum[a - 1] if a else 0) + mem_budget, side="right")), a + 1)
-            bounds.append(b)
-            maxn.append(int(maxn_g[a:b].max()))
+        bounds = _budget_bounds((maxn_g + 1) * 8, mem_budget)
+        maxn = [int(maxn_g[a:b].max()) for a, b in zip(bounds[:-1], bounds[1:])]
     ktime = 0.0
     for (a, b), mx in zip(zip(bounds[:-1], bounds[1:]), maxn):
         g = b - a
@@ -1144,6 +1144,13 @@ def _grid_batch(cp, get_module, plist, fcfg, tcfg, grid, m, n, mode, match, mism
     return ktime
 
 
+def _device_csr(cp, counts):
+    """int64 CSR offsets [0, c0, c0 + c1, ...] of device counts, on the device."""
+    off = cp.zeros(counts.size + 1, cp.int64)
+    off[1:] = cp.cumsum(counts, dtype=cp.int64)
+    return off
+
+
 class _Cigars:
     """CIGARs made on the GPU, kept compacted per launch until the end of a call: the kernels write each pair's
     runs into room for m + n of them; ``keep`` packs a launch's pairs right after it (pw_gather_runs), so that only
@@ -1170,8 +1177,7 @@ class _Cigars:
         else:
             pairs_d = pinned.upload(np.asarray(pairs, np.int64))
             cnt = tb_d.reshape(-1, 3)[pairs_d, 2]
-        off = cp.zeros(cnt.size + 1, cp.int64)
-        off[1:] = cp.cumsum(cnt, dtype=cp.int64)
+        off = _device_csr(cp, cnt)
         runs = cp.empty(max(int(off[-1]), 1), cp.uint32)
         src = pinned.upload(np.asarray(src_off, np.int64)) if isinstance(src_off, np.ndarray) else src_off
         self._gather(cigd, src, cnt, off, runs)
@@ -1189,8 +1195,7 @@ class _Cigars:
     def assemble(self, counts):
         """(runs uint32, offsets int64[n+1]) on the device, pairs in order; counts: int32 runs per pair (device)."""
         cp = self.cp
-        off = cp.zeros(counts.size + 1, cp.int64)
-        off[1:] = cp.cumsum(counts, dtype=cp.int64)
+        off = _device_csr(cp, counts)
         cig = cp.empty(max(int(off[-1]), 1), cp.uint32)
         for pairs_d, runs, roff, cnt in self.parts:
             self._gather(runs, roff, cnt, off if pairs_d is None else off[pairs_d], cig)
@@ -1259,10 +1264,7 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
 
     t0 = time.perf_counter()
     npairs = qoff.size - 1
-    if lens is None:
-        m, n = np.diff(qoff), np.diff(toff)
-        lens = (m, n) + ((int(m.min()), int(m.max()), int(n.min()), int(n.max())) if npairs else (0, 0, 0, 0))
-    m, n, mmin, mmax, nmin, nmax = lens
+    m, n, mmin, mmax, nmin, nmax = lens if lens is not None else _length_stats(np.diff(qoff), np.diff(toff))
     uniform = mmin == mmax and nmin == nmax      # one query length and one target length
     qd = qc if not isinstance(qc, np.ndarray) else pinned.upload(qc)
     td = tc if not isinstance(tc, np.ndarray) else pinned.upload(tc)
@@ -1360,7 +1362,7 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
         for part in (short, long_):
             if part.size:
                 all_ = part.size == batch.size
-                mp = m[batch] if whole and all_ else m[part]
+                mp = m if whole and all_ else m[part]
                 cfg16 = tuple(config16) if config16 is not None else choose_config16(_median(mp, mmin == mmax))
                 if fits16(mp.max(keepdims=True), (n if whole and all_ else n[part]).max(keepdims=True), cfg16,
                           match, mismatch, go, ge)[0]:
@@ -1572,11 +1574,9 @@ def align_pairs(queries, targets, mode: str = "global", match: int = 1, mismatch
     if qoff.size != toff.size:
         raise ValueError(f"{qoff.size - 1} queries but {toff.size - 1} targets: pairs are taken by "
                          "order, the lists must have equal length")
-    m = _lengths(qoff, "m")
-    n = _lengths(toff, "n")
-    lens = (m, n, 0, 0, 0, 0)
+    lens = _length_stats(_lengths(qoff, "m"), _lengths(toff, "n"))
+    m, n = lens[0], lens[1]
     if m.size:
-        lens = (m, n, int(m.min()), int(m.max()), int(n.min()), int(n.max()))
         for what, lo in (("query", lens[2]), ("target", lens[4])):
             if lo < 0:
                 raise ValueError(f"{what} offsets are not a valid CSR offsets array")
@@ -1615,6 +1615,13 @@ def _scratch(key: str, size: int, fill=None) -> np.ndarray:
         have = fill(max(size, 1)).astype(np.int64) if fill is not None else np.empty(max(size, 1), np.int64)
         setattr(_SCRATCH, key, have)
     return have[:size]
+
+
+def _length_stats(m: np.ndarray, n: np.ndarray) -> tuple:
+    """(m, n, min m, max m, min n, max n) of query and target lengths (zeros for no pairs): align_gpu's `lens`."""
+    if m.size == 0:
+        return m, n, 0, 0, 0, 0
+    return m, n, int(m.min()), int(m.max()), int(n.min()), int(n.max())
 
 
 def _lengths(off: np.ndarray, key: str) -> np.ndarray:
@@ -1665,8 +1672,7 @@ def _align_slabs(hq, ht, m, n, mode, match, mismatch, go, ge, band, tb, output, 
             if k + 2 < len(bounds):
                 fut = up.submit(load, bounds[k + 1], bounds[k + 2])
             a, b = bounds[k], bounds[k + 1]
-            ms, ns = m[a:b], n[a:b]
-            lens = (ms, ns, int(ms.min()), int(ms.max()), int(ns.min()), int(ns.max()))
+            lens = _length_stats(m[a:b], n[a:b])
             parts.append(align_gpu(qd, qo, td, to, mode, match, mismatch, go, ge, band, tb, output="cupy",
                                    timings=tim, lens=lens))
             del qd, td

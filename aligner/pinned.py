@@ -284,13 +284,13 @@ def _locked_copy(hptr: int, dptr: int, n: int, down: bool) -> None:
             rt.hostUnregister(p)
 
 
-def upload(a, out=None):
-    """numpy -> cupy (a new array, or `out`, contiguous, of a's size), through the array's own pages locked in
-    place (_locked_copy); returns when the copy is done (current stream)."""
+def upload(a):
+    """numpy -> a new cupy array, through the array's own pages locked in place (_locked_copy); returns when the
+    copy is done (current stream)."""
     import cupy as cp
 
     a = np.ascontiguousarray(a)
-    d = cp.empty(a.shape, a.dtype) if out is None else out
+    d = cp.empty(a.shape, a.dtype)
     if a.nbytes < REGISTER_MIN:
         d.set(a)
         return d
@@ -298,12 +298,12 @@ def upload(a, out=None):
     return d
 
 
-def download(x, out=None) -> np.ndarray:
-    """cupy -> numpy (a new pageable array, or `out`) through its pages locked in place; waits (current stream)."""
+def download(x) -> np.ndarray:
+    """cupy -> a new pageable numpy array, through its pages locked in place; waits (current stream)."""
     import cupy as cp
 
     x = cp.ascontiguousarray(x)
-    h = np.empty(x.shape, x.dtype) if out is None else out
+    h = np.empty(x.shape, x.dtype)
     if x.nbytes < REGISTER_MIN:
         x.get(out=h)
         return h

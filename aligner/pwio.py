@@ -2,9 +2,10 @@
 device that will align them, 2-bit packing, and CIGAR compaction.
 
 Input forms (each side of ``align_pairs``, see aligner/pairwise.py for the codes):
-  * a list of ``str`` (or of ``bytes``): joined by ``'\\n'`` into one text (``str.join`` and one
-    ``encode``, the only per-sequence work, done by CPython in C), then translated to codes and
-    checked where the alignment runs (``pw_encode_text`` on the GPU, ``encode_text`` on the CPU);
+  * a list of ``str``: read in place by one parallel kernel when every item is a compact ASCII str
+    (``str_list_codes``, CPython); any other list of ``str`` (or of ``bytes``) is joined by ``'\\n'``
+    into one text, then translated to codes and checked where the alignment runs (``pw_encode_text`` on
+    the GPU, ``encode_text`` on the CPU), which also names a bad character by sequence and position;
   * ``(codes, offsets)`` with codes uint8 0..4 and CSR offsets int64[n+1], as numpy or CuPy arrays
     (CuPy codes stay on the GPU: no host round trip);
   * ``Packed2``: 2-bit packed bases (4 a byte, no N) with offsets counted in bases (``pack2``).
@@ -24,7 +25,7 @@ from numba.extending import intrinsic
 
 from g3align.jit import njit
 
-_LUT = np.full(256, 255, np.uint8)
+_LUT = np.full(256, 255, np.uint8)      # (not reads.NT4: '.' and '-' are errors here, as they always were)
 for _c, _v in zip("ACGT", range(4)):
     _LUT[ord(_c)] = _v
     _LUT[ord(_c.lower())] = _v
@@ -113,10 +114,11 @@ def _is_cupy(x) -> bool:
 
 
 # A list of str read in place (CPython): the list's item pointers and each str's characters are read by one
-# parallel kernel, with no Python call per sequence (joining 1M strings of 150 bp took ~150 ms on the H100 box,
-# this ~10). It relies on CPython's object layout (list items at +24; a str's length at +16, state bits at +32,
-# ASCII characters right after the header), so a probe checks it on first use against Python's own answers, and
-# any str that is not a compact ASCII str (kind, subclass) sends the whole list the joined-text way.
+# parallel kernel, with no Python call per sequence (on the H100 box, joining 1M strings of 150 bp took ~150 ms
+# a side; reading both sides in place and uploading them, 50-63 ms). It relies on CPython's object layout (list
+# items at +24; a str's length at +16, state bits at +32, ASCII characters right after the header), so a probe
+# checks it on first use against Python's own answers, and any str that is not a compact ASCII str (kind,
+# subclass) sends the whole list the joined-text way.
 _LIST_ITEMS, _STR_LEN, _STR_STATE = 24, 16, 32
 
 
@@ -379,29 +381,23 @@ def host_codes(seqs, what: str = "sequence") -> tuple[np.ndarray, np.ndarray]:
     return codes, off
 
 
-def device_codes(seqs, what: str = "sequence", timings: dict | None = None):
+def device_codes(seqs, what: str = "sequence"):
     """Any input form -> (cupy uint8 codes, numpy int64 offsets) on the current device; host arrays go up through
-    their own pages locked in place (pinned.upload), text is translated and checked on the GPU."""
+    their own pages locked in place (host_form, slab_codes), text is translated and checked on the GPU."""
     import cupy as cp
     from g3align.aligner import pinned
     from g3align.kernels.loader import get_module
 
-    if isinstance(seqs, Packed2):
+    form = host_form(seqs, what)
+    if form is not None:
+        return slab_codes(form, 0, form[2].size - 1, what), form[2]
+    if isinstance(seqs, Packed2):                    # (CuPy data)
         off = np.ascontiguousarray(_host(seqs.off), np.int64)
-        n = int(off[-1])
-        pk = seqs.data if _is_cupy(seqs.data) else pinned.upload(np.ascontiguousarray(seqs.data, np.uint8))
-        if pk.size * 4 < n:
-            raise ValueError(f"{what}: the packed data hold fewer bases than the offsets say")
-        codes = cp.empty(n, cp.uint8)
-        if n:
-            f = get_module("pwio").get_function("pw_unpack2")
-            f((min(-(-n // 256), 65536),), (256,), (pk, np.int64(0), np.int64(n), codes))
-        return codes, _check_codes(codes, off, what, full=False)
-    if isinstance(seqs, tuple) and len(seqs) == 2 and hasattr(seqs[0], "dtype"):
-        c = seqs[0]
-        codes = c if _is_cupy(c) else pinned.upload(np.ascontiguousarray(c, np.uint8))
-        if codes.dtype != cp.uint8:
-            codes = codes.astype(cp.uint8)
+        if off.ndim != 1 or off.size < 1 or off[0] != 0 or off[-1] > 4 * seqs.data.size:
+            raise ValueError(f"{what} offsets are not valid CSR offsets of the packed bases")
+        return _unpack_on_device(seqs.data, 0, int(off[-1])), off
+    if isinstance(seqs, tuple) and len(seqs) == 2 and hasattr(seqs[0], "dtype"):      # (CuPy codes)
+        codes = seqs[0] if seqs[0].dtype == cp.uint8 else seqs[0].astype(cp.uint8)
         off = _check_codes(codes, seqs[1], what, full=False)
         if codes.size and int(codes.max()) > 4:
             raise ValueError(f"{what} codes must be 0..4")
@@ -429,6 +425,18 @@ def device_codes(seqs, what: str = "sequence", timings: dict | None = None):
     return codes, off
 
 
+def _unpack_on_device(packed, shift: int, n: int):
+    """pw_unpack2: n codes from base `shift` of the packed bytes (on the device), as a new CuPy array."""
+    import cupy as cp
+    from g3align.kernels.loader import get_module
+
+    codes = cp.empty(n, cp.uint8)
+    if n:
+        get_module("pwio").get_function("pw_unpack2")((min(-(-n // 256), 65536),), (256,),
+                                                       (packed, np.int64(shift), np.int64(n), codes))
+    return codes
+
+
 def host_form(seqs, what: str = "sequence"):
     """Host arrays as they are, offsets checked: ("codes", uint8 codes, offsets) or ("packed2", packed bytes,
     offsets); None for the other forms (text, CuPy arrays). The GPU path uploads these a slab at a time
@@ -447,9 +455,7 @@ def host_form(seqs, what: str = "sequence"):
 
 def slab_codes(form, a: int, b: int, what: str = "sequence"):
     """The codes of sequences a..b-1 of a host_form, on the device (current stream; returns after the copy)."""
-    import cupy as cp
     from g3align.aligner import pinned
-    from g3align.kernels.loader import get_module
 
     kind, data, off = form
     lo, hi = int(off[a]), int(off[b])
@@ -458,12 +464,7 @@ def slab_codes(form, a: int, b: int, what: str = "sequence"):
         if d.size and int(d.max()) > 4:
             raise ValueError(f"{what} codes must be 0..4")
         return d
-    pk = pinned.upload(data[lo >> 2:(hi + 3) >> 2])
-    d = cp.empty(hi - lo, cp.uint8)
-    if d.size:
-        get_module("pwio").get_function("pw_unpack2")((min(-(-d.size // 256), 65536),), (256,),
-                                                       (pk, np.int64(lo & 3), np.int64(d.size), d))
-    return d
+    return _unpack_on_device(pinned.upload(data[lo >> 2:(hi + 3) >> 2]), lo & 3, hi - lo)
 
 
 def _newline_error(seqs, what):
