@@ -472,7 +472,7 @@ def _opt(*names, **kw):
 @_opt("-E", "gap_ext", default=None, help="gap extension penalty [1,1]")
 @_opt("-L", "clip", default=None, help="penalty for 5'- and 3'-end clipping [5,5]")
 @_opt("-U", "unpaired", type=int, default=None, help="penalty for an unpaired read pair [17]")
-@_opt("-p", "interleaved", is_flag=True, help="smart pairing (interleaved paired FASTQ)")
+@_opt("-p", "interleaved", is_flag=True, help="smart pairing (ignoring in2.fq)")
 @_opt("-R", "rg", default=None, help="read group header line such as '@RG\\tID:foo\\tSM:bar'")
 @_opt("-H", "hdr", default=None, help="insert STR to header if it starts with @; or insert lines in FILE")
 @_opt("-o", "output", default=None, help="output file (SAM; BAM if it ends in .bam) [stdout]")
@@ -487,8 +487,7 @@ def _opt(*names, **kw):
 @_opt("-h", "xa_hits", default=None, help="XA lists all hits if <INT score >80% of the best [5,200]")
 @_opt("-a", "all_aln", is_flag=True, help="output all alignments for SE or unpaired PE")
 @_opt("-C", "copy_comment", is_flag=True, help="append FASTA/FASTQ comment to SAM output")
-@_opt("-V", "ref_hdr", is_flag=True, help="output the reference FASTA header in the XR tag (not supported yet: "
-                                          "an error)")
+@_opt("-V", "ref_hdr", is_flag=True, help="output the reference FASTA header in the XR tag")
 @_opt("-Y", "softclip", is_flag=True, help="use soft clipping for supplementary alignments")
 @_opt("-M", "no_multi", is_flag=True, help="mark shorter split hits as secondary")
 @_opt("-I", "insert", default=None, help="insert size distribution FLOAT[,FLOAT[,INT[,INT]]]")
@@ -905,8 +904,6 @@ def _run_mem_traced(kw, trace, t):
         if p is not None and p != "-" and not os.path.exists(p):
             raise G3Error(f"fail to open file '{p}'")
     _check_sort(kw["sort"], kw["output"], kw["sort_mem"])
-    if kw["ref_hdr"]:  # refused rather than accepted and left out of the output
-        raise G3Error("-V (the reference header in an XR tag) is not supported yet")
     paired = kw["reads2"] is not None or kw["interleaved"]
     from g3align.index.store import index_path
     if os.path.exists(index_path(kw["prefix"])):  # the first run on this machine: its kernels on all cores
@@ -996,8 +993,12 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, index):
         if not pipeline.EARLY_PRELOAD:
             pipeline.preload_kernels(paired)
         _mark(trace, "start-up: aligner (index to the GPU)", t)
+        xr = None
+        if kw["ref_hdr"]:
+            from g3align.aligner.samout import xr_table
+            xr = xr_table(ref.names, ref.comments)
         with OutputSink(kw["output"], header, sort=kw["sort"], sort_mem=kw["sort_mem"],
-                        threads=kw["threads"]) as sink:
+                        threads=kw["threads"], xr=xr) as sink:
             if paired:
                 n, dt = run_mem_pe(aligner, reader, sink, verbose, pes)
             else:
@@ -1027,7 +1028,7 @@ def _start_reader(kw, chunk, depth=2):
                             depth=max(2, chunk // part + 1), name="g3align-batches")
     batches = read_batches(kw["reads1"], chunk_size=chunk, block_size=block, keep_raw=False)
     if kw["interleaved"]:
-        return prefetch_now(((b, True) for b in _interleaved(batches, kw["reads1"])), depth=2, name="g3align-batches")
+        return prefetch_now(_interleaved(batches), depth=2, name="g3align-batches")
     return prefetch_now(batches, depth=depth, name="g3align-batches")
 
 
@@ -1062,20 +1063,14 @@ def _pick_device(choice: str, verbose: int, cmd: str = "mem") -> str:
     return "cpu"
 
 
-def _interleaved(batches, path):
-    """-p input: mates must be adjacent records with the same name."""
-    from g3align.aligner.reads import ReadFormatError, mate_name_mismatch
+def _interleaved(batches):
+    """-p input (bwa's smart pairing): a batch whose reads all pair with a neighbour of the same name is a paired-end
+    batch; one with single reads among the pairs is aligned as bwa does (pipeline.SmartBatch)."""
+    from g3align.aligner.pipeline import SmartBatch
+    from g3align.aligner.reads import smart_pairs
     for b in batches:
-        if b.n % 2:
-            raise ReadFormatError(f"{path}: interleaved input has an odd number of records "
-                                  f"(record {b.first_id + b.n} has no mate; -p with single reads among the "
-                                  f"pairs is not supported yet)")
-        k = mate_name_mismatch(*b.name_csr())
-        if k >= 0:
-            raise ReadFormatError(f"{path}: records {b.first_id + k + 1} and {b.first_id + k + 2} are not "
-                                  f"mates ('{b.names[k]}' vs '{b.names[k + 1]}'; -p with single reads among the "
-                                  f"pairs is not supported yet)")
-        yield b
+        m = smart_pairs(*b.name_csr())
+        yield (b if m.all() else SmartBatch(b, m)), True
 
 
 # ------------------------------------------------------------------------------------------ compare

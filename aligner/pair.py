@@ -428,6 +428,17 @@ def rescue_sw_range(opt, mat, l_pac, pac, seq, seq_off, mate, wrb, wre, wrev, wx
 
 # ------------------------------------------------------------------ pairing
 @njit(cache=True)
+def pair_salt(pair_id):
+    """bwa's `id<<8` in mem_pair, whose `int id` makes it 32-bit arithmetic: the pair number's low 24 bits shifted
+    (from pair 2^23 on the top bits fall off and the sign may flip), then widened with its sign to 64 bits where it
+    meets the uint64 it is XORed with. Returns the 64-bit pattern as an int64."""
+    salt = (np.int64(pair_id) & 0xffffff) << 8
+    if salt >= 0x80000000:
+        salt -= 0x100000000
+    return salt
+
+
+@njit(cache=True)
 def pair_score(opt, offsets, l_pac, p_low, p_high, p_failed, p_avg, p_std, Ra, na, Rb, nb_, n_pri0, n_pri1,
                pair_id, ws):
     """mem_pair: (best pair score o, subo, n_sub, z0, z1). ws: the caller's scratch (pair_ws): the work
@@ -435,6 +446,7 @@ def pair_score(opt, offsets, l_pac, p_low, p_high, p_failed, p_avg, p_std, Ra, n
     offsets, p_low, p_high, p_failed, p_avg, p_std, Ra, Rb = unowned((offsets, p_low, p_high, p_failed, p_avg, p_std,
                                                                       Ra, Rb))  # as sam_pe
     w1, w2, stack = ws.ints, ws.pairs, ws.stack
+    salt = pair_salt(pair_id)
     nv = n_pri0 + n_pri1
     fits = nv <= w1.shape[0] and 2 * nv + 16 <= w2.shape[0]
     # (x, y) of every primary hit of both reads (K), sorted (idx) into V
@@ -503,7 +515,7 @@ def pair_score(opt, offsets, l_pac, p_low, p_high, p_failed, p_avg, p_std, Ra, n
                     U2[:nu] = U[:nu]
                     U = U2
                 py = (np.int64(k) << 32) | i
-                h = hash_64(np.uint64(py) ^ (np.uint64(pair_id) << np.uint64(8))) & np.uint64(0xffffffff)
+                h = hash_64(np.uint64(py) ^ np.uint64(salt)) & np.uint64(0xffffffff)
                 U[nu, 1] = py
                 U[nu, 0] = (np.int64(q) << 32) | np.int64(h)
                 nu += 1

@@ -54,8 +54,10 @@ from g3align.aligner.pair import (
     sam_pe_range,
 )
 from g3align.aligner.pinned import reserve_pool
-from g3align.aligner.reads import bytes_csr, gather_bytes, prefetch, se_chunk_for
+from g3align.aligner.reads import ReadBatch, bytes_csr, gather_bytes, prefetch, se_chunk_for
 from g3align.aligner.samout import cg_empty
+
+from g3align.jit import njit
 
 RANGES_PER_THREAD = 8  # read (or pair) ranges per pool thread in one map call: balance against task overhead
 WORKER_NICE = 5  # nice increment of the CPU pool's worker threads on the GPU path (0: none)
@@ -743,6 +745,72 @@ class AsyncWriter:
             raise self._err
 
 
+class SmartBatch:
+    """A `-p` batch holding single reads among its pairs: `paired` (reads.smart_pairs) is 1 for a read of a pair.
+    bwa aligns such a batch as two: the singles as single-end reads numbered from the batch's first id, then the
+    pairs as paired-end reads numbered after the singles (insert sizes estimated over these pairs alone), and
+    prints every read's records in input order."""
+
+    def __init__(self, batch: ReadBatch, paired: np.ndarray):
+        self.batch = batch
+        self.paired = paired
+        self.n = batch.n
+
+
+def align_smart(aligner: MemAligner, sb: SmartBatch, pes=None, log=None) -> bytes:
+    """SAM text of a SmartBatch, records in input order."""
+    b = sb.batch
+    m = sb.paired.astype(bool)
+    si, pi = np.flatnonzero(~m), np.flatnonzero(m)
+    if log is not None:
+        log(f"[M::process] {si.shape[0]} single-end sequences; {pi.shape[0]} paired-end sequences")
+    se = aligner.align_batch_se(b.take(si, b.first_id)) if si.shape[0] else b""
+    pe = aligner.align_batch_pe(b.take(pi, b.first_id + si.shape[0]), pes, log) if pi.shape[0] else b""
+    buf_s, buf_p = np.frombuffer(se, np.uint8), np.frombuffer(pe, np.uint8)
+    st_s, st_p = read_starts(buf_s, si.shape[0]), read_starts(buf_p, pi.shape[0])
+    if st_s[-1] != buf_s.shape[0] or st_p[-1] != buf_p.shape[0]:
+        raise RuntimeError("smart pairing: records do not match reads")  # an internal error, not bad input
+    # read i's records: those of the single or the paired read it became
+    starts, lens = np.empty(b.n, np.int64), np.empty(b.n, np.int64)
+    starts[si], lens[si] = st_s[:-1], np.diff(st_s)
+    starts[pi], lens[pi] = st_p[:-1] + buf_s.shape[0], np.diff(st_p)
+    off = np.zeros(b.n + 1, np.int64)
+    np.cumsum(lens, out=off[1:])
+    out = np.empty(int(off[-1]), np.uint8)
+    gather_bytes(np.concatenate([buf_s, buf_p]), starts, lens, off, out, -1)
+    return out.tobytes()
+
+
+@njit(cache=True, nogil=True)
+def read_starts(buf, n):
+    """Where each of n reads' SAM records begin in buf (a read's first record is its primary or unmapped one: FLAG
+    without 0x100 / 0x800; the rest are its secondary and supplementary ones), and len(buf) last. Fewer than n
+    starts found: the missing ones are -1 (the caller checks the last)."""
+    out = np.full(n + 1, -1, np.int64)
+    k = 0
+    pos = 0
+    while pos < buf.shape[0]:
+        f = pos
+        while buf[f] != 9:
+            f += 1
+        flag = 0
+        f += 1
+        while buf[f] != 9:
+            flag = flag * 10 + (buf[f] - 48)
+            f += 1
+        if flag & 0x900 == 0:
+            if k == n:
+                return out
+            out[k] = pos
+            k += 1
+        while buf[pos] != 10:
+            pos += 1
+        pos += 1
+    if k == n:
+        out[n] = buf.shape[0]
+    return out
+
+
 def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
     """Paired-end: `parts` yields (part, end_of_batch) as reads.read_pair_batch_parts does (a whole -K
     batch is (batch, True)). A reader thread parses ahead; a second thread prepares the next part (seeds,
@@ -761,17 +829,28 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
     tb = ThreadPoolExecutor(1, thread_name_prefix="g3align-traceback")
     with AsyncWriter(sink, aligner.stage_times) as out, ag.Progress("mem", verbose) as bar:
         try:
-            preps = ahead(lambda it: (aligner.prepare(it[0]) if it[0].n else None, it[1]), prefetch(parts),
+            preps = ahead(lambda it: (_prepare_part(aligner, it[0]), it[1]), prefetch(parts),
                           name="g3align-prepare", workers=aligner.prep_workers)
+
             def regions(it):
                 # the part's traceback (GPU) in its own thread, beside the regions of the next parts; the
                 # insert-size statistics and rescue jobs need only the regions, the pairing waits for it.
                 # Queued here, by the regions thread: from the main thread, the parts of the next -K batch
                 # would wait for this batch's pairing to be queued first
+                if isinstance(it[0], SmartBatch):
+                    return it[0], None, it[1]
                 state = aligner.pe_regions_of(it[0], False) if it[0] is not None else None
                 fut = tb.submit(aligner.with_traceback, state) if state is not None and TB_FROM_REGIONS else None
                 return state, fut, it[1]
             for (state, fut, end) in ahead(regions, preps, depth=PE_AHEAD, name="g3align-regions"):
+                if isinstance(state, SmartBatch):  # -p with singles: a batch of its own (end is True)
+                    out.write_sam_bytes(align_smart(aligner, state, pes, log=lambda m: log(m, verbose)))
+                    n_reads += state.n
+                    log(f"[M::mem_process_seqs] Processed {state.n} reads in {time.time() - t1:.3f} real sec",
+                        verbose)
+                    bar.update(state.n)
+                    t1 = time.time()
+                    continue
                 if state is not None:
                     states.append(state)
                     tbs.append(fut if fut is not None else tb.submit(aligner.with_traceback, state))
@@ -806,6 +885,14 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
             resc.shutdown(wait=True, cancel_futures=True)
             tb.shutdown(wait=True, cancel_futures=True)
     return n_reads, time.time() - t0
+
+
+def _prepare_part(aligner: MemAligner, part):
+    """run_mem_pe's prepare of one part: a SmartBatch passes (it is aligned whole, in order), an empty part is
+    None."""
+    if isinstance(part, SmartBatch):
+        return part
+    return aligner.prepare(part) if part.n else None
 
 
 def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):

@@ -209,6 +209,20 @@ class ReadBatch:
                          self.qual[a:b] if self.has_qual else self.qual[:0], self.has_qual,
                          self.first_id + i, None if self.raw is None else self.raw[a:b], nb_, no, cb, co)
 
+    def take(self, idx: np.ndarray, first_id: int) -> ReadBatch:
+        """The reads at indices `idx` (in that order) as a new batch numbered from `first_id` (copies)."""
+        idx = np.asarray(idx, np.int64)
+        base = self.seq_off[0]
+        seq, off = _csr_take(self.seq, self.seq_off - base, idx)
+        qual = _csr_take(self.qual, self.seq_off - base, idx)[0] if self.has_qual else self.qual[:0]
+        raw = None if self.raw is None else _csr_take(self.raw, self.seq_off - base, idx)[0]
+        nb_, no = (None, None) if self.name_buf is None else _csr_take(self.name_buf, self.name_off, idx)
+        cb, co = (None, None) if self.com_buf is None else _csr_take(self.com_buf, self.com_off, idx)
+        il = idx.tolist() if self._names is not None or self._comments is not None else []
+        return ReadBatch(None if self._names is None else [self._names[i] for i in il],
+                         None if self._comments is None else [self._comments[i] for i in il], seq, off, qual,
+                         self.has_qual, first_id, raw, nb_, no, cb, co)
+
     @staticmethod
     def empty(has_qual: bool = True, first_id: int = 0) -> ReadBatch:
         return ReadBatch([], [], np.zeros(0, np.uint8), np.zeros(1, np.int64), np.zeros(0, np.uint8),
@@ -246,6 +260,17 @@ def _csr_slice(buf, off, i, j):
     if buf is None:
         return None, None
     return buf[int(off[i]):int(off[j])], off[i:j + 1] - off[i]
+
+
+def _csr_take(buf, off, idx):
+    """Items `idx` of bytes + offsets (from 0), in that order: (bytes, offsets from 0)."""
+    starts = off[idx]
+    lens = off[idx + 1] - starts
+    out_off = np.zeros(idx.shape[0] + 1, np.int64)
+    np.cumsum(lens, out=out_off[1:])
+    out = np.empty(int(out_off[-1]), buf.dtype)
+    gather_bytes(buf, starts, lens, out_off, out, -1)
+    return out, out_off
 
 
 def _csr_concat(csrs):
@@ -570,17 +595,28 @@ def first_same_fragment(buf: np.ndarray, off: np.ndarray) -> int:
 
 
 @njit(cache=True, nogil=True)
-def mate_name_mismatch(buf, off):
-    """The first even k whose record k and k + 1 (names as bytes + offsets from 0) are named differently, or -1:
-    the mate check of interleaved input (-p) without making strings of the names."""
-    for k in range(0, off.shape[0] - 2, 2):
-        a, b, c = off[k], off[k + 1], off[k + 2]
-        if b - a != c - b:
-            return k
-        for j in range(b - a):
-            if buf[a + j] != buf[b + j]:
-                return k
-    return -1
+def smart_pairs(buf, off):
+    """bwa's smart pairing (`-p`, bseq_classify) of one batch's names (bytes + offsets from 0): 1 where a read is
+    one of a pair, 0 where single. Scanning in order, a read named as the read before it pairs with it unless
+    that one is already paired with the read before it; no strings are made of the names."""
+    n = off.shape[0] - 1
+    out = np.zeros(n, np.uint8)
+    i = 1
+    while i < n:
+        a, b, c = off[i - 1], off[i], off[i + 1]
+        same = b - a == c - b
+        if same:
+            for j in range(b - a):
+                if buf[a + j] != buf[b + j]:
+                    same = False
+                    break
+        if same:
+            out[i - 1] = 1
+            out[i] = 1
+            i += 2
+        else:
+            i += 1
+    return out
 
 
 @njit(cache=True, nogil=True)

@@ -157,7 +157,8 @@ def sort_mem_bytes(mem: str) -> int:
 class OutputSink:
     """Where SAM records go: SAM text to stdout or a file, or BAM through pysam.
 
-    `write(data)` takes whole SAM lines (str, bytes or a memoryview of bytes, each ending in '\\n'), in output order.
+    `write(data)` takes whole SAM lines (str, bytes or a memoryview of bytes, each ending in '\\n'), in output order;
+    with `xr` (`mem -V`) each record gets bwa's XR tag of its reference sequence.
     The format is `fmt` ('sam' or 'bam') or, when None, 'bam' for a path ending in .bam.
 
     `sort=True` (a BAM path only): the records go as SAM text to `PATH.g3tmpPID.sam` and at close() are sorted by
@@ -166,7 +167,8 @@ class OutputSink:
     (pysam.index) and the temporary files are removed (by a stop too: aligner/stop.py)."""
 
     def __init__(self, path: str | None, header: str, fmt: str | None = None, threads: int = 1,
-                 sort: bool = False, sort_mem: str = "768M"):
+                 sort: bool = False, sort_mem: str = "768M", xr=None):
+        self._xr = xr  # `mem -V`: samout.xr_table of the reference; each write gets bwa's XR tags (samout.add_xr)
         self.path = path if path not in (None, "") else "-"
         if fmt is None:
             fmt = "bam" if self.path.lower().endswith(".bam") else "sam"
@@ -225,6 +227,9 @@ class OutputSink:
             data = data.encode("utf-8", "surrogateescape")
         if not data:
             return
+        if self._xr is not None:
+            from g3align.aligner.samout import add_xr
+            data = add_xr(data, self._xr)
         if self.fmt == "sam":
             self._fh.write(data)
             return

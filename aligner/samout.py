@@ -520,3 +520,115 @@ def write_record(buf, n, opt, name, seq, qual, has_qual, comment, rg_id, ctg_nam
         buf, n = put_bytes(buf, n, comment)
     buf, n = put_char(buf, n, 10)
     return buf, n
+
+
+# ------------------------------------------------------------------------------------------ mem -V
+def xr_table(names: list, comments: list):
+    """The XR:Z: text of each reference sequence for `mem -V`, as bwa prints it from its .ann file: the FASTA
+    header's comment, where "(null)" or an empty one is none, cut to the 8,190 characters bwa reads back, tabs
+    made spaces. Returns (name bytes, offsets, XR bytes, offsets, hash slots) for add_xr."""
+    from g3align.aligner.reads import bytes_csr
+    xr = []
+    for c in comments:
+        c = c.encode("utf-8", "surrogateescape")[:8190]
+        xr.append(b"" if c == b"(null)" else c.replace(b"\t", b" "))
+    nb, no = bytes_csr(names)
+    xb, xo = _csr_of(xr)
+    size = 1 << max(4, (2 * len(names)).bit_length())
+    slots = np.full(size, -1, np.int64)
+    _xr_slots(nb, no, slots)
+    return nb, no, xb, xo, slots
+
+
+def _csr_of(items: list):
+    off = np.zeros(len(items) + 1, np.int64)
+    np.cumsum([len(x) for x in items], out=off[1:])
+    return np.frombuffer(b"".join(items), np.uint8).copy(), off
+
+
+_XR = np.frombuffer(b"\tXR:Z:", np.uint8).copy()
+
+
+@njit(cache=True, nogil=True)
+def _name_hash(buf, a, b):
+    h = np.uint64(14695981039346656037)
+    for j in range(a, b):
+        h = (h ^ np.uint64(buf[j])) * np.uint64(1099511628211)
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _xr_slots(nb, no, slots):
+    """Open addressing of the names' indices by hash (slots: a power of two, at least twice the names)."""
+    mask = np.uint64(slots.shape[0] - 1)
+    for i in range(no.shape[0] - 1):
+        k = _name_hash(nb, no[i], no[i + 1]) & mask
+        while slots[k] >= 0:
+            k = (k + np.uint64(1)) & mask
+        slots[k] = i
+
+
+@njit(cache=True, nogil=True)
+def _xr_rid(buf, a, b, nb, no, slots):
+    """Index of the reference named buf[a:b], or -1 ('*' or unknown)."""
+    mask = np.uint64(slots.shape[0] - 1)
+    k = _name_hash(buf, a, b) & mask
+    while slots[k] >= 0:
+        i = slots[k]
+        if no[i + 1] - no[i] == b - a:
+            same = True
+            for j in range(b - a):
+                if nb[no[i] + j] != buf[a + j]:
+                    same = False
+                    break
+            if same:
+                return i
+        k = (k + np.uint64(1)) & mask
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _add_xr(buf, nb, no, xb, xo, slots, out):
+    """SAM lines of buf with "\tXR:Z:<text>" before each newline whose RNAME has an XR text; out=None: the size
+    only. Returns the bytes written (or needed)."""
+    o = 0
+    pos = 0
+    n = buf.shape[0]
+    while pos < n:
+        e = pos
+        while buf[e] != 10:
+            e += 1
+        a = pos
+        while buf[a] != 9:  # past QNAME and FLAG
+            a += 1
+        a += 1
+        while buf[a] != 9:
+            a += 1
+        a += 1
+        b = a
+        while buf[b] != 9:
+            b += 1
+        rid = _xr_rid(buf, a, b, nb, no, slots)
+        ln = e - pos
+        if out is not None:
+            out[o:o + ln] = buf[pos:e]
+        o += ln
+        if rid >= 0 and xo[rid + 1] > xo[rid]:
+            if out is not None:
+                out[o:o + 6] = _XR
+                out[o + 6:o + 6 + xo[rid + 1] - xo[rid]] = xb[xo[rid]:xo[rid + 1]]
+            o += 6 + xo[rid + 1] - xo[rid]
+        if out is not None:
+            out[o] = 10
+        o += 1
+        pos = e + 1
+    return o
+
+
+def add_xr(data, table) -> bytes:
+    """Whole SAM lines (bytes or a memoryview) with bwa's XR tag added (xr_table)."""
+    buf = np.frombuffer(data, np.uint8)
+    nb, no, xb, xo, slots = table
+    out = np.empty(_add_xr(buf, nb, no, xb, xo, slots, None), np.uint8)
+    _add_xr(buf, nb, no, xb, xo, slots, out)
+    return out.tobytes()

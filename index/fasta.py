@@ -166,8 +166,8 @@ def _parse(data, out, rec):
             while pos < n and data[pos] != 10:
                 pos += 1
             com_e = pos
-            # sane comment trimming (bwa keeps a lone '\r'; comments never reach SAM output)
-            while com_e > com_s and (data[com_e - 1] == 13 or data[com_e - 1] == 32 or data[com_e - 1] == 9):
+            # kseq's: one '\r' before the '\n' goes unless it is the whole comment (`mem -V` prints it as bwa)
+            if com_e - com_s > 1 and data[com_e - 1] == 13:
                 com_e -= 1
         else:
             com_s = pos
