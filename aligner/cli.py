@@ -239,7 +239,7 @@ def _run_map(args):
     _import_numba()  # before the reader module, which imports numba
     from g3align.aligner import mmopt as MO
     from g3align.aligner import reads
-    from g3align.aligner.reads import prefetch_now, read_batch_parts
+    from g3align.aligner.reads import prefetch_now, read_batch_parts, read_pair_batch_parts
     from g3align.aligner.samhdr import parse_rg
 
     try:
@@ -265,10 +265,11 @@ def _run_map(args):
     _check_sort(opt.sort, opt.out, opt.sort_mem)
     if opt.sort and not opt.flag & MO.F_OUT_SAM:
         raise G3Error("--sort needs SAM records (-a)")
-    if opt.flag & MO.F_FRAG_MODE and len(queries) > 1:
-        raise G3Error("paired-end mapping is not supported yet (minimap2 maps the records of two read files as the "
-                      "segments of one fragment with -x sr or --frag=yes): map them with `g3align mem`, or one file "
-                      "at a time")
+    if opt.flag & MO.F_FRAG_MODE and len(queries) > 2:
+        raise G3Error("fragment mode (-x sr, --frag=yes) takes one read file (mates as neighbouring records) or two "
+                      "(mates in lockstep), not more")
+    if opt.flag & MO.F_FRAG_MODE and len(queries) == 2:
+        queries = [(queries[0], queries[1])]  # the two files' records in lockstep: the two segments of a fragment
     rg_line = None
     if opt.rg is not None:
         try:
@@ -280,10 +281,14 @@ def _run_map(args):
     _numba_start()  # before the reader thread (not for --help / --version)
     trace = _trace_on()  # the stage laps of every part thread, as for mem
 
-    def reader(q):  # the parser of query file q in a thread, up to MAP_READ_AHEAD parts ahead
-        return prefetch_now(read_batch_parts(q, chunk_size=opt.mini_batch_size, part_bases=reads.MAP_PART_BASES,
-                                             trim_readno=False), depth=reads.MAP_READ_AHEAD,
-                            name="g3align-reader")
+    def reader(q):  # the parser of query file q (or pair of files) in a thread, up to MAP_READ_AHEAD parts ahead
+        if isinstance(q, tuple):
+            parts = read_pair_batch_parts(*q, chunk_size=opt.mini_batch_size, part_bases=reads.MAP_PART_BASES,
+                                          trim_readno=False, check_names=False)
+        else:
+            parts = read_batch_parts(q, chunk_size=opt.mini_batch_size, part_bases=reads.MAP_PART_BASES,
+                                     trim_readno=False)
+        return prefetch_now(parts, depth=reads.MAP_READ_AHEAD, name="g3align-reader")
 
     # the first file's parsing starts now, beside the mapping modules' import, the index load and the device
     # set-up (MAP_EARLY_READER)
@@ -385,8 +390,8 @@ def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, 
             for i, q in enumerate(queries):
                 parts = first_parts if i == 0 and first_parts is not None else reader(q)
                 try:
-                    k, _ = run_map(aligner, _single_segments(parts, q) if opt.flag & MO.F_FRAG_MODE else parts,
-                                   sink, opt.verbose)
+                    k, _ = run_map(aligner, _whole_fragments(parts, isinstance(q, tuple))
+                                   if opt.flag & MO.F_FRAG_MODE else parts, sink, opt.verbose)
                 finally:
                     parts.close()
                 n += k
@@ -413,26 +418,28 @@ def _check_sort(sort: bool, out: str | None, mem: str) -> None:
         raise G3Error(str(e))
 
 
-def _single_segments(parts, path):
-    """map's parts of one read file in fragment mode (-x sr, --frag=yes), refused where two neighbouring records
-    share a name: minimap2 maps them as the two segments of one fragment, which g3align does not do yet."""
-    import numpy as np
-    from g3align.aligner.reads import ReadFormatError, _display, first_same_fragment
-    prev = None  # the last name of the part before, checked against this part's first
+def _whole_fragments(parts, lockstep: bool):
+    """map's parts in fragment mode (-x sr, --frag=yes), re-cut so that no fragment (neighbouring records named alike
+    but for a /DIGIT end: reads.frag_offsets) is split between two parts: the last fragment of a part waits for the
+    next part's records. From one file fragments are never split (minimap2's reader keeps reading while the names
+    agree); from two files in lockstep (lockstep True) they are cut at the end of a -K batch, as minimap2 groups
+    each batch's records on their own."""
+    from g3align.aligner.reads import ReadBatch, frag_offsets
+    carry = None
     for item in parts:
-        part = item[0] if isinstance(item, tuple) else item
-        buf, off = part.name_csr()
-        first = part.first_id
-        if prev is not None:
-            buf, off = np.concatenate([prev, buf]), np.concatenate([np.zeros(1, np.int64), off + prev.shape[0]])
-            first -= 1
-        k = first_same_fragment(buf, off)
-        if k >= 0:
-            raise ReadFormatError(f"{_display(path)}: records {first + k + 1} and {first + k + 2} share a name: "
-                                  "minimap2 maps them as one fragment (-x sr / --frag=yes), which is not supported yet")
-        if off.shape[0] > 1:
-            prev = buf[off[-2]:off[-1]].copy()
-        yield item
+        part, end = item if isinstance(item, tuple) else (item, True)
+        if carry is not None:
+            part, carry = ReadBatch.concat([carry, part]), None
+        if part.n and not (end and lockstep):
+            fo = frag_offsets(*part.name_csr())
+            k = int(fo[-2])  # the first record of the last fragment
+            carry = part.slice(k, part.n)
+            if k == 0:
+                continue
+            part = part.slice(0, k)
+        yield part, end
+    if carry is not None:
+        yield carry, True
 
 
 def _gpu_pool_note() -> str:

@@ -27,6 +27,7 @@ from g3align.aligner.mm_types import (
     N_AMBI,
     N_CIGAR,
     PARENT,
+    PROPER_FRAG,
     QE,
     QS,
     RE,
@@ -88,6 +89,9 @@ L_CG, L_CS, L_MD, L_SA, L_RG = _lit("\tcg:Z:"), _lit("\tcs:Z:"), _lit("\tMD:Z:")
 L_UNMAPPED_PAF = _lit("\t0\t0\t*\t*\t0\t0\t0\t0\t0\t0")
 L_UNMAPPED_SAM = _lit("\t4\t*\t0\t0\t*\t*\t0\t0\t")
 L_SAM_MATE = _lit("\t*\t0\t0\t")
+L_ZERO_STAR, L_NO_COOR, L_SAME, L_NO_MATE = _lit("\t0\t*"), _lit("*\t0\t0\t*"), _lit("\t=\t"), _lit("\t*\t0\t")
+L_FI = _lit("\tFI:i:")
+_NO_MATE = np.full(4, -1, np.int64)  # (rid, rs, re, rev) of no region
 
 
 @njit(cache=True, specialize_literals=False)
@@ -376,11 +380,23 @@ def _write_paf(buf, n, flag, name, qlen, R, i, cig, qcodes, ref_seq, ref_off, ct
 
 
 @njit(cache=True, specialize_literals=False)
+def qname_len(name):
+    """minimap2's mm_qname_len: a name of 3 or more characters ending in /DIGIT without those 2 characters."""
+    ln = name.shape[0]
+    if ln >= 3 and 48 <= name[ln - 1] <= 57 and name[ln - 2] == 47:
+        return ln - 2
+    return ln
+
+
+@njit(cache=True, specialize_literals=False)
 def _write_sam(buf, n, flag, name, seq, qual, R, nreg, i, cig, qcodes, ref_seq, ref_off, ctg_names, ctg_noff,
-               rep_len, comment, rg_id):
+               rep_len, comment, rg_id, seg_idx, n_seg, prv, nxt):
+    """One SAM record: region i of the read (i < 0: its unmapped record), as format.c's mm_write_sam3. A segment
+    of a fragment (n_seg > 1) gets the pair flags and its mate's fields: prv / nxt are the sam_pri regions of the
+    previous and the next segment as (rid, rs, re, rev), rid < 0 when that segment is unmapped."""
     qlen = seq.shape[0]
-    buf, n = put_bytes(buf, n, name)
-    if i < 0:
+    if n_seg == 1 and i < 0:
+        buf, n = put_bytes(buf, n, name)
         buf, n = put_bytes(buf, n, L_UNMAPPED_SAM)
         buf, n = put_bytes(buf, n, seq)
         buf, n = put_char(buf, n, 9)
@@ -388,18 +404,49 @@ def _write_sam(buf, n, flag, name, seq, qual, R, nreg, i, cig, qcodes, ref_seq, 
             buf, n = put_bytes(buf, n, qual)
         else:
             buf, n = put_char(buf, n, 42)
+        return _sam_tail(buf, n, flag, R, nreg, i, cig, qcodes, ref_seq, ref_off, ctg_names, ctg_noff, qlen,
+                         rep_len, comment, rg_id, -1)
+    buf, n = put_bytes(buf, n, name[:qname_len(name)] if n_seg > 1 else name)
+    sflag = 1 if n_seg > 1 else 0
+    if i < 0:
+        sflag |= 0x4
     else:
-        sflag = 0
         if R[i, REV]:
             sflag |= 0x10
         if R[i, PARENT] != R[i, ID]:
             sflag |= 0x100
         elif R[i, SAM_PRI] == 0:
             sflag |= 0x800
-        buf, n = put_char(buf, n, 9)
-        buf, n = put_int(buf, n, sflag)
-        buf, n = put_char(buf, n, 9)
+    if n_seg > 1:
+        if i >= 0 and R[i, PROPER_FRAG]:
+            sflag |= 0x2
+        if seg_idx == 0:
+            sflag |= 0x40
+        elif seg_idx == n_seg - 1:
+            sflag |= 0x80
+        if nxt[0] < 0:
+            sflag |= 0x8
+        elif nxt[3]:
+            sflag |= 0x20
+    buf, n = put_char(buf, n, 9)
+    buf, n = put_int(buf, n, sflag)
+    buf, n = put_char(buf, n, 9)
+    this_rid = -1
+    this_pos = -1
+    if i < 0:
+        if prv[0] >= 0:
+            this_rid = prv[0]
+            this_pos = prv[1]
+            buf, n = put_bytes(buf, n, ctg_names[ctg_noff[this_rid]:ctg_noff[this_rid + 1]])
+            buf, n = put_char(buf, n, 9)
+            buf, n = put_int(buf, n, this_pos + 1)
+            buf, n = put_bytes(buf, n, L_ZERO_STAR)
+        else:
+            buf, n = put_bytes(buf, n, L_NO_COOR)
+    else:
         rid = R[i, RID]
+        this_rid = rid
+        this_pos = R[i, RS]
         buf, n = put_bytes(buf, n, ctg_names[ctg_noff[rid]:ctg_noff[rid + 1]])
         buf, n = put_char(buf, n, 9)
         buf, n = put_int(buf, n, R[i, RS] + 1)
@@ -419,28 +466,81 @@ def _write_sam(buf, n, flag, name, seq, qual, R, nreg, i, cig, qcodes, ref_seq, 
             if c1:
                 buf, n = put_int(buf, n, c1)
                 buf, n = put_char(buf, n, cc)
-        buf, n = put_bytes(buf, n, L_SAM_MATE)
-        if (sflag & 0x900) == 0 or (flag & _F_SOFTCLIP):
-            buf, n = _put_seq(buf, n, seq, R[i, REV], True)
-            buf, n = put_char(buf, n, 9)
-            if qual.shape[0] > 0:
-                buf, n = _put_seq(buf, n, qual, R[i, REV], False)
+    if n_seg > 1:
+        tlen = 0
+        if this_rid >= 0 and nxt[0] >= 0:
+            if this_rid == nxt[0]:
+                if i >= 0:
+                    this5 = R[i, RE] - 1 if R[i, REV] else this_pos
+                    next5 = nxt[2] - 1 if nxt[3] else nxt[1]
+                    tlen = next5 - this5
+                buf, n = put_bytes(buf, n, L_SAME)
             else:
-                buf, n = put_char(buf, n, 42)
-        elif sflag & 0x100:
-            buf, n = put_char(buf, n, 42)
+                buf, n = put_char(buf, n, 9)
+                buf, n = put_bytes(buf, n, ctg_names[ctg_noff[nxt[0]]:ctg_noff[nxt[0] + 1]])
+                buf, n = put_char(buf, n, 9)
+            buf, n = put_int(buf, n, nxt[1] + 1)
             buf, n = put_char(buf, n, 9)
-            buf, n = put_char(buf, n, 42)
+        elif nxt[0] >= 0:
+            buf, n = put_char(buf, n, 9)
+            buf, n = put_bytes(buf, n, ctg_names[ctg_noff[nxt[0]]:ctg_noff[nxt[0] + 1]])
+            buf, n = put_char(buf, n, 9)
+            buf, n = put_int(buf, n, nxt[1] + 1)
+            buf, n = put_char(buf, n, 9)
+        elif this_rid >= 0:
+            buf, n = put_bytes(buf, n, L_SAME)
+            buf, n = put_int(buf, n, this_pos + 1)
+            buf, n = put_char(buf, n, 9)
         else:
-            buf, n = _put_seq(buf, n, seq[R[i, QS]:R[i, QE]], R[i, REV], True)
-            buf, n = put_char(buf, n, 9)
-            if qual.shape[0] > 0:
-                buf, n = _put_seq(buf, n, qual[R[i, QS]:R[i, QE]], R[i, REV], False)
-            else:
-                buf, n = put_char(buf, n, 42)
+            buf, n = put_bytes(buf, n, L_NO_MATE)
+        if tlen > 0:
+            tlen += 1
+        elif tlen < 0:
+            tlen -= 1
+        buf, n = put_int(buf, n, tlen)
+        buf, n = put_char(buf, n, 9)
+    else:
+        buf, n = put_bytes(buf, n, L_SAM_MATE)
+    if i < 0:
+        buf, n = put_bytes(buf, n, seq)
+        buf, n = put_char(buf, n, 9)
+        if qual.shape[0] > 0:
+            buf, n = put_bytes(buf, n, qual)
+        else:
+            buf, n = put_char(buf, n, 42)
+    elif (sflag & 0x900) == 0 or (flag & _F_SOFTCLIP):
+        buf, n = _put_seq(buf, n, seq, R[i, REV], True)
+        buf, n = put_char(buf, n, 9)
+        if qual.shape[0] > 0:
+            buf, n = _put_seq(buf, n, qual, R[i, REV], False)
+        else:
+            buf, n = put_char(buf, n, 42)
+    elif sflag & 0x100:
+        buf, n = put_char(buf, n, 42)
+        buf, n = put_char(buf, n, 9)
+        buf, n = put_char(buf, n, 42)
+    else:
+        buf, n = _put_seq(buf, n, seq[R[i, QS]:R[i, QE]], R[i, REV], True)
+        buf, n = put_char(buf, n, 9)
+        if qual.shape[0] > 0:
+            buf, n = _put_seq(buf, n, qual[R[i, QS]:R[i, QE]], R[i, REV], False)
+        else:
+            buf, n = put_char(buf, n, 42)
+    return _sam_tail(buf, n, flag, R, nreg, i, cig, qcodes, ref_seq, ref_off, ctg_names, ctg_noff, qlen, rep_len,
+                     comment, rg_id, seg_idx if n_seg > 2 else -1)
+
+
+@njit(cache=True, specialize_literals=False)
+def _sam_tail(buf, n, flag, R, nreg, i, cig, qcodes, ref_seq, ref_off, ctg_names, ctg_noff, qlen, rep_len, comment,
+              rg_id, fi):
+    """A SAM record's tags to its end of line: RG, FI (fi >= 0: a fragment of more than two segments), the
+    region's tags and SA, cs / MD, rl, the comment."""
     if rg_id.shape[0] > 0:
         buf, n = put_bytes(buf, n, L_RG)
         buf, n = put_bytes(buf, n, rg_id)
+    if fi >= 0:
+        buf, n = put_bytes(buf, n, L_FI)
+        buf, n = put_int(buf, n, fi)
     if i >= 0:
         buf, n = _write_tags(buf, n, R, i, cig)
         if R[i, PARENT] == R[i, ID] and R[i, HAS_P] and nreg > 1:
@@ -511,13 +611,13 @@ def write_read(buf, n, flag, name, seq, qual, qcodes, R, nreg, cig, rep_len, ref
                 continue
             if flag & _F_OUT_SAM:
                 buf, n = _write_sam(buf, n, flag, name, seq, qual, R, nreg, i, cig, qcodes, ref_seq, ref_off,
-                                    ctg_names, ctg_noff, rep_len, comment, rg_id)
+                                    ctg_names, ctg_noff, rep_len, comment, rg_id, 0, 1, _NO_MATE, _NO_MATE)
             else:
                 buf, n = _write_paf(buf, n, flag, name, seq.shape[0], R, i, cig, qcodes, ref_seq, ref_off,
                                     ctg_names, ctg_noff, ctg_len, rep_len, comment)
     elif (flag & _F_OUT_SAM) and not (flag & _F_SAM_HIT_ONLY):
         buf, n = _write_sam(buf, n, flag, name, seq, qual, R, 0, -1, cig, qcodes, ref_seq, ref_off,
-                            ctg_names, ctg_noff, rep_len, comment, rg_id)
+                            ctg_names, ctg_noff, rep_len, comment, rg_id, 0, 1, _NO_MATE, _NO_MATE)
     elif (flag & _F_PAF_NO_HIT) and not (flag & _F_OUT_SAM):
         buf, n = put_bytes(buf, n, name)
         buf, n = put_char(buf, n, 9)
@@ -525,4 +625,63 @@ def write_read(buf, n, flag, name, seq, qual, qcodes, R, nreg, cig, rep_len, ref
         buf, n = put_bytes(buf, n, L_UNMAPPED_PAF)
         buf, n = _put_rl(buf, n, rep_len)
         buf, n = put_char(buf, n, 10)
+    return buf, n
+
+
+@njit(cache=True, specialize_literals=False)
+def _sam_pri(R, a, b, out):
+    """(rid, rs, re, rev) of the first region of R[a:b] marked sam_pri into out (rid -1 when there is none)."""
+    out[0] = -1
+    for i in range(a, b):
+        if R[i, SAM_PRI]:
+            out[0], out[1], out[2], out[3] = R[i, RID], R[i, RS], R[i, RE], R[i, REV]
+            return
+
+
+@njit(cache=True, specialize_literals=False)
+def write_frag(buf, n, flag, names, name_off, seqs, quals, qcodes, seg_off, R, r_off, cig, rep_lens, ref_seq, ref_off,
+               ctg_names, ctg_noff, ctg_len, comments, com_off, rg_id):
+    """All records of a fragment of n_seg = seg_off.shape[0] - 1 segments (map.c's output step; SAM records by
+    mm_write_sam3 with the mates' fields, PAF ones as for single reads): segment s is read seq[seg_off[s]:
+    seg_off[s+1]] (qual likewise, when given; qcodes its codes), named names[name_off[s]:name_off[s+1]], with
+    regions R[r_off[s]:r_off[s+1]] and repeat length rep_lens[s]."""
+    n_seg = seg_off.shape[0] - 1
+    if not (flag & _F_OUT_SAM):
+        for s in range(n_seg):
+            q0, q1 = seg_off[s], seg_off[s + 1]
+            buf, n = write_read(buf, n, flag, names[name_off[s]:name_off[s + 1]], seqs[q0:q1],
+                                quals[q0:q1] if quals.shape[0] > 0 else quals[:0], qcodes[q0:q1],
+                                R[r_off[s]:r_off[s + 1]], r_off[s + 1] - r_off[s], cig, rep_lens[s], ref_seq, ref_off,
+                                ctg_names, ctg_noff, ctg_len, comments[com_off[s]:com_off[s + 1]], rg_id)
+        return buf, n
+    prv = np.empty(4, np.int64)
+    nxt = np.empty(4, np.int64)
+    for s in range(n_seg):
+        a, b = r_off[s], r_off[s + 1]
+        t = (s + 1) % n_seg
+        _sam_pri(R, r_off[t], r_off[t + 1], nxt)
+        if n_seg > 2:
+            prv[0] = -1
+            for k in range(1, n_seg):
+                p = (s + n_seg - k) % n_seg
+                if r_off[p + 1] > r_off[p]:
+                    _sam_pri(R, r_off[p], r_off[p + 1], prv)
+                    break
+        else:
+            prv[:] = nxt
+        q0, q1 = seg_off[s], seg_off[s + 1]
+        name = names[name_off[s]:name_off[s + 1]]
+        qual = quals[q0:q1] if quals.shape[0] > 0 else quals[:0]
+        comment = comments[com_off[s]:com_off[s + 1]]
+        Rs = R[a:b]
+        if b > a:
+            for i in range(b - a):
+                if (flag & _F_NO_PRINT_2ND) and Rs[i, ID] != Rs[i, PARENT]:
+                    continue
+                buf, n = _write_sam(buf, n, flag, name, seqs[q0:q1], qual, Rs, b - a, i, cig, qcodes[q0:q1],
+                                    ref_seq, ref_off, ctg_names, ctg_noff, rep_lens[s], comment, rg_id, s, n_seg, prv,
+                                    nxt)
+        elif not (flag & _F_SAM_HIT_ONLY):
+            buf, n = _write_sam(buf, n, flag, name, seqs[q0:q1], qual, Rs, 0, -1, cig, qcodes[q0:q1], ref_seq,
+                                ref_off, ctg_names, ctg_noff, rep_lens[s], comment, rg_id, s, n_seg, prv, nxt)
     return buf, n

@@ -33,6 +33,8 @@ from .mm_types import (
     N_SUB,
     NR,
     PARENT,
+    PE_THRU,
+    PROPER_FRAG,
     QE,
     QS,
     RE,
@@ -597,3 +599,152 @@ def align_post(all_chains, mask_level, mask_len, sub_diff, hard_mask_level, alt_
     n = select_sub(pri_ratio, k * 2, best_n, 0, np.int64(max_gap * 0.8), R, n)
     set_sam_pri(R, n)
     return n
+
+
+# ---------------------------------------------------------------------------------------------
+# pe.c: pairing the two segments of a fragment
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True, error_model="numpy")
+def pair_regs(max_gap_ref, pe_bonus, sub_diff, match_sc, qlens, R0, n0, R1, n1):
+    """pe.c's mm_pair (then mm_set_pe_thru) on the aligned regions of segment 0 (R0[:n0]) and 1 (R1[:n1]): the
+    best pair of a forward and a reverse region within max_gap_ref on one contig (sum of DP maxima, ties by the
+    32-bit sum of their hashes) becomes both segments' primary (PROPER_FRAG, SAM_PRI, parents lifted), and their
+    MAPQ is raised toward the pair's."""
+    if n0 == 0 or n1 == 0:
+        return
+    n = n0 + n1
+    key = np.empty(n, np.uint64)
+    who = np.empty(n, np.uint64)  # s << 32 | row
+    dp_thres = 0
+    m = 0
+    for s in range(2):
+        R = R0 if s == 0 else R1
+        ns = n0 if s == 0 else n1
+        mx = 0
+        for i in range(ns):
+            rs2 = (R[i, RS] << 1) & 0xFFFFFFFF  # minimap2's int `rs<<1`, widened with its sign
+            if rs2 >= 0x80000000:
+                rs2 -= 0x100000000
+            key[m] = (np.uint64(R[i, RID]) << np.uint64(32)) | np.uint64(rs2) | np.uint64(s ^ R[i, REV])
+            who[m] = (np.uint64(s) << np.uint64(32)) | np.uint64(i)
+            if R[i, DP_MAX] > mx:
+                mx = R[i, DP_MAX]
+            m += 1
+        dp_thres += mx
+    dp_thres -= pe_bonus
+    if dp_thres < 0:
+        dp_thres = 0
+    radix_sort_128x(key, who, 0, n)
+    seg = np.empty(n, np.int64)
+    row = np.empty(n, np.int64)
+    rev = np.empty(n, np.int64)
+    for k in range(n):
+        seg[k] = np.int64(who[k] >> np.uint64(32))
+        row[k] = np.int64(who[k] & U32)
+        rev[k] = R0[row[k], REV] if seg[k] == 0 else R1[row[k], REV]
+    best = np.int64(-1)
+    best_idx = np.full(2, -1, np.int64)
+    last = np.full(2, -1, np.int64)
+    sc = np.empty(max(16, n), np.int64)
+    n_sc = 0
+    for i in range(n):
+        if key[i] & np.uint64(1):
+            if last[rev[i]] < 0:
+                continue
+            Ri = R0 if seg[i] == 0 else R1
+            ri = row[i]
+            j0 = last[rev[i]]
+            Rq = R0 if seg[j0] == 0 else R1
+            if Ri[ri, RID] != Rq[row[j0], RID] or Ri[ri, RS] - Rq[row[j0], RE] > max_gap_ref:
+                continue
+            for j in range(j0, -1, -1):
+                if rev[j] != rev[i] or seg[j] == seg[i]:
+                    continue
+                Rj = R0 if seg[j] == 0 else R1
+                rj = row[j]
+                if Ri[ri, RID] != Rj[rj, RID] or Ri[ri, RS] - Rj[rj, RE] > max_gap_ref:
+                    break
+                dps = Ri[ri, DP_MAX] + Rj[rj, DP_MAX]
+                if dps < dp_thres:
+                    continue
+                score = (np.int64(dps) << 32) | ((Ri[ri, HASH] + Rj[rj, HASH]) & 0xFFFFFFFF)
+                if score > best:
+                    best = score
+                    best_idx[seg[j]] = j
+                    best_idx[seg[i]] = i
+                if n_sc == sc.shape[0]:
+                    sc2 = np.empty(2 * n_sc, np.int64)
+                    sc2[:n_sc] = sc[:n_sc]
+                    sc = sc2
+                sc[n_sc] = score
+                n_sc += 1
+        else:
+            last[rev[i]] = i
+    if n_sc > 0 and best > 0:
+        scu = np.sort(sc[:n_sc].view(np.uint64))
+        r = np.array([row[best_idx[0]], row[best_idx[1]]], np.int64)
+        for s in range(2):
+            R = R0 if s == 0 else R1
+            ns = n0 if s == 0 else n1
+            R[r[s], PROPER_FRAG] = 1
+            if R[r[s], ID] != R[r[s], PARENT]:  # lift to primary: its parent's children follow, the parent gets 0
+                p = R[r[s], PARENT]
+                pid = R[p, ID]
+                for i in range(ns):
+                    if R[i, PARENT] == pid:
+                        R[i, PARENT] = R[r[s], ID]
+                R[p, MAPQ] = 0
+            if R[r[s], SAM_PRI] == 0:
+                for i in range(ns):
+                    R[i, SAM_PRI] = 0
+                R[r[s], SAM_PRI] = 1
+        q0 = R0[r[0], MAPQ]
+        q1 = R1[r[1], MAPQ]
+        mapq_pe = q0 if q0 > q1 else q1
+        top = np.uint64(best) >> np.uint64(32)
+        n_sub = 0
+        for i in range(n_sc):
+            if (scu[i] >> np.uint64(32)) + np.uint64(sub_diff) >= top:
+                n_sub += 1
+        second = scu[n_sc - 2] >> np.uint64(32) if n_sc > 1 else np.uint64(0)
+        if n_sc > 1:
+            alt = _f2i(np.float32(6.02) * np.float32(top - second) / np.float32(match_sc)
+                       - np.float32(4.343) * np.float32(np.log(np.float64(n_sub))))
+            if alt < mapq_pe:
+                mapq_pe = alt
+        for s in range(2):
+            R = R0 if s == 0 else R1
+            if R[r[s], MAPQ] < mapq_pe:
+                R[r[s], MAPQ] = _f2i(np.float32(0.2) * np.float32(R[r[s], MAPQ]) + np.float32(0.8) * np.float32(mapq_pe)
+                                     + np.float32(0.499))
+            if n_sc == 1:
+                if R[r[s], MAPQ] < 2:
+                    R[r[s], MAPQ] = 2
+            elif top > second:
+                if R[r[s], MAPQ] < 1:
+                    R[r[s], MAPQ] = 1
+    set_pe_thru(qlens, R0, n0, R1, n1)
+
+
+@njit(cache=True, nogil=True)
+def set_pe_thru(qlens, R0, n0, R1, n1):
+    """pe.c's mm_set_pe_thru: with one primary per segment, on the same contig and strand, ends within 3 bases
+    and the reads running through each other (one starts where the other's query ends), both get PE_THRU."""
+    n_pri0 = 0
+    n_pri1 = 0
+    p = -1
+    q = -1
+    for i in range(n0):
+        if R0[i, ID] == R0[i, PARENT]:
+            n_pri0 += 1
+            p = i
+    for i in range(n1):
+        if R1[i, ID] == R1[i, PARENT]:
+            n_pri1 += 1
+            q = i
+    if n_pri0 == 1 and n_pri1 == 1:
+        if (R0[p, RID] == R1[q, RID] and R0[p, REV] == R1[q, REV] and abs(R0[p, RS] - R1[q, RS]) < 3
+                and abs(R0[p, RE] - R1[q, RE]) < 3
+                and ((R0[p, QS] == 0 and qlens[1] - R1[q, QE] == 0) or (R1[q, QS] == 0 and qlens[0] - R0[p, QE] == 0))):
+            R0[p, PE_THRU] = 1
+            R1[q, PE_THRU] = 1

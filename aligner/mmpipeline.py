@@ -1,4 +1,4 @@
-"""`g3align map`: minimap2 2.24's mapping of single-segment reads (map.c's mm_map_frag) in batches.
+"""`g3align map`: minimap2 2.24's mapping of reads and fragments (map.c's mm_map_frag) in batches.
 
 Python orchestrates; each batch is cut into ranges of reads and every range runs through one Numba
 `nogil` kernel (`map_range`) that maps its reads one after the other and formats their PAF/SAM
@@ -29,11 +29,12 @@ from g3align.aligner import lchain as LC
 from g3align.aligner import mmalign as MA
 from g3align.aligner import mmhit as MH
 from g3align.aligner import mmopt as MO
-from g3align.aligner.mm_types import CNT, NR
-from g3align.aligner.mmformat import write_read
+from g3align.aligner.mm_types import CIG_OFF, CNT, NR, QE, QS, REV
+from g3align.aligner.mmformat import write_frag, write_read
 from g3align.aligner.mmseed import seed_hits, seed_read
 from g3align.aligner.nbshare import unowned
 from g3align.aligner.pinned import on_stream
+from g3align.aligner.reads import frag_offsets
 
 from g3align.jit import njit
 
@@ -42,8 +43,8 @@ from g3align.jit import njit
  I_MAX_CHAIN_ITER, I_MIN_CNT, I_MIN_CHAIN_SCORE, I_RMQ_SIZE_CAP, I_RMQ_INNER_DIST, I_RMQ_RESCUE_SIZE,
  I_MASK_LEN, I_BEST_N, I_A, I_B, I_Q, I_E, I_Q2, I_E2, I_SC_AMBI, I_ZDROP, I_ZDROP_INV, I_END_BONUS,
  I_MIN_DP_MAX, I_MIN_KSW_LEN, I_ANCHOR_EXT_LEN, I_ANCHOR_EXT_SHIFT, I_MID_OCC, I_MAX_OCC, I_MAX_MAX_OCC,
- I_OCC_DIST, I_MAX_SW_MAT, I_K, I_W, I_HPC, I_RANK_MIN_LEN) = range(40)
-NI = 40
+ I_OCC_DIST, I_MAX_SW_MAT, I_K, I_W, I_HPC, I_RANK_MIN_LEN, I_PE_ORI, I_PE_BONUS) = range(42)
+NI = 42
 # float options (C floats)
 (F_CHAIN_GAP_SCALE, F_CHAIN_SKIP_SCALE, F_RMQ_RESCUE_RATIO, F_MASK_LEVEL, F_PRI_RATIO, F_ALT_DROP,
  F_MAX_CLIP_RATIO, F_Q_OCC_FRAC, F_RANK_FRAC) = range(9)
@@ -64,7 +65,8 @@ def pack_opts(o: MO.MapOpt) -> tuple[np.ndarray, np.ndarray]:
                    (I_MIN_KSW_LEN, o.min_ksw_len), (I_ANCHOR_EXT_LEN, o.anchor_ext_len),
                    (I_ANCHOR_EXT_SHIFT, o.anchor_ext_shift), (I_MID_OCC, o.mid_occ), (I_MAX_OCC, o.max_occ),
                    (I_MAX_MAX_OCC, o.max_max_occ), (I_OCC_DIST, o.occ_dist), (I_MAX_SW_MAT, o.max_sw_mat),
-                   (I_K, o.k), (I_W, o.w), (I_HPC, int(o.is_hpc)), (I_RANK_MIN_LEN, o.rank_min_len)):
+                   (I_K, o.k), (I_W, o.w), (I_HPC, int(o.is_hpc)), (I_RANK_MIN_LEN, o.rank_min_len),
+                   (I_PE_ORI, o.pe_ori), (I_PE_BONUS, o.pe_bonus)):
         iv[idx] = v
     fv = np.zeros(NF, np.float32)
     for idx, v in ((F_CHAIN_GAP_SCALE, o.chain_gap_scale), (F_CHAIN_SKIP_SCALE, o.chain_skip_scale),
@@ -142,6 +144,24 @@ def map_one_post(ok, q, iv, fv, R, n, a, rep_len, ref_seq, ref_off, ref_len, jc)
 
 
 @njit(cache=True, nogil=True)
+def _chain_params(iv, fv, is_sr, qlen_sum):
+    """mm_map_frag's chaining gaps and penalties: (max_gap_qry, max_gap_ref, pen_gap, pen_skip)."""
+    gq, gr = LC.chain_gaps(is_sr, qlen_sum, iv[I_MAX_GAP], iv[I_MAX_GAP_REF], iv[I_MAX_FRAG_LEN])
+    pen_gap, pen_skip = LC.chain_pens(fv[F_CHAIN_GAP_SCALE], fv[F_CHAIN_SKIP_SCALE], iv[I_K])
+    return gq, gr, pen_gap, pen_skip
+
+
+@njit(cache=True, nogil=True)
+def _chain(iv, is_rmq, max_gap_qry, max_gap_ref, pen_gap, pen_skip, n_segs, a):
+    """mm_map_frag's first chaining of anchors a (sorted): RMQ or DP -> (anchors as chained, chains u)."""
+    if is_rmq:
+        return LC.lchain_rmq(iv[I_MAX_GAP], iv[I_RMQ_INNER_DIST], iv[I_BW], iv[I_MAX_CHAIN_SKIP], iv[I_RMQ_SIZE_CAP],
+                             iv[I_MIN_CNT], iv[I_MIN_CHAIN_SCORE], pen_gap, pen_skip, a)
+    return LC.lchain_dp(max_gap_ref, max_gap_qry, iv[I_BW], iv[I_MAX_CHAIN_SKIP], iv[I_MAX_CHAIN_ITER],
+                        iv[I_MIN_CNT], iv[I_MIN_CHAIN_SCORE], pen_gap, pen_skip, False, n_segs, a)
+
+
+@njit(cache=True, nogil=True)
 def map_one_pre(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, dual_skip, diag_rid,
                 pre, mv_p, a_p, rep_p, mini_p, fp_on, f_p, p_p):
     """mm_map_frag up to the base alignment: seeds, chains, regions, parents, error estimate.
@@ -164,17 +184,12 @@ def map_one_pre(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, dual_s
                                              iv[I_MAX_MAX_OCC], iv[I_OCC_DIST], fv[F_Q_OCC_FRAC], flag, b,
                                              bkt_off, keys, key_off, pos, ref_len, diag_rid, dual_skip)
     max_gap = iv[I_MAX_GAP]
-    max_gap_qry, max_gap_ref = LC.chain_gaps(is_sr, qlen, max_gap, iv[I_MAX_GAP_REF], iv[I_MAX_FRAG_LEN])
-    pen_gap, pen_skip = LC.chain_pens(fv[F_CHAIN_GAP_SCALE], fv[F_CHAIN_SKIP_SCALE], iv[I_K])
-    if is_rmq:
-        a, u = LC.lchain_rmq(max_gap, iv[I_RMQ_INNER_DIST], iv[I_BW], iv[I_MAX_CHAIN_SKIP], iv[I_RMQ_SIZE_CAP],
-                             iv[I_MIN_CNT], iv[I_MIN_CHAIN_SCORE], pen_gap, pen_skip, a)
-    elif fp_on:
+    max_gap_qry, max_gap_ref, pen_gap, pen_skip = _chain_params(iv, fv, is_sr, qlen)
+    if fp_on and not is_rmq:
         a, u = LC.lchain_dp_fp(max_gap_ref, max_gap_qry, iv[I_BW], iv[I_MIN_CNT], iv[I_MIN_CHAIN_SCORE], False, a,
                                f_p, p_p)
     else:
-        a, u = LC.lchain_dp(max_gap_ref, max_gap_qry, iv[I_BW], iv[I_MAX_CHAIN_SKIP], iv[I_MAX_CHAIN_ITER],
-                            iv[I_MIN_CNT], iv[I_MIN_CHAIN_SCORE], pen_gap, pen_skip, False, 1, a)
+        a, u = _chain(iv, is_rmq, max_gap_qry, max_gap_ref, pen_gap, pen_skip, 1, a)
     if iv[I_BW_LONG] > iv[I_BW] and (flag & _NO_LJOIN_FLAGS) == 0 and u.shape[0] > 1:
         a, u, _ = LC.maybe_rechain_long(iv[I_BW], iv[I_BW_LONG], flag & _NO_LJOIN_FLAGS, 1, qlen,
                                         iv[I_RMQ_RESCUE_SIZE], fv[F_RMQ_RESCUE_RATIO], max_gap,
@@ -243,6 +258,173 @@ def map_range(lo, hi, seq, seq_off, raw, qual, qual_on, names, name_off, comment
         qq = qual[s0:s1] if qual_on else qual[:0]
         buf, nb_ = write_read(buf, nb_, flag, name, raw[s0:s1], qq, q, R, n, cig, rl, ref_seq, ref_off,
                               ctg_names, ctg_noff, ref_len, comments[com_off[i]:com_off[i + 1]], rg_id)
+    return buf, nb_
+
+
+# ------------------------------------------------------------------------------------------ fragments
+@njit(cache=True, nogil=True)
+def frag_flips(n_seg, pe_ori):
+    """Which segments of a fragment are mapped reverse-complemented (worker_for: with two segments, the first when
+    pe_ori bit 1 is set, the second when bit 0 is: -x sr's FR pairs turn the second read)."""
+    out = np.zeros(n_seg, np.bool_)
+    if n_seg == 2 and pe_ori >= 0:
+        out[0] = (pe_ori >> 1) & 1 != 0
+        out[1] = pe_ori & 1 != 0
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _append_cigars(cig, c, R, n):
+    """cig with the CIGAR buffer c of regions R[:n] appended after it, their CIG_OFF moved along."""
+    base = cig.shape[0]
+    out = np.empty(base + c.shape[0], np.uint32)
+    out[:base] = cig
+    out[base:] = c
+    for i in range(n):
+        R[i, CIG_OFF] += base
+    return out
+
+
+@njit(cache=True, nogil=True)
+def map_frag(qc, seg_off, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, ref_off, dual_skip, diag_rid):
+    """mm_map_frag for a fragment of two or more segments mapped together (minimap2's fragment mode: -x sr pairs,
+    --frag=yes): qc holds the segments' codes back to back (those frag_flips names already reverse-complemented),
+    segment s at seg_off[s]:seg_off[s+1]; name is the first segment's. Seeds of all segments chain together (a
+    chain may join the mates), the chains are split per segment (seg_gen), each segment's regions are aligned on
+    their own, then the two segments are paired (mm_pair). Returns (R_cat, r_off, cigar buffer, rep_len): segment s
+    has the regions R_cat[r_off[s]:r_off[s+1]], in the coordinates of the sequence as mapped."""
+    flag = iv[I_FLAG]
+    n_segs = seg_off.shape[0] - 1
+    qlens = seg_off[1:] - seg_off[:-1]
+    qlen_sum = seg_off[n_segs] - seg_off[0]
+    cig = np.zeros(16, np.uint32)
+    r_off = np.zeros(n_segs + 1, np.int64)
+    if qlen_sum == 0 or (iv[I_MAX_QLEN] > 0 and qlen_sum > iv[I_MAX_QLEN]):
+        return np.zeros((0, NR), np.int64), r_off, cig, 0
+    is_sr = (flag & MO.F_SR) != 0
+    is_rmq = (flag & MO.F_RMQ) != 0
+    hname = name if (flag & MO.F_NO_HASH_NAME) == 0 else name[:0]
+    hsh = LC.read_hash(hname, qlen_sum, iv[I_SEED])
+    mv, a, rep_len, mini_pos = seed_read(qc, seg_off, iv[I_W], iv[I_K], iv[I_HPC] != 0, iv[I_MID_OCC],
+                                         iv[I_MAX_MAX_OCC], iv[I_OCC_DIST], fv[F_Q_OCC_FRAC], flag, b, bkt_off, keys,
+                                         key_off, pos, ref_len, diag_rid, dual_skip)
+    max_gap = iv[I_MAX_GAP]
+    max_gap_qry, max_gap_ref, pen_gap, pen_skip = _chain_params(iv, fv, is_sr, qlen_sum)
+    a, u = _chain(iv, is_rmq, max_gap_qry, max_gap_ref, pen_gap, pen_skip, n_segs, a)
+    if LC.need_occ_rechain(iv[I_MAX_OCC], iv[I_MID_OCC], rep_len, is_rmq, n_segs, a, u):
+        a, rep_len, mini_pos = seed_hits(mv, qlen_sum, iv[I_MAX_OCC], iv[I_MAX_MAX_OCC], iv[I_OCC_DIST], flag, b,
+                                         bkt_off, keys, key_off, pos, ref_len, diag_rid, dual_skip)
+        a, u = LC.lchain_dp(max_gap_ref, max_gap_qry, iv[I_BW], iv[I_MAX_CHAIN_SKIP], iv[I_MAX_CHAIN_ITER],
+                            iv[I_MIN_CNT], iv[I_MIN_CHAIN_SCORE], pen_gap, pen_skip, False, n_segs, a)
+    is_qstrand = (flag & MO.F_QSTRAND) != 0
+    R0 = LC.gen_regs(hsh, qlen_sum, u, a, is_qstrand)
+    n0 = R0.shape[0]
+    sub_diff = iv[I_A] * 2 + iv[I_B]
+    n0 = MH.chain_post((flag & MO.F_ALL_CHAINS) != 0, fv[F_MASK_LEVEL], iv[I_MASK_LEN], sub_diff,
+                       (flag & MO.F_HARD_MLEVEL) != 0, fv[F_ALT_DROP], fv[F_PRI_RATIO], iv[I_K], iv[I_BEST_N], max_gap,
+                       n_segs, qlens, max_gap_ref, R0, n0)
+    if not is_sr and not is_qstrand:
+        MH.est_err(qlen_sum, R0, n0, a, mini_pos, ref_len)
+        n0 = MH.filter_strand_retained(R0, n0)
+    a_cat, a_off, R_seg, s_off = LC.seg_gen(hsh, qlens, R0, n0, a)
+    jc = MA.jc_new(MA.JC_DIRECT, 0)
+    Rs = []
+    ns = np.zeros(n_segs, np.int64)
+    for s in range(n_segs):
+        R = R_seg[s_off[s]:s_off[s + 1]].copy()
+        n = R.shape[0]
+        MH.set_parent(fv[F_MASK_LEVEL], iv[I_MASK_LEN], R, n, sub_diff, (flag & MO.F_HARD_MLEVEL) != 0,
+                      fv[F_ALT_DROP])
+        if flag & MO.F_CIGAR:  # (align_skeleton fills a CIGAR buffer from its start: one per segment, appended)
+            R, n, c = _align(qc[seg_off[s]:seg_off[s + 1]], iv, fv, R, n, a_cat[a_off[s]:a_off[s + 1]], ref_seq,
+                             ref_off, ref_len, np.zeros(16, np.uint32), jc)
+            cig = _append_cigars(cig, c, R, n)
+        MH.set_mapq(R, n, iv[I_MIN_CHAIN_SCORE], iv[I_A], rep_len, is_sr)
+        Rs.append(R)
+        ns[s] = n
+    if n_segs == 2 and iv[I_PE_ORI] >= 0 and (flag & MO.F_CIGAR):
+        MH.pair_regs(max_gap_ref, iv[I_PE_BONUS], sub_diff, iv[I_A], qlens, Rs[0], ns[0], Rs[1], ns[1])
+    for s in range(n_segs):
+        r_off[s + 1] = r_off[s] + ns[s]
+    R_cat = np.empty((r_off[n_segs], NR), np.int64)
+    for s in range(n_segs):
+        R_cat[r_off[s]:r_off[s + 1]] = Rs[s][:ns[s]]
+    return R_cat, r_off, cig, rep_len
+
+
+@njit(cache=True, nogil=True)
+def map_frag_range(flo, fhi, frag_off, seq, seq_off, raw, qual, qual_on, names, name_off, comments, com_off, iv, fv,
+                   b, bkt_off, keys, key_off, pos, ref_len, ref_seq, ref_off, ctg_names, ctg_noff, rg_id, dual_skip,
+                   diag_rids):
+    """Map fragments [flo, fhi) of a batch (fragment f = reads frag_off[f]:frag_off[f+1], consecutive records whose
+    names agree but for a /DIGIT end) and format their records; returns (bytes buffer, used length). A fragment of
+    one read is mapped as map_range maps it; one of several as minimap2's fragment mode does (map_frag, or each
+    segment alone with --no-pairing), its records carrying the mates' fields."""
+    (seq, seq_off, raw, qual, names, name_off, comments, com_off, iv, fv, bkt_off, keys, key_off, pos, ref_len,
+     ref_seq, ref_off, ctg_names, ctg_noff, rg_id, dual_skip, diag_rids) = unowned(
+        (seq, seq_off, raw, qual, names, name_off, comments, com_off, iv, fv, bkt_off, keys, key_off, pos, ref_len,
+         ref_seq, ref_off, ctg_names, ctg_noff, rg_id, dual_skip, diag_rids))
+    buf = np.empty(1 << 16, np.uint8)
+    nb_ = 0
+    flag = iv[I_FLAG]
+    no_seeds = np.zeros((0, 2), np.uint64)
+    no_mini = np.zeros(0, np.uint64)
+    no_f = np.zeros(0, np.int64)
+    for f in range(flo, fhi):
+        r0, r1 = frag_off[f], frag_off[f + 1]
+        if r1 - r0 == 1:
+            s0, s1 = seq_off[r0], seq_off[r0 + 1]
+            q = seq[s0:s1]
+            name = names[name_off[r0]:name_off[r0 + 1]]
+            R, n, cig, rl = map_one(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, ref_off,
+                                    dual_skip, diag_rids[r0], False, no_seeds, no_seeds, 0, no_mini,
+                                    False, no_f, no_f)
+            buf, nb_ = write_read(buf, nb_, flag, name, raw[s0:s1], qual[s0:s1] if qual_on else qual[:0], q, R, n,
+                                  cig, rl, ref_seq, ref_off, ctg_names, ctg_noff, ref_len,
+                                  comments[com_off[r0]:com_off[r0 + 1]], rg_id)
+            continue
+        n_seg = r1 - r0
+        flips = frag_flips(n_seg, iv[I_PE_ORI])
+        so = seq_off[r0:r1 + 1] - seq_off[r0]
+        qc = seq[seq_off[r0]:seq_off[r1]].copy()
+        for s in range(n_seg):
+            if flips[s]:
+                q = seq[seq_off[r0] + so[s]:seq_off[r0] + so[s + 1]]
+                for i in range(q.shape[0]):
+                    qc[so[s + 1] - 1 - i] = 3 - q[i] if q[i] < 4 else 4
+        if flag & MO.F_INDEPEND_SEG:  # --no-pairing: each segment mapped alone, written as a fragment
+            r_off = np.zeros(n_seg + 1, np.int64)
+            parts = []
+            cig = np.zeros(16, np.uint32)
+            rls = np.zeros(n_seg, np.int64)
+            for s in range(n_seg):
+                nm = names[name_off[r0 + s]:name_off[r0 + s + 1]]
+                R, n, c, rls[s] = map_one(qc[so[s]:so[s + 1]], nm, iv, fv, b, bkt_off, keys, key_off, pos, ref_len,
+                                      ref_seq, ref_off, dual_skip, diag_rids[r0 + s], False, no_seeds, no_seeds, 0,
+                                      no_mini, False, no_f, no_f)
+                cig = _append_cigars(cig, c, R, n)
+                parts.append(R[:n].copy())
+                r_off[s + 1] = r_off[s] + n
+            R_cat = np.empty((r_off[n_seg], NR), np.int64)
+            for s in range(n_seg):
+                R_cat[r_off[s]:r_off[s + 1]] = parts[s]
+        else:
+            R_cat, r_off, cig, rl = map_frag(qc, so, names[name_off[r0]:name_off[r0 + 1]], iv, fv, b, bkt_off, keys,
+                                             key_off, pos, ref_len, ref_seq, ref_off, dual_skip, diag_rids[r0])
+            rls = np.full(n_seg, rl, np.int64)
+        for s in range(n_seg):  # back to the strand and coordinates of the read as given
+            if flips[s]:
+                ql = so[s + 1] - so[s]
+                for i in range(r_off[s], r_off[s + 1]):
+                    t = R_cat[i, QS]
+                    R_cat[i, QS] = ql - R_cat[i, QE]
+                    R_cat[i, QE] = ql - t
+                    R_cat[i, REV] = 1 - R_cat[i, REV]
+        s0 = seq_off[r0]
+        buf, nb_ = write_frag(buf, nb_, flag, names[name_off[r0]:name_off[r1]], name_off[r0:r1 + 1] - name_off[r0],
+                              raw[s0:seq_off[r1]], qual[s0:seq_off[r1]] if qual_on else qual[:0],
+                              seq[s0:seq_off[r1]], so, R_cat, r_off, cig, rls, ref_seq, ref_off, ctg_names, ctg_noff,
+                              ref_len, comments[com_off[r0]:com_off[r1]], com_off[r0:r1 + 1] - com_off[r0], rg_id)
     return buf, nb_
 
 
@@ -474,6 +656,10 @@ class MapAligner:
         if pool is None:
             with ThreadPoolExecutor(max_workers=max(1, n_threads)) as ex:
                 return self.map_batch(batch, n_threads, ex)
+        if self.opt.flag & MO.F_FRAG_MODE:
+            frag_off = frag_offsets(*batch.name_csr())
+            if frag_off.shape[0] - 1 < n:  # fragments of several reads: mapped together, on the CPU threads
+                return self._map_frags(pool, batch, frag_off, n_threads)
         names, name_off, seq_off, diag, sd, fp = self._batch_stages(batch)
         comments, com_off = batch.comment_csr()  # bytes + offsets as parsed: no strings made
         raw = batch.raw if batch.raw is not None else np.frombuffer(b"ACGTN", np.uint8)[batch.seq]
@@ -498,6 +684,33 @@ class MapAligner:
 
         out = run(ranges[0]) if len(ranges) == 1 else b"".join(pool.map(run, ranges))
         self._lap("chaining+alignment+text (CPU threads)", t)
+        return out
+
+    def _map_frags(self, pool, batch, frag_off, n_threads):
+        """map_batch of a batch holding fragments of several reads (minimap2's fragment mode): map_frag_range
+        over ranges of whole fragments on the CPU threads (the batch seeding, chaining and alignment of the GPU
+        path take single reads only)."""
+        names, name_off = batch.name_csr()
+        seq_off = batch.seq_off - batch.seq_off[0]
+        diag = self._diag_rids(batch)
+        comments, com_off = batch.comment_csr()
+        raw = _u_to_t(batch.raw if batch.raw is not None else np.frombuffer(b"ACGTN", np.uint8)[batch.seq])
+        qual_on = bool(batch.has_qual and (self.opt.flag & MO.F_OUT_SAM) and not (self.opt.flag & MO.F_NO_QUAL))
+        qual = batch.qual if batch.has_qual else np.zeros(0, np.uint8)
+        b, bkt_off, keys, key_off, pos = self.idx.arrays()
+        ref = self.idx.ref
+        t = time.perf_counter()
+
+        def run(lo_hi):
+            buf, used = map_frag_range(lo_hi[0], lo_hi[1], frag_off, batch.seq, seq_off, raw, qual, qual_on, names,
+                                       name_off, comments, com_off, self.iv, self.fv, b, bkt_off, keys, key_off, pos,
+                                       self.ref_len, ref.ref_seq, ref.ref_off, self.ctg_names, self.ctg_noff,
+                                       self.rg_id, self.dual_skip, diag)
+            return buf[:used].tobytes()
+
+        ranges = _ranges(np.ascontiguousarray(seq_off[frag_off]), max(1, n_threads))
+        out = run(ranges[0]) if len(ranges) == 1 else b"".join(pool.map(run, ranges))
+        self._lap("fragments: chaining+alignment+text (CPU threads)", t)
         return out
 
     def _lap(self, stage: str, t0: float) -> float:

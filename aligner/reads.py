@@ -563,35 +563,36 @@ def _line_bound(arr, nl, k):
     return s, e
 
 
-def first_same_fragment(buf: np.ndarray, off: np.ndarray) -> int:
-    """The first k whose records k and k + 1 (names as bytes + offsets from 0) have the same name once a trailing
-    /DIGIT is left out (names of 3 or more characters), or -1: what minimap2's fragment mode (-x sr, --frag=yes)
-    maps as the two segments of one fragment. numpy over the whole batch: two position-weighted sums per name,
-    then a byte comparison of the few neighbours whose sums agree."""
+@njit(cache=True, nogil=True)
+def frag_offsets(buf, off):
+    """minimap2's fragments of a batch (fragment mode: -x sr, --frag=yes) from its names (bytes + offsets from 0):
+    runs of consecutive records whose names agree once a trailing /DIGIT is left out (of names of 3 or more
+    characters, mm_qname_same). Returns the first record of each fragment and the number of records last."""
     n = off.shape[0] - 1
-    if n < 2:
-        return -1
-    if buf.shape[0] < 2:
-        buf = np.concatenate([buf, np.zeros(2, np.uint8)])
-    lens = np.diff(off)
-    end = off[1:]
-    last, prev = buf[np.maximum(end - 1, 0)], buf[np.maximum(end - 2, 0)]
-    tl = lens - 2 * ((lens >= 3) & (prev == 47) & (last >= 48) & (last <= 57))  # minimap2: '/' and a digit
-    if not np.any(tl[:-1] == tl[1:]):
-        return -1
-    total = int(off[-1])
-    pos = (np.arange(total, dtype=np.int64) - np.repeat(off[:-1], lens)).astype(np.uint64)
-    v = buf[:total].astype(np.uint64) * (pos < np.repeat(tl, lens))
-    sums = []
-    for w in (pos * np.uint64(2654435761) + np.uint64(1), pos + np.uint64(13)):
-        c = np.concatenate([np.zeros(1, np.uint64), np.cumsum(v * w * (v if not sums else 1), dtype=np.uint64)])
-        sums.append(c[end] - c[off[:-1]])
-    cand = np.flatnonzero((tl[:-1] == tl[1:]) & (sums[0][:-1] == sums[0][1:]) & (sums[1][:-1] == sums[1][1:]))
-    for k in cand.tolist():  # hash-equal neighbours only: almost always true pairs
-        a, b = int(off[k]), int(off[k + 1])
-        if bytes(buf[a:a + tl[k]]) == bytes(buf[b:b + tl[k + 1]]):
-            return k
-    return -1
+    out = np.empty(n + 1, np.int64)
+    k = 0
+    for i in range(n):
+        if i == 0:
+            out[k] = 0
+            k += 1
+            continue
+        a, b, c = off[i - 1], off[i], off[i + 1]
+        la, lb = b - a, c - b
+        if la >= 3 and buf[b - 2] == 47 and 48 <= buf[b - 1] <= 57:
+            la -= 2
+        if lb >= 3 and buf[c - 2] == 47 and 48 <= buf[c - 1] <= 57:
+            lb -= 2
+        same = la == lb
+        if same:
+            for j in range(la):
+                if buf[a + j] != buf[b + j]:
+                    same = False
+                    break
+        if not same:
+            out[k] = i
+            k += 1
+    out[k] = n
+    return out[:k + 1].copy()
 
 
 @njit(cache=True, nogil=True)
@@ -1120,11 +1121,11 @@ def read_batches(path: str, chunk_size: int = DEFAULT_CHUNK_SIZE, block_size: in
                              lambda b: b.lengths)
 
 
-def _pair_pieces(path1: str, path2: str, block_size: int, trim_readno: bool, keep_raw: bool = True
-                 ) -> Iterator[ReadBatch]:
-    """Lockstep pieces of two files, as *interleaved* batches (r1, r2, r1, r2, ...).
-
-    When one file has fewer records the extra records of the other are dropped with bwa's warning."""
+def _pair_pieces(path1: str, path2: str, block_size: int, trim_readno: bool, keep_raw: bool = True,
+                 check_names: bool = True) -> Iterator[ReadBatch]:
+    """Lockstep pieces of two files, as *interleaved* batches (r1, r2, r1, r2, ...). Mates must be named alike
+    (check_names; map's fragment mode leaves it to the fragments: minimap2 maps differently named mates as two
+    single reads); files of different lengths are an error naming the shorter."""
     # each file is parsed in its own thread (the parsing kernels release the GIL), a few pieces ahead
     it1 = prefetch(iter_pieces(path1, block_size, trim_readno, keep_raw))
     it2 = prefetch(iter_pieces(path2, block_size, trim_readno, keep_raw))
@@ -1155,7 +1156,7 @@ def _pair_pieces(path1: str, path2: str, block_size: int, trim_readno: bool, kee
             m = min(h1.n, h2.n)
             b1, b2 = (h1, h2) if h1.n == h2.n else (h1.slice(0, m), h2.slice(0, m))
             b1.first_id = b2.first_id = n_pairs
-            if not b1.same_names(b2):
+            if check_names and not b1.same_names(b2):
                 k = next(i for i, (x, y) in enumerate(zip(b1.names, b2.names)) if x != y)
                 raise ReadFormatError(f"{_display(path1)}, {_display(path2)}: record {n_pairs + k + 1}: mate names "
                                       f"differ ('{b1.names[k]}' vs '{b2.names[k]}')")
@@ -1244,13 +1245,13 @@ def read_batch_parts(path: str, chunk_size: int = DEFAULT_CHUNK_SIZE, part_bases
 
 
 def read_pair_batch_parts(path1: str, path2: str, chunk_size: int = DEFAULT_CHUNK_SIZE, part_bases: int = PART_BASES,
-                          block_size: int = DEFAULT_BLOCK_SIZE, trim_readno: bool = True, keep_raw: bool = True
-                          ) -> Iterator[tuple[ReadBatch, bool]]:
+                          block_size: int = DEFAULT_BLOCK_SIZE, trim_readno: bool = True, keep_raw: bool = True,
+                          check_names: bool = True) -> Iterator[tuple[ReadBatch, bool]]:
     """read_pair_batches' -K batches as (part, end_of_batch) pairs of parts of about part_bases bases."""
     # the pairs interleaved on a thread of their own, the parts cut on the caller's: each is a good part of the
     # reader's work, which runs beside the whole GPU pipeline
-    yield from _batch_parts_from(prefetch(_pair_pieces(path1, path2, block_size, trim_readno, keep_raw), depth=4,
-                                          name="g3align-pairs"), chunk_size, 2,
+    yield from _batch_parts_from(prefetch(_pair_pieces(path1, path2, block_size, trim_readno, keep_raw, check_names),
+                                          depth=4, name="g3align-pairs"), chunk_size, 2,
                                  lambda b: b.lengths, part_bases)
 
 

@@ -121,7 +121,7 @@ def plan(p: dict, devices: list[str]) -> list[list[list[str]]]:
                    ["map", *d, "-t", "2", "-cx", "map-hifi", "--cs", ref, lr],
                    ["map", *d, "-t", "2", "-ax", "sr", ref, r1], ["map", *d, "-t", "2", "-x", "map-ont", ref, lr]]
         third += [["mem", *d, "-t", "1", idx, r1], ["mem", *d, "-t", "1", idx, r1, r2],
-                  ["map", *d, "-t", "1", "-ax", "map-ont", ref, lr]]
+                  ["map", *d, "-t", "1", "-ax", "map-ont", ref, lr], ["map", *d, "-t", "2", "-ax", "sr", ref, r1, r2]]
         for mode in ("global", "semiglobal", "local"):
             for tb in ("--traceback", "--no-traceback"):
                 (first if (mode, tb) == ("local", "--traceback") else second).append(

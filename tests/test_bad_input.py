@@ -38,9 +38,6 @@ def d(tmp_path_factory):
     lines = r1.split(b"\n")
     (d / "few.fq").write_bytes(b"\n".join(lines[:200]) + b"\n")  # 50 records
     (d / "few2.fq").write_bytes(b"\n".join(r2.split(b"\n")[:196]) + b"\n")  # 49: one mate missing
-    l2 = r2.split(b"\n")
-    (d / "inter.fq").write_bytes(b"".join(b"\n".join(lines[4 * i:4 * i + 4] + l2[4 * i:4 * i + 4]) + b"\n"
-                                          for i in range(20)))  # mates one after the other (-p, --frag=yes)
     w = {
         "noat.fq": "r0\nACGT\n+\nIIII\n",
         "lenmis.fq": _fq(3) + "@bad\nACGTACGT\n+\nIII\n",
@@ -104,9 +101,9 @@ CASES = [
     ("map-trunc-gzip", "map -ax map-pb {lam} {d}/trunc.fq.gz", "trunc.fq.gz"),
     ("map-binary", "map -ax map-pb {lam} {d}/binary.fq", "binary.fq"),
     ("map-reads-dir", "map -ax map-pb {lam} {d}/adir", "adir"),
-    ("map-sr-two-files", "map -ax sr {lam} {d}/few.fq {d}/few2.fq", "paired-end"),
-    ("map-frag-two-files", "map -ax map-ont --frag=yes {lam} {d}/few.fq {d}/few2.fq", "paired-end"),
-    ("map-sr-interleaved", "map -ax sr {lam} {d}/inter.fq", "records 1 and 2"),
+    ("map-sr-unequal-files", "map -ax sr {lam} {d}/few.fq {d}/few2.fq", "few2.fq"),
+    ("map-frag-three-files", "map -ax map-ont --frag=yes {lam} {d}/few.fq {d}/few2.fq {d}/r1.fq", "two"),
+    ("map-sr-pair-bad-char", "map -ax sr {lam} {d}/r1.fq {d}/badchar.fq", "badchar.fq"),
     ("mem-V-trunc-gzip", "mem -V {d}/lam {d}/trunc.fq.gz", "trunc.fq.gz"),
     # FASTA / references
     ("index-missing", "index -p {d}/x1 {d}/nope.fa", "nope.fa"),

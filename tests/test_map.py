@@ -456,3 +456,77 @@ def test_worker_streams(ksw2_stream, monkeypatch):
         assert got["ksw2"] is not None and got["prio"] < got["ksw2"] and got["in_ksw2"] and got["back"]
     else:
         assert got["ksw2"] is None and got["prio"] == 0
+
+
+def _rc(s: str) -> str:
+    return s[::-1].translate(str.maketrans("ACGT", "TGCA"))
+
+
+def _paired_sr_inputs(d: Path):
+    """A reference where mates pair, go unpaired and repeat: lambda as two contigs plus a 1.5 kb copy of a piece of
+    it; the demo pairs and made ones: mates on different contigs, a mate of random sequence, mates reading through
+    each other (fragment as long as a read), pairs inside the repeat (pairing broken by the hash), a pair whose
+    second mate is named differently (two single reads to minimap2)."""
+    import random
+    rnd = random.Random(11)
+    lam = "".join(gzip.decompress(REF.read_bytes()).decode().split("\n")[1:])
+    half = len(lam) // 2
+    rep = lam[5000:6500]
+    ctgs = [("lamA", lam[:half]), ("lamB", lam[half:]), ("rep", "".join(rnd.choice("ACGT") for _ in range(3000))
+                                                          + rep + "".join(rnd.choice("ACGT") for _ in range(3000)))]
+    ref = d / "ref.fa"
+    ref.write_text("".join(f">{n}\n{s}\n" for n, s in ctgs))
+    r1 = gzip.decompress((DATA / "lambda_R1.fq.gz").read_bytes()).decode().split("\n")[:2400]
+    r2 = gzip.decompress((DATA / "lambda_R2.fq.gz").read_bytes()).decode().split("\n")[:2400]
+    pairs = [(r1[i:i + 4], r2[i:i + 4]) for i in range(0, len(r1), 4)]
+
+    def rec(name, s):
+        return [f"@{name}", s, "+", "".join(rnd.choice("5?I") for _ in s)]
+
+    def mut(s):
+        return "".join(c if rnd.random() > 0.01 else rnd.choice("ACGT") for c in s)
+    for k in range(40):
+        kind = k % 5
+        p = rnd.randrange(0, half - 700)
+        if kind == 0:  # mates on the two contigs
+            a, b = mut(lam[p:p + 150]), _rc(mut(lam[half + p:half + p + 150]))
+        elif kind == 1:  # second mate random
+            a, b = mut(lam[p:p + 150]), "".join(rnd.choice("ACGT") for _ in range(150))
+        elif kind == 2:  # read-through: a 150 bp fragment read from both ends
+            a = mut(lam[p:p + 150])
+            b = _rc(a)
+        elif kind == 3:  # inside the repeat
+            q = 5000 + rnd.randrange(0, 1500 - 450)
+            a, b = mut(lam[q:q + 150]), _rc(mut(lam[q + 300:q + 450]))
+        else:  # a normal pair
+            a, b = mut(lam[p:p + 150]), _rc(mut(lam[p + 250:p + 400]))
+        pairs.append((rec(f"made{k}/1", a), rec(f"made{k}/2" if k != 7 else f"odd{k}/2", b)))
+    f1, f2, fi = d / "r1.fq", d / "r2.fq", d / "inter.fq"
+    f1.write_text("".join("\n".join(a) + "\n" for a, _ in pairs))
+    f2.write_text("".join("\n".join(b) + "\n" for _, b in pairs))
+    fi.write_text("".join("\n".join(a) + "\n" + "\n".join(b) + "\n" for a, b in pairs))
+    return ref, f1, f2, fi
+
+
+@pytest.mark.skipif(shutil.which("minimap2") is None, reason="minimap2 not installed")
+@pytest.mark.parametrize("mode", ["two-files", "interleaved", "no-pairing", "frag-map-ont"])
+def test_paired_fragments_identical_to_minimap2(tmp_path, mode):
+    """Fragment mode: -x sr on two files (mates in lockstep) or on one file of neighbouring mates, --no-pairing, and
+    --frag=yes with another preset: every record identical to minimap2 2.24 (pair flags, mate fields, TLEN, MAPQ
+    raised by pairing), also at -t 2 with small batches (-K) that cut the input between fragments."""
+    ref, f1, f2, fi = _paired_sr_inputs(tmp_path)
+    args = {"two-files": (["-ax", "sr"], [f1, f2]), "interleaved": (["-ax", "sr"], [fi]),
+            "no-pairing": (["-ax", "sr", "--no-pairing"], [f1, f2]),
+            "frag-map-ont": (["-ax", "map-ont", "--frag=yes"], [f1, f2])}[mode]
+    mm = subprocess.run(["minimap2", *args[0], str(ref), *map(str, args[1])], capture_output=True, check=True).stdout
+    body = [ln for ln in mm.split(b"\n") if ln and not ln.startswith(b"@")]
+    flags = [int(ln.split(b"\t")[1]) for ln in body]
+    assert sum(f & 1 for f in flags) > 900  # mates written as segments of a fragment
+    proper = sum(1 for f in flags if f & 0x2)
+    # FR pairs: proper with -x sr; never with --no-pairing; map-ont's --frag=yes expects FF mates (pe_ori 0)
+    assert proper > 400 if mode in ("two-files", "interleaved") else proper < 50
+    for extra in ([], ["-t", "2", "-K", "7k"]):
+        r = g3map(args[0] + extra + [ref, *args[1]])
+        assert r.returncode == 0, r.stderr.decode()
+        ours = [ln for ln in r.stdout.split(b"\n") if ln and not ln.startswith(b"@")]
+        assert ours == body
