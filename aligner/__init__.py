@@ -81,3 +81,19 @@ def lap(times: dict, stage: str, t0: float) -> float:
     add_time(times, stage, t - t0)
     trace_event(stage, t0, t)
     return t
+
+
+def gpu_pool_note() -> str:
+    """For the stage lines of a GPU run (G3ALIGN_STAGES): what CuPy's device pool uses and holds, and the GPU memory
+    left free; empty without CuPy or a device."""
+    cp = sys.modules.get("cupy")
+    if cp is None:
+        return ""
+    try:
+        free, total = cp.cuda.runtime.memGetInfo()
+        pool = cp.get_default_memory_pool()
+        used, held = pool.used_bytes(), pool.total_bytes()
+    except Exception:  # (no device after all)
+        return ""
+    return (f"; GPU pool {used / 2**30:.2f} GiB used, {held / 2**30:.2f} GiB held, {free / 2**30:.1f} of "
+            f"{total / 2**30:.1f} GiB free")

@@ -341,8 +341,8 @@ def _map_index(ref_path, opt):
 
 
 def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, index, trace=None):
+    from g3align.aligner import gpu_pool_note, mmpipeline
     from g3align.aligner import mmopt as MO
-    from g3align.aligner import mmpipeline
     from g3align.aligner.mmpipeline import MapAligner, log, run_map
     from g3align.aligner.reads import ReadFormatError
     from g3align.aligner.samhdr import OutputSink, sam_header
@@ -402,7 +402,7 @@ def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, 
     log(f"[M::main] mapped {n} sequences", opt.verbose)
     if os.environ.get("G3ALIGN_STAGES"):  # wall time of each stage, start-up to output (benchmarks)
         st = ", ".join(f"{k} {v:.2f} s" for k, v in {**startup, **aligner.stage_times}.items())
-        log(f"[M::stages] {st}; ksw2 batch {aligner.ext_stats}{_gpu_pool_note()}", 3, 3)
+        log(f"[M::stages] {st}; ksw2 batch {aligner.ext_stats}{gpu_pool_note()}", 3, 3)
 
 
 def _check_sort(sort: bool, out: str | None, mem: str) -> None:
@@ -440,19 +440,6 @@ def _whole_fragments(parts, lockstep: bool):
         yield part, end
     if carry is not None:
         yield carry, True
-
-
-def _gpu_pool_note() -> str:
-    """For the stages line of a GPU run: what CuPy's device pool holds and the GPU memory left free."""
-    cp = sys.modules.get("cupy")
-    if cp is None:
-        return ""
-    try:
-        free, total = cp.cuda.runtime.memGetInfo()
-        held = cp.get_default_memory_pool().total_bytes()
-    except Exception:  # (no device after all)
-        return ""
-    return f"; GPU pool {held / 2**30:.1f} GiB held, {free / 2**30:.1f} of {total / 2**30:.1f} GiB free"
 
 
 # ------------------------------------------------------------------------------------------ mem

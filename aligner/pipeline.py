@@ -672,6 +672,7 @@ RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as
 TRACEBACK_STAGE = True  # staged: the regions' alignments as one batch (memcigar.py); False: in the SAM stage (A/B)
 TB_FROM_REGIONS = True  # the regions thread queues each part's traceback; False: the main thread does, as it reaches it
 ASYNC_WRITE = True  # SAM text written by a writer thread (AsyncWriter); False: by the main thread (A/B runs)
+POOL_LOG = bool(os.environ.get("G3ALIGN_STAGES"))  # paired-end: CuPy's pool after every -K batch ([M::pool] lines)
 
 
 def rescue_groups(states, bases: int | None = None):
@@ -878,6 +879,8 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
                                 out.write_sam_bytes(c)
                 n_reads += n
                 log(f"[M::mem_process_seqs] Processed {n} reads in {time.time() - t1:.3f} real sec", verbose)
+                if POOL_LOG:  # long runs: whether the GPU memory stays flat batch after batch
+                    log(f"[M::pool] after {n_reads} reads{ag.gpu_pool_note()}", verbose)
                 bar.update(n)
                 states, tbs = [], []
                 t1 = time.time()

@@ -38,7 +38,7 @@ if [ "${PHASE:-run}" = run ]; then
     $G3 mem -t $T $W/g3 $W/w1.fq $W/w2.fq > $W/w.sam 2> $W/w.err; echo "warm-up run (compiles): rc $? in $((SECONDS - t1)) s"
     # the sampled run: host RSS of the process (and any children) and the GPU's used memory, once a second
     ts=$(date +%s.%N)
-    $G3 mem -t $T $W/g3 $W/r1.fq.gz $W/r2.fq.gz > $W/g.sam 2> $W/g.err &
+    G3ALIGN_STAGES=1 $G3 mem -t $T $W/g3 $W/r1.fq.gz $W/r2.fq.gz > $W/g.sam 2> $W/g.err &
     pid=$!
     echo "t_s,rss_mib,gpu_mib" > "$OUT/soak_samples.csv"
     while kill -0 $pid 2>/dev/null; do
@@ -50,6 +50,7 @@ if [ "${PHASE:-run}" = run ]; then
     wait $pid; rc=$?
     echo "g3align rc $rc, wall $(awk -v a=$(date +%s.%N) -v b=$ts 'BEGIN {printf "%.1f", a - b}') s"
     grep -E "Processed" $W/g.err | tail -2
+    grep -E "M::pool" $W/g.err | sed -n '1p;$p'  # CuPy's pool after the first and the last -K batch
     cp $W/g.err "$OUT/g3align_stderr.txt"
     until [ -f $W/bwa_index.rc ]; do sleep 2; done
     (cd $W && setsid bash -c "s=\$(date +%s); '$S/bwa' mem -t $T ref.fa r1.fq.gz r2.fq.gz > bwa.sam 2> bwa.err; \
