@@ -200,8 +200,8 @@ The target is a FASTA[.gz] (indexed on the fly), a .g3m file (`-d`), or an index
   -x STR   preset: map-ont (default), map-pb, map-hifi, sr, asm5/10/20, ava-ont/pb
   -a       SAM output (else PAF)      -c  CIGAR in PAF (cg tag)    --cs[=short|long]  --MD
   -k -w -H index k-mer, window, homopolymer compression;  -d FILE  save the minimizer index
-  -t INT   threads [3]   -o FILE  output (.bam: BAM)   -R STR  @RG line   -Y soft clips
-  --sort   with -a -o FILE.bam: coordinate-sorted BAM and FILE.bam.bai (samtools sort's order)
+  -t INT   threads [3]   -o FILE  output (.bam: BAM, .cram: CRAM)   -R STR  @RG line   -Y soft clips
+  --sort   with -a -o FILE.bam / FILE.cram: coordinate-sorted, and its .bai / .crai (samtools sort's order)
   --sort-mem INT[K|M|G]  memory per thread before --sort spills to temporary files [768M]
   -N -p --secondary=yes|no  -r -g -n -m -s -z -A -B -O -E -f -U  as in minimap2
   --device auto|cpu|gpu  minimizers, seeds and DP chaining scores of each batch on the GPU
@@ -382,10 +382,12 @@ def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, 
     if opt.flag & MO.F_OUT_SAM:
         cmdline = " ".join(shlex.quote(a) for a in ["g3align", "map"] + args)
         header = sam_header(idx.ref.names, [int(x) for x in idx.ref.lengths], rg_line=rg_line, pg_cmdline=cmdline)
-    elif opt.out and opt.out.lower().endswith(".bam"):
-        raise G3Error("BAM output needs -a (SAM records)")
+    elif opt.out and opt.out.lower().endswith((".bam", ".cram")):
+        raise G3Error("BAM and CRAM output need -a (SAM records)")
+    cram_ref = _cram_reference(opt.out, getattr(idx.ref, "src_path", ""))
     try:
-        with OutputSink(opt.out, header or "", sort=opt.sort, sort_mem=opt.sort_mem, threads=opt.n_threads) as sink:
+        with OutputSink(opt.out, header or "", sort=opt.sort, sort_mem=opt.sort_mem, threads=opt.n_threads,
+                        reference=cram_ref) as sink:
             n = 0
             for i, q in enumerate(queries):
                 parts = first_parts if i == 0 and first_parts is not None else reader(q)
@@ -405,12 +407,23 @@ def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, 
         log(f"[M::stages] {st}; ksw2 batch {aligner.ext_stats}{gpu_pool_note()}", 3, 3)
 
 
+def _cram_reference(out: str | None, fasta: str | None) -> str | None:
+    """The reference FASTA a CRAM output (-o FILE.cram) is written against: `fasta` (the FASTA given, or the one the
+    index was built from), which must still exist; None for other outputs."""
+    if not out or not out.lower().endswith(".cram"):
+        return None
+    if not fasta or not os.path.isfile(fasta):
+        raise G3Error(f"{out}: CRAM output needs the reference FASTA{f' ({fasta})' if fasta else ''}, which is not "
+                      "there: write SAM or BAM, or index a FASTA file that stays in place")
+    return fasta
+
+
 def _check_sort(sort: bool, out: str | None, mem: str) -> None:
-    """--sort's requirements, before any work: a BAM file to write, a memory size samtools sort reads."""
+    """--sort's requirements, before any work: a BAM or CRAM file to write, a memory size samtools sort reads."""
     if not sort:
         return
-    if not out or not out.lower().endswith(".bam"):
-        raise G3Error("--sort writes a coordinate-sorted BAM: give -o FILE.bam")
+    if not out or not out.lower().endswith((".bam", ".cram")):
+        raise G3Error("--sort writes a coordinate-sorted BAM or CRAM: give -o FILE.bam or FILE.cram")
     from g3align.aligner.samhdr import sort_mem_bytes
     try:
         sort_mem_bytes(mem)
@@ -469,8 +482,9 @@ def _opt(*names, **kw):
 @_opt("-p", "interleaved", is_flag=True, help="smart pairing (ignoring in2.fq)")
 @_opt("-R", "rg", default=None, help="read group header line such as '@RG\\tID:foo\\tSM:bar'")
 @_opt("-H", "hdr", default=None, help="insert STR to header if it starts with @; or insert lines in FILE")
-@_opt("-o", "output", default=None, help="output file (SAM; BAM if it ends in .bam) [stdout]")
-@_opt("--sort", "sort", is_flag=True, help="coordinate-sorted BAM and its .bai (-o FILE.bam; samtools sort's order)")
+@_opt("-o", "output", default=None, help="output file (SAM; BAM / CRAM if it ends in .bam / .cram) [stdout]")
+@_opt("--sort", "sort", is_flag=True, help="coordinate-sorted BAM or CRAM and its index (-o FILE.bam / FILE.cram; "
+                                           "samtools sort's order)")
 @_opt("--sort-mem", "sort_mem", default="768M", help="with --sort: memory per thread before spilling [768M]")
 @_opt("-j", "ignore_alt", is_flag=True, help="treat ALT contigs as part of the primary assembly")
 @_opt("-5", "primary5", is_flag=True, help="for split alignments, the one with the smallest query start is primary")
@@ -991,8 +1005,9 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, index):
         if kw["ref_hdr"]:
             from g3align.aligner.samout import xr_table
             xr = xr_table(ref.names, ref.comments)
-        with OutputSink(kw["output"], header, sort=kw["sort"], sort_mem=kw["sort_mem"],
-                        threads=kw["threads"], xr=xr) as sink:
+        fasta = kw["prefix"] if os.path.isfile(kw["prefix"]) else getattr(ref, "src_path", "")
+        with OutputSink(kw["output"], header, sort=kw["sort"], sort_mem=kw["sort_mem"], threads=kw["threads"],
+                        xr=xr, reference=_cram_reference(kw["output"], fasta)) as sink:
             if paired:
                 n, dt = run_mem_pe(aligner, reader, sink, verbose, pes)
             else:

@@ -154,35 +154,47 @@ def sort_mem_bytes(mem: str) -> int:
     return n
 
 
+def output_format(path: str) -> str:
+    """sam, bam or cram from an output path's extension (stdout and anything else: sam)."""
+    low = path.lower()
+    return "bam" if low.endswith(".bam") else "cram" if low.endswith(".cram") else "sam"
+
+
 class OutputSink:
     """Where SAM records go: SAM text to stdout or a file, or BAM through pysam.
 
     `write(data)` takes whole SAM lines (str, bytes or a memoryview of bytes, each ending in '\\n'), in output order;
     with `xr` (`mem -V`) each record gets bwa's XR tag of its reference sequence.
-    The format is `fmt` ('sam' or 'bam') or, when None, 'bam' for a path ending in .bam.
+    The format is `fmt` ('sam', 'bam' or 'cram') or, when None, from the path's extension (output_format); CRAM needs
+    `reference`, the reference FASTA (plain, or bgzip with its .fai and .gzi).
 
-    `sort=True` (a BAM path only): the records go as SAM text to `PATH.g3tmpPID.sam` and at close() are sorted by
-    coordinate into PATH by samtools' own sort (pysam.sort: `-m sort_mem` per thread, spilling to
-    `PATH.g3tmpPID.sort.*` files beyond it), which also writes `@HD SO:coordinate`; then PATH.bai is written
-    (pysam.index) and the temporary files are removed (by a stop too: aligner/stop.py)."""
+    `sort=True` (a BAM or CRAM path only): the records go as SAM text to `PATH.g3tmpPID.sam` and at close() are sorted
+    by coordinate into PATH by samtools' own sort (pysam.sort: `-m sort_mem` per thread, spilling to
+    `PATH.g3tmpPID.sort.*` files beyond it), which also writes `@HD SO:coordinate`; then PATH.bai / PATH.crai is
+    written (pysam.index) and the temporary files are removed (by a stop too: aligner/stop.py)."""
 
     def __init__(self, path: str | None, header: str, fmt: str | None = None, threads: int = 1,
-                 sort: bool = False, sort_mem: str = "768M", xr=None):
+                 sort: bool = False, sort_mem: str = "768M", xr=None, reference: str | None = None):
         self._xr = xr  # `mem -V`: samout.xr_table of the reference; each write gets bwa's XR tags (samout.add_xr)
         self.path = path if path not in (None, "") else "-"
         if fmt is None:
-            fmt = "bam" if self.path.lower().endswith(".bam") else "sam"
-        if fmt not in ("sam", "bam"):
-            raise ValueError(f"unknown output format {fmt!r} (sam or bam)")
+            fmt = output_format(self.path)
+        if fmt not in ("sam", "bam", "cram"):
+            raise ValueError(f"unknown output format {fmt!r} (sam, bam or cram)")
+        if fmt == "cram" and not reference:
+            raise ValueError(f"{self.path}: CRAM output needs the reference FASTA, which was not found (index it from "
+                             "a FASTA file that stays in place, or write SAM or BAM)")
+        self._reference = reference
         self._sorted_to = None
         if sort:
-            if fmt != "bam" or self.path == "-":
-                raise ValueError("--sort writes a coordinate-sorted BAM: give -o FILE.bam")
+            if fmt == "sam" or self.path == "-":
+                raise ValueError("--sort writes a coordinate-sorted BAM or CRAM: give -o FILE.bam or FILE.cram")
             sort_mem_bytes(sort_mem)
             import os
 
             from g3align.aligner import stop
             self._sorted_to, self._sort_mem, self._threads = self.path, sort_mem, max(1, threads)
+            self._sorted_fmt = fmt
             self._tmp = f"{self.path}.g3tmp{os.getpid()}"
             self.path, fmt = self._tmp + ".sam", "sam"
             stop.TEMP.update((self.path, self._tmp + ".sort.*"))
@@ -201,7 +213,11 @@ class OutputSink:
             import pysam
             self._pysam = pysam
             self._hdr = pysam.AlignmentHeader.from_text(header)
-            self._bam = pysam.AlignmentFile(self.path, "wb", header=self._hdr, threads=max(1, threads))
+            if fmt == "cram":
+                self._bam = pysam.AlignmentFile(self.path, "wc", header=self._hdr, threads=max(1, threads),
+                                                reference_filename=reference)
+            else:
+                self._bam = pysam.AlignmentFile(self.path, "wb", header=self._hdr, threads=max(1, threads))
         from g3align.aligner import stop
         stop.SINKS.append(self)
 
@@ -281,8 +297,9 @@ class OutputSink:
         import pysam
         from g3align.aligner import stop
         try:
-            pysam.sort("-@", str(self._threads), "-m", self._sort_mem, "-T", self._tmp + ".sort", "-O", "bam",
-                       "-o", self._sorted_to, self.path)
+            ref = ["--reference", self._reference] if self._sorted_fmt == "cram" else []
+            pysam.sort("-@", str(self._threads), "-m", self._sort_mem, "-T", self._tmp + ".sort", "-O",
+                       self._sorted_fmt, *ref, "-o", self._sorted_to, self.path)
             pysam.index(self._sorted_to)
         except pysam.SamtoolsError as e:
             why = str(e).split("stderr=", 1)[-1].strip(" '\"").replace("\\n", "\n").splitlines()

@@ -151,4 +151,6 @@ def test_sink_bam(tmp_path, threads):
 
 def test_sink_bad_format(tmp_path):
     with pytest.raises(ValueError, match="unknown output format"):
-        OutputSink(str(tmp_path / "x"), "@HD\tVN:1.5\n", fmt="cram")
+        OutputSink(str(tmp_path / "x"), "@HD\tVN:1.5\n", fmt="vcf")
+    with pytest.raises(ValueError, match="CRAM output needs the reference FASTA"):
+        OutputSink(str(tmp_path / "x.cram"), "@HD\tVN:1.5\n")

@@ -88,3 +88,44 @@ def test_gz_reads_sorted(idx, tmp_path):
     hd = pysam.AlignmentFile(str(bam), "rb").header.to_dict()["HD"]
     assert hd["SO"] == "coordinate" and "VN" in hd
     assert gzip.decompress((DATA / "lambda_R1.fq.gz").read_bytes()).count(b"\n+") == len(_records(bam))
+
+
+def _fields(path, ref, no_md=False):
+    """Every record's fields and tags (CRAM decoding may give tags back in another order; it also adds an MD tag to
+    records written without one, which no_md leaves out)."""
+    mode = "rc" if str(path).endswith(".cram") else "rb" if str(path).endswith(".bam") else "r"
+    with pysam.AlignmentFile(str(path), mode, reference_filename=str(ref), check_sq=False) as f:
+        return [(r.query_name, r.flag, r.reference_name, r.reference_start, r.mapping_quality, r.cigarstring,
+                 r.next_reference_name, r.next_reference_start, r.template_length, r.query_sequence,
+                 pysam.qualities_to_qualitystring(r.query_qualities) if r.query_qualities is not None else None,
+                 sorted(t for t in r.get_tags() if not (no_md and t[0] == "MD"))) for r in f]
+
+
+def test_cram_output(idx, tmp_path):
+    """-o FILE.cram (mem: against the FASTA the index was built from; map: the FASTA given) holds the SAM output's
+    records; --sort -o FILE.cram is coordinate-sorted with a .crai; without its FASTA a CRAM is a one-line error."""
+    ref = DATA / "lambda.fa.gz"
+    r1, r2 = str(DATA / "lambda_R1.fq.gz"), str(DATA / "lambda_R2.fq.gz")
+    runs = {"mem": ["mem", "-t", "2", str(idx), r1, r2],
+            "map": ["map", "-t", "2", "-ax", "map-pb", str(ref), str(DATA / "lambda_pbsim.fq.gz")]}
+    for name, args in runs.items():
+        sam, cram, srt = tmp_path / f"{name}.sam", tmp_path / f"{name}.cram", tmp_path / f"{name}.sorted.cram"
+        subprocess.run([*G3, *args[:1], "-o", str(sam), *args[1:]], check=True, capture_output=True, env=ENV)
+        subprocess.run([*G3, *args[:1], "-o", str(cram), *args[1:]], check=True, capture_output=True, env=ENV)
+        r = subprocess.run([*G3, *args[:1], "--sort", "-o", str(srt), *args[1:]], capture_output=True, text=True,
+                           env=ENV)
+        assert r.returncode == 0, r.stderr
+        no_md = name == "map"  # map writes no MD tag here
+        want = _fields(sam, ref, no_md)
+        assert len(want) > 40 and _fields(cram, ref, no_md) == want
+        assert (tmp_path / f"{name}.sorted.cram.crai").exists()
+        got = _fields(srt, ref, no_md)
+        assert sorted(got, key=repr) == sorted(want, key=repr) and got != want
+        assert [(g[2], g[3]) for g in got if g[2]] == sorted((g[2], g[3]) for g in got if g[2])
+    fa = tmp_path / "gone.fa"
+    fa.write_bytes(gzip.decompress(ref.read_bytes()))
+    subprocess.run([*G3, "index", "-p", str(tmp_path / "gone"), str(fa)], check=True, capture_output=True, env=ENV)
+    fa.unlink()
+    r = subprocess.run([*G3, "mem", "-o", str(tmp_path / "x.cram"), str(tmp_path / "gone"), r1], capture_output=True,
+                       text=True, env=ENV)
+    assert r.returncode != 0 and "Traceback" not in r.stderr and "CRAM output needs the reference FASTA" in r.stderr
