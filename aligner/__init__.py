@@ -93,7 +93,8 @@ def gpu_pool_note() -> str:
         free, total = cp.cuda.runtime.memGetInfo()
         pool = cp.get_default_memory_pool()
         used, held = pool.used_bytes(), pool.total_bytes()
+        pinned = cp.get_default_pinned_memory_pool().n_free_blocks()
     except Exception:  # (no device after all)
         return ""
     return (f"; GPU pool {used / 2**30:.2f} GiB used, {held / 2**30:.2f} GiB held, {free / 2**30:.1f} of "
-            f"{total / 2**30:.1f} GiB free")
+            f"{total / 2**30:.1f} GiB free; {pinned} free pinned blocks")

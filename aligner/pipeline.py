@@ -673,6 +673,18 @@ TRACEBACK_STAGE = True  # staged: the regions' alignments as one batch (memcigar
 TB_FROM_REGIONS = True  # the regions thread queues each part's traceback; False: the main thread does, as it reaches it
 ASYNC_WRITE = True  # SAM text written by a writer thread (AsyncWriter); False: by the main thread (A/B runs)
 POOL_LOG = bool(os.environ.get("G3ALIGN_STAGES"))  # paired-end: CuPy's pool after every -K batch ([M::pool] lines)
+# mem's GPU path: the device pool's free blocks go back to CUDA after every -K batch (trim_pool). Without it the pool
+# held 2.5 GiB after the first batch and 6.3 GiB after the 19th of a 10M-pair chr20 soak (used: 0.35-0.6 GiB
+# throughout; CuPy keeps freed blocks per stream), with it 1.8-2.6 GiB throughout, in the same time (BENCHMARKS.md)
+POOL_TRIM = True
+
+
+def trim_pool(aligner: MemAligner) -> None:
+    """At the end of a -K batch on the GPU path (POOL_TRIM): CuPy's free device blocks, which it keeps per stream,
+    back to CUDA, so the pool holds what the next batch needs rather than the most every stream ever needed."""
+    if POOL_TRIM and aligner.device == "gpu":
+        import cupy as cp
+        cp.get_default_memory_pool().free_all_blocks()
 
 
 def rescue_groups(states, bases: int | None = None):
@@ -881,6 +893,7 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
                 log(f"[M::mem_process_seqs] Processed {n} reads in {time.time() - t1:.3f} real sec", verbose)
                 if POOL_LOG:  # long runs: whether the GPU memory stays flat batch after batch
                     log(f"[M::pool] after {n_reads} reads{ag.gpu_pool_note()}", verbose)
+                trim_pool(aligner)
                 bar.update(n)
                 states, tbs = [], []
                 t1 = time.time()
@@ -920,6 +933,7 @@ def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
                 out.write_sam_bytes(c)
             n_reads += batch.n
             log(f"[M::mem_process_seqs] Processed {batch.n} reads in {time.time() - t1:.3f} real sec", verbose)
+            trim_pool(aligner)
             bar.update(batch.n)
             t1 = time.time()
     return n_reads, time.time() - t0

@@ -6,6 +6,9 @@
 #   PHASE=run  simulate, index (bwa's in the background), a small warm-up run (the first run compiles), the sampled
 #              run, then bwa mem started in the background (setsid);
 #   PHASE=cmp  wait for bwa (WAIT seconds at most), compare, summarise.   Results under $OUT.
+# BWA=0: no bwa at all (the memory runs). PHASE=again: the sampled run alone, on the inputs of an earlier PHASE=run.
+# TRIM=0: the sampled run keeps the device pool's free blocks between -K batches (pipeline.POOL_TRIM off); its SAM
+# body is compared with the other kind's. TWICE=1: the reads twice over (a run twice as long).
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 PAIRS=${PAIRS:-10000000}; T=$(nproc); W=/tmp/soak; S=$PWD/.devdata/soak; REF=${REF:-$S/human_GRCh37_chr20.fa.gz}
@@ -16,13 +19,46 @@ for f in g3align/*; do ln -sfn "$PWD/$f" /tmp/pkg/g3align/; done
 for d in aligner index kernels; do ln -sfn "$PWD/$d" /tmp/pkg/g3align/$d; done
 export PYTHONPATH=/tmp/pkg:/tmp/site PYTHONSAFEPATH=1 PYTHONUNBUFFERED=1 G3ALIGN_DETACH=0
 G3="${PY:-python3} -m g3align.aligner.cli"
+TAG=$([ "${TRIM:-1}" = 0 ] && echo keep || echo trim)
+# the sampled run: host RSS of the process (and any children) and the GPU's used memory, once a second
+sampled() {
+    local run="$G3"
+    [ "$TAG" = trim ] || run="${PY:-python3} -c 'import sys; import g3align.aligner.pipeline as p; p.POOL_TRIM = False; \
+from g3align.aligner.cli import entry; sys.argv[0] = \"g3align\"; entry()'"
+    ts=$(date +%s.%N)
+    local x=""; [ "${TWICE:-0}" = 1 ] && x=x2
+    [ -z "$x" ] || [ -f $W/r2x2.fq.gz ] || { cat $W/r1.fq.gz $W/r1.fq.gz > $W/r1x2.fq.gz; cat $W/r2.fq.gz $W/r2.fq.gz > $W/r2x2.fq.gz; }
+    TAG=$TAG${ENVX:+m}$x  # ENVX: environment settings for the sampled run (e.g. glibc's MALLOC_MMAP_THRESHOLD_)
+    eval "G3ALIGN_STAGES=1 $ENVX $run mem -t $T $W/g3 $W/r1$x.fq.gz $W/r2$x.fq.gz > $W/g_$TAG.sam 2> $W/g_$TAG.err &"
+    pid=$!
+    echo "t_s,rss_mib,gpu_mib" > "$OUT/soak_samples_$TAG.csv"
+    while kill -0 $pid 2>/dev/null; do
+        rss=$( (ps -o rss= -p $pid; ps -o rss= --ppid $pid) | awk '{s+=$1} END {printf "%d", s/1024}')
+        gpu=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+        echo "$(awk -v a=$(date +%s.%N) -v b=$ts 'BEGIN {printf "%.1f", a - b}'),$rss,$gpu" >> "$OUT/soak_samples_$TAG.csv"
+        sleep 1
+    done
+    wait $pid; rc=$?
+    echo "g3align ($TAG) rc $rc, wall $(awk -v a=$(date +%s.%N) -v b=$ts 'BEGIN {printf "%.1f", a - b}') s"
+    grep -E "Processed" $W/g_$TAG.err | tail -1
+    grep -E "M::pool" $W/g_$TAG.err | sed -n '1p;$p'  # CuPy's pool after the first and the last -K batch
+    cp $W/g_$TAG.err "$OUT/g3align_stderr_$TAG.txt"
+    awk -F, 'NR > 1 {if ($3 > g) g = $3; if ($2 > r) r = $2} END {print "peak GPU used " g " MiB, peak RSS " r " MiB"}' \
+        "$OUT/soak_samples_$TAG.csv"
+    ln -sfn g_$TAG.sam $W/g.sam
+    for o in keep$x trim$x keepm$x trimm$x; do
+        if [ $o != $TAG ] && [ -f $W/g_$o.sam ]; then
+            cmp <(body $W/g_$o.sam) <(body $W/g_$TAG.sam) > /dev/null && echo "SAM bodies $o = $TAG" || echo "SAM bodies $o != $TAG"
+        fi
+    done
+}
 chmod +x "$S/bwa" "$S/dwgsim"
 body() { grep -v '^@' "$1"; }
 if [ "${PHASE:-run}" = run ]; then
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/device.txt"
     t0=$SECONDS
     zcat "$REF" > $W/ref.fa
-    (cd $W && setsid "$S/bwa" index ref.fa > bwa_index.log 2>&1; echo $? > bwa_index.rc) &
+    [ "${BWA:-1}" = 0 ] || (cd $W && setsid "$S/bwa" index ref.fa > bwa_index.log 2>&1; echo $? > bwa_index.rc) &
     per=$(( (PAIRS + T - 1) / T ))
     for i in $(seq 1 $T); do
         "$S/dwgsim" -z $i -N $per -1 150 -2 150 -e 0.002 -E 0.002 -r 0.001 -y 0 -o 1 $W/ref.fa $W/sim$i >/dev/null 2>&1 &
@@ -36,26 +72,16 @@ if [ "${PHASE:-run}" = run ]; then
     zcat $W/r1.fq.gz | head -400000 > $W/w1.fq; zcat $W/r2.fq.gz | head -400000 > $W/w2.fq
     t1=$SECONDS
     $G3 mem -t $T $W/g3 $W/w1.fq $W/w2.fq > $W/w.sam 2> $W/w.err; echo "warm-up run (compiles): rc $? in $((SECONDS - t1)) s"
-    # the sampled run: host RSS of the process (and any children) and the GPU's used memory, once a second
-    ts=$(date +%s.%N)
-    G3ALIGN_STAGES=1 $G3 mem -t $T $W/g3 $W/r1.fq.gz $W/r2.fq.gz > $W/g.sam 2> $W/g.err &
-    pid=$!
-    echo "t_s,rss_mib,gpu_mib" > "$OUT/soak_samples.csv"
-    while kill -0 $pid 2>/dev/null; do
-        rss=$( (ps -o rss= -p $pid; ps -o rss= --ppid $pid) | awk '{s+=$1} END {printf "%d", s/1024}')
-        gpu=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
-        echo "$(awk -v a=$(date +%s.%N) -v b=$ts 'BEGIN {printf "%.1f", a - b}'),$rss,$gpu" >> "$OUT/soak_samples.csv"
-        sleep 1
-    done
-    wait $pid; rc=$?
-    echo "g3align rc $rc, wall $(awk -v a=$(date +%s.%N) -v b=$ts 'BEGIN {printf "%.1f", a - b}') s"
-    grep -E "Processed" $W/g.err | tail -2
-    grep -E "M::pool" $W/g.err | sed -n '1p;$p'  # CuPy's pool after the first and the last -K batch
-    cp $W/g.err "$OUT/g3align_stderr.txt"
+    sampled
+    [ "${BWA:-1}" = 0 ] && exit 0
     until [ -f $W/bwa_index.rc ]; do sleep 2; done
     (cd $W && setsid bash -c "s=\$(date +%s); '$S/bwa' mem -t $T ref.fa r1.fq.gz r2.fq.gz > bwa.sam 2> bwa.err; \
         echo \$? \$(( \$(date +%s) - s )) > bwa.rc" > /dev/null 2>&1 < /dev/null &)
     echo "bwa mem started at $((SECONDS - t0)) s"
+elif [ "$PHASE" = again ]; then
+    t1=$SECONDS
+    $G3 mem -t $T $W/g3 $W/w1.fq $W/w2.fq > $W/w.sam 2> $W/w.err; echo "warm-up run: rc $? in $((SECONDS - t1)) s"
+    sampled
 else
     t0=$SECONDS
     until [ -f $W/bwa.rc ] || [ $((SECONDS - t0)) -gt ${WAIT:-400} ]; do sleep 2; done
