@@ -3,7 +3,7 @@ PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 DEMO_OUT ?= demo_out
 
-.PHONY: install wheel demo test lint golden clean clean-cache gpu-check
+.PHONY: install wheel demo test lint golden clean clean-cache gpu-check bench bench-cpu
 
 # pip install, then every kernel compiled for this machine with all cores (g3align warmup; once per version)
 install:
@@ -45,6 +45,18 @@ gpu-check:
 	    --out $(OUT) --bwa .devdata/bwa
 	$(PYTHON) scripts/gpu_seed_bench.py --fasta .devdata/human_GRCh37_chr20.fa.gz --out $(OUT)
 	$(PYTHON) scripts/gpu_stage_bench.py --fasta .devdata/human_GRCh37_chr20.fa.gz --out $(OUT)
+
+# The benchmark suite (scripts/bench_suite.py, docs/BENCHMARKS.md): g3align beside bwa mem / minimap2 on 12
+# workloads in one run on one machine, outputs compared byte for byte, one table with the minimum ratio per mode.
+# `make bench` is the GPU box's size (there: `bash scripts/gpu_bench.sh mem`, then `... map`, carrying the
+# .devdata/bench that `bash scripts/gpu_bench.sh pack` makes here); `make bench-cpu` is sized for a 2-core machine.
+# Needs bwa, minimap2, dwgsim, wgsim and pbsim on PATH and ../shared/data (BENCH_DATA).
+BENCH_DATA ?= ../shared/data
+BENCH_WORK ?= bench_out
+bench: install
+	$(PYTHON) scripts/bench_suite.py --data $(BENCH_DATA) --work $(BENCH_WORK) --size gpu
+bench-cpu: install
+	$(PYTHON) scripts/bench_suite.py --data $(BENCH_DATA) --work $(BENCH_WORK)-cpu --size cpu --threads 2
 
 # Regenerate data/golden/* with the installed bwa (see data/README.md).
 golden:
