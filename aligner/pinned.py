@@ -293,6 +293,9 @@ def upload(a):
     d = cp.empty(a.shape, a.dtype)
     if a.nbytes < REGISTER_MIN:
         d.set(a)
+        # set() is a cudaMemcpyAsync on the current stream: from page-locked memory (pwio's reused _staging buffer)
+        # the DMA reads the source later, so without this wait the next device_codes call could overwrite it first
+        cp.cuda.get_current_stream().synchronize()
         return d
     _locked_copy(a.ctypes.data, d.data.ptr, int(a.nbytes), False)
     return d
