@@ -37,7 +37,7 @@ mem|map|all)
         'm == "all" || (m == "mem" && $2 ~ /^mem/) || (m == "map" && $2 !~ /^mem/) {print $1}' | paste -sd,)
     python3 scripts/bench_suite.py --data $P --work $W --size "${SIZE:-gpu}" --only "${ONLY:-$sel}" \
         --pbsim-model $PWD/$P/model_qc_clr --device-name "${dev:-no GPU}, $(nproc) cores" \
-        --g3 "env G3ALIGN_DETACH=0 python3 -m g3align.aligner.cli"
+        --g3 "env G3ALIGN_DETACH=0 ${PY:-python3} -m g3align.aligner.cli"
     cp $W/results.jsonl $W/results.md "$OUT"/ 2>/dev/null || true
     ;;
 *)
