@@ -3,7 +3,7 @@ PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 DEMO_OUT ?= demo_out
 
-.PHONY: install wheel demo test lint golden clean clean-cache gpu-check bench bench-cpu
+.PHONY: install wheel demo test lint golden clean clean-cache gpu-check bench bench-cpu wg-ref
 
 # pip install, then every kernel compiled for this machine with all cores (g3align warmup; once per version)
 install:
@@ -57,6 +57,14 @@ bench: install
 	$(PYTHON) scripts/bench_suite.py --data $(BENCH_DATA) --work $(BENCH_WORK) --size gpu
 bench-cpu: install
 	$(PYTHON) scripts/bench_suite.py --data $(BENCH_DATA) --work $(BENCH_WORK)-cpu --size cpu --threads 2
+
+# The whole-genome stand-in (scripts/wg_ref.py): 25 chromosomes with GRCh38's lengths (~3.1 Gbp) and 100 ALT-like
+# contigs built from the shared references, with segmental duplications, tandem repeats and N gaps; deterministic.
+# A stand-in, not a genome. WG_SIZE=2e8 for a smaller one.
+WG_OUT ?= wg_out
+WG_SIZE ?= 3.1e9
+wg-ref:
+	$(PYTHON) scripts/wg_ref.py --data $(BENCH_DATA) --out $(WG_OUT) --size $(WG_SIZE)
 
 # Regenerate data/golden/* with the installed bwa (see data/README.md).
 golden:
