@@ -137,8 +137,10 @@ def main():
               help="also build the minimizer index of these `map` presets (PREFIX.<k..w..>.g3m); "
                    "'all' = map-ont,map-pb,map-hifi,sr")
 @click.option("--no-fm", is_flag=True, help="skip the FM-index (only with -x)")
+@click.option("--bwa", "bwa_files", is_flag=True,
+              help="also write bwa's index files (PREFIX.amb .ann .bwt .pac .sa, as `bwa index` writes them)")
 @click.argument("fasta")
-def index_cmd(fasta, prefix, sa_intv, presets, no_fm):
+def index_cmd(fasta, prefix, sa_intv, presets, no_fm, bwa_files):
     """Build the FM-index (double-step occurrence tables) of FASTA[.gz] for `mem`, and with -x the
     minimizer indexes for `map`."""
     from g3align.index.build import build_index
@@ -155,7 +157,9 @@ def index_cmd(fasta, prefix, sa_intv, presets, no_fm):
         if os.path.exists(fasta):
             jit.precompile("index")
         if not no_fm:
-            build_index(fasta, prefix, sa_intv=sa_intv, progress=sys.stderr.isatty())
+            build_index(fasta, prefix, sa_intv=sa_intv, progress=sys.stderr.isatty(), bwa_files=bwa_files)
+        elif bwa_files:
+            raise G3Error("--bwa needs the FM-index (drop --no-fm)")
         if presets:
             _build_mm_indexes(fasta, prefix, presets)
     except (OSError, ValueError, G3Error) as e:

@@ -42,8 +42,10 @@ class _Progress:
             self.bar = None
 
 
-def build_index(fasta_path, prefix=None, sa_intv: int = 8, progress: bool = True) -> str:
-    """Build the g3align index of ``fasta_path`` into ``PREFIX.g3i`` (default prefix: the FASTA path).
+def build_index(fasta_path, prefix=None, sa_intv: int = 8, progress: bool = True,
+                bwa_files: bool = False) -> str:
+    """Build the g3align index of ``fasta_path`` into ``PREFIX.g3i`` (default prefix: the FASTA path); with
+    ``bwa_files`` also bwa's PREFIX.{pac,ann,amb,bwt,sa}, byte for byte as `bwa index` writes them (bwafmt.py).
 
     Returns the index file path. Raises ``FastaFormatError`` (a ValueError) for unusable FASTA input.
     """
@@ -81,6 +83,11 @@ def build_index(fasta_path, prefix=None, sa_intv: int = 8, progress: bool = True
     path = save_index(prefix, ref, fm)
     size = os.path.getsize(path)
     _log(f"wrote {path} ({size / 1e6:.1f} MB) in {time.perf_counter() - t:.2f} s")
+    if bwa_files:  # (its own suffix array: build_fm keeps only its samples)
+        from g3align.index.bwafmt import write_bwa_index
+        t = time.perf_counter()
+        write_bwa_index(prefix, ref)
+        _log(f"wrote bwa's index files {prefix}.{{pac,ann,amb,bwt,sa}} in {time.perf_counter() - t:.2f} s")
     _log(f"index built in {time.perf_counter() - t_all:.2f} s")
     return path
 

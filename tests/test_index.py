@@ -5,6 +5,7 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -415,3 +416,58 @@ def test_build_index(tmp_path, capsys):
     assert fm.sa_shift == 1 and fm.n == 58
     # default prefix = the FASTA path
     assert build_index(fa, progress=False) == fa + ".g3i"
+
+
+def _bwa_test_fasta(path):
+    """Contigs with comments (one with a tab), N runs, IUPAC codes, lowercase, and l_pac % 4 == 0."""
+    rng = np.random.default_rng(9)
+    s = lambda n: "".join("ACGT"[i] for i in rng.integers(0, 4, n))  # noqa: E731
+    recs = [("c1 first contig, with a comment", s(500) + "N" * 37 + s(400).lower() + "NNNN" + s(301)),
+            ("c2", s(100) + "RRY" + s(300) + "n" * 10 + s(87)),
+            ("c3\tTAB comment", s(400)),
+            ("c4", "ACGT" * 25)]
+    tot = sum(len(x) for _, x in recs)
+    recs.append(("c5 pad", s(1000 + (-tot) % 4)))
+    path.write_text("".join(f">{h}\n" + "\n".join(x[i:i + 70] for i in range(0, len(x), 70)) + "\n"
+                            for h, x in recs))
+    return str(path)
+
+
+def test_bwa_index_files(tmp_path):
+    """index --bwa writes bwa's five files: they decode to the reference, and equal `bwa index`'s byte for byte."""
+    from g3align.index.bwafmt import write_bwa_index
+    for fa in (_bwa_test_fasta(tmp_path / "m.fa"), str(tmp_path / "lambda.fa")):
+        if fa.endswith("lambda.fa"):
+            with gzip.open(os.path.join(os.path.dirname(__file__), "..", "data", "lambda.fa.gz"), "rb") as fi:
+                open(fa, "wb").write(fi.read())
+        ref = F.read_fasta(fa)
+        ours = str(tmp_path / ("g_" + os.path.basename(fa)))
+        write_bwa_index(ours, ref)
+        assert np.array_equal(F.read_bwa_pac(ours), ref.pac)
+        l_pac, names, comments, offs, lens = F.read_bwa_ann(ours)
+        assert l_pac == ref.l_pac and names == list(ref.names) and np.array_equal(offs, ref.offsets[:-1])
+        _, _, hoff, hlen, hchr = F.read_bwa_amb(ours)
+        assert np.array_equal(hoff, ref.hole_off) and np.array_equal(hlen, ref.hole_len)
+        assert np.array_equal(hchr, ref.hole_chr)
+        primary, n = struct.unpack("<Q", open(ours + ".bwt", "rb").read(8))[0], 2 * ref.l_pac
+        assert 1 <= primary <= n
+        head = struct.unpack("<7Q", open(ours + ".sa", "rb").read(56))   # primary, L2[1..4], interval, length
+        assert head[0] == primary and head[4] == n and head[5:] == (32, n)
+        if HAVE_BWA:
+            theirs = str(tmp_path / ("b_" + os.path.basename(fa)))
+            subprocess.run(["bwa", "index", "-p", theirs, fa], check=True, capture_output=True)
+            for ext in ("pac", "ann", "amb", "bwt", "sa"):
+                assert open(ours + "." + ext, "rb").read() == open(theirs + "." + ext, "rb").read(), ext
+
+
+def test_index_cli_writes_bwa_files(tmp_path):
+    fa = _bwa_test_fasta(tmp_path / "m.fa")
+    r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "index", "--bwa", "-p", str(tmp_path / "x"), fa],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "wrote bwa's index files" in r.stderr
+    for ext in ("g3i", "pac", "ann", "amb", "bwt", "sa"):
+        assert os.path.getsize(tmp_path / f"x.{ext}") > 0
+    r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "index", "--bwa", "--no-fm", "-x", "sr", fa],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "--bwa needs the FM-index" in r.stderr and "Traceback" not in r.stderr

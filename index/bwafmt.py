@@ -1,0 +1,114 @@
+"""bwa 0.7.17's five index files (`bwa index` output), written from a packed reference so that `bwa mem` runs on
+them: PREFIX.pac (forward strand, 4 bases a byte), .ann and .amb (contigs and ambiguity runs, as text), .bwt (the BWT
+of forward + reverse complement without its '$', with occurrence counts every 128 bases) and .sa (every 32nd suffix
+array entry).
+
+Rows of the BWT are numbered as bwa numbers them: row 0 is the suffix "$" (whose SA value is the text length n),
+rows 1..n are the text's suffixes in order (divsufsort's SA shifted by one); `primary` is the row of the whole text,
+whose BWT character is the '$' bwa leaves out.
+"""
+from __future__ import annotations
+
+import numpy as np
+from g3align.index.fasta import Reference
+from g3align.index.fm import build_text, suffix_array
+
+BWA_SEED = 11         # bns->seed, written on .ann's first line
+OCC_INTERVAL = 128    # bases between two occurrence-count entries of .bwt
+SA_INTV = 32          # `bwa index`'s suffix array sampling
+
+
+def write_bwa_index(prefix: str, ref: Reference, T: np.ndarray | None = None, SA: np.ndarray | None = None) -> None:
+    """PREFIX.{pac,ann,amb,bwt,sa} as `bwa index` writes them for the FASTA that `ref` was read from. T / SA: the
+    text (forward + reverse complement codes) and its suffix array, when the caller has them already."""
+    write_pac(prefix, ref.pac)
+    write_ann_amb(prefix, ref)
+    if T is None:
+        T = build_text(ref.pac)
+    if SA is None:
+        SA = suffix_array(T)
+    primary, l2, words = bwt_words(T, SA)
+    head = np.array([primary, *l2[1:]], np.uint64).tobytes()
+    with open(prefix + ".bwt", "wb") as f:
+        f.write(head)
+        f.write(words.astype("<u4").tobytes())
+    n = int(T.size)
+    with open(prefix + ".sa", "wb") as f:
+        f.write(head)
+        f.write(np.array([SA_INTV, n], np.uint64).tobytes())
+        f.write(np.asarray(SA[SA_INTV - 1::SA_INTV], dtype="<u8").tobytes())   # rows 32, 64, ... (row 0 left out)
+
+
+def write_pac(prefix: str, pac: np.ndarray) -> None:
+    """Forward strand, 4 bases a byte (the first in the high bits), then a 0 byte when l_pac % 4 == 0, then the
+    byte l_pac % 4."""
+    pac = np.asarray(pac, np.uint8)
+    n = pac.size
+    pad = np.zeros((-n) % 4, np.uint8)
+    q = np.concatenate([pac, pad]).reshape(-1, 4)
+    body = (q[:, 0] << 6) | (q[:, 1] << 4) | (q[:, 2] << 2) | q[:, 3]
+    tail = (b"\x00" if n % 4 == 0 else b"") + bytes([n % 4])
+    with open(prefix + ".pac", "wb") as f:
+        f.write(body.astype(np.uint8).tobytes())
+        f.write(tail)
+
+
+def write_ann_amb(prefix: str, ref: Reference) -> None:
+    """.ann: "l_pac n_seqs seed", then per contig "gi name anno" ("(null)" for no comment) and "offset len n_ambs";
+    .amb: "l_pac n_seqs n_holes", then "offset len char" per run of one ambiguous character."""
+    offs = np.asarray(ref.offsets, np.int64)
+    n_ambs = np.bincount(np.searchsorted(offs, np.asarray(ref.hole_off, np.int64), side="right") - 1,
+                         minlength=len(ref.names)) if len(ref.hole_off) else np.zeros(len(ref.names), np.int64)
+    lines = [f"{ref.l_pac} {len(ref.names)} {BWA_SEED}\n"]
+    for i, (name, com) in enumerate(zip(ref.names, ref.comments)):
+        lines.append(f"0 {name} {com if com else '(null)'}\n")
+        lines.append(f"{offs[i]} {offs[i + 1] - offs[i]} {n_ambs[i]}\n")
+    with open(prefix + ".ann", "wb") as f:
+        f.write("".join(lines).encode("latin-1"))
+    amb = [f"{ref.l_pac} {len(ref.names)} {len(ref.hole_off)}\n".encode()]
+    for o, ln, c in zip(ref.hole_off.tolist(), ref.hole_len.tolist(), ref.hole_chr.tolist()):
+        amb.append(f"{o} {ln} ".encode() + bytes([c]) + b"\n")
+    with open(prefix + ".amb", "wb") as f:
+        f.write(b"".join(amb))
+
+
+def bwt_words(T: np.ndarray, SA: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    """(primary, L2[0..4], the uint32 words of .bwt after its header): for every 128 bases of the BWT ('$' left
+    out), the counts of A, C, G, T before them (4 uint64 as 8 uint32), then the bases, 16 a word, the first in the
+    high bits; a last count entry at the end."""
+    n = int(T.size)
+    full = np.empty(n + 1, np.uint8)
+    full[0] = T[n - 1]
+    full[1:] = T[SA - 1]            # SA == 0 reads T[-1]: that row is the primary, dropped next
+    primary = int(np.flatnonzero(SA == 0)[0]) + 1
+    B = np.delete(full, primary)
+    cnt = np.bincount(B, minlength=4).astype(np.int64)
+    l2 = np.zeros(5, np.int64)
+    l2[1:] = np.cumsum(cnt)
+    # the bases, 16 a word
+    pad = np.zeros((-n) % 16, np.uint8)
+    b16 = np.concatenate([B, pad]).reshape(-1, 16).astype(np.uint32)
+    words = np.zeros(b16.shape[0], np.uint32)
+    for j in range(16):
+        words |= b16[:, j] << np.uint32(30 - 2 * j)
+    # counts before each 128-base block, then the final counts
+    nblk = (n + OCC_INTERVAL - 1) // OCC_INTERVAL
+    by_blk = np.concatenate([B, np.full((-n) % OCC_INTERVAL, 4, np.uint8)]).reshape(nblk, OCC_INTERVAL)
+    before = np.zeros((nblk + 1, 4), np.int64)
+    for c in range(4):
+        np.cumsum(np.count_nonzero(by_blk == c, axis=1), out=before[1:, c])
+    cnt_words = before.astype("<u8").view("<u4").reshape(nblk + 1, 8)
+    wpb = OCC_INTERVAL // 16
+    out = np.empty(8 * (nblk + 1) + words.size, np.uint32)
+    full_blk = words.size // wpb                   # blocks with all 8 words (the last may have fewer)
+    body = out[:full_blk * (8 + wpb)].reshape(full_blk, 8 + wpb)
+    body[:, :8] = cnt_words[:full_blk]
+    body[:, 8:] = words[:full_blk * wpb].reshape(full_blk, wpb)
+    k = full_blk * (8 + wpb)
+    for i in range(full_blk, nblk):                # a last, partial block
+        rest = words[i * wpb:]
+        out[k:k + 8] = cnt_words[i]
+        out[k + 8:k + 8 + rest.size] = rest
+        k += 8 + rest.size
+    out[k:k + 8] = cnt_words[nblk]
+    return primary, l2, out
