@@ -71,9 +71,15 @@ def build_index(fasta_path, prefix=None, sa_intv: int = 8, progress: bool = True
                 bar.close()
             _log(f"{_STAGE_NAMES.get(stage, stage)} done in {time.perf_counter() - stage_t.pop(stage):.2f} s")
 
+    def bwa_index_files(T, SA):
+        from g3align.index.bwafmt import write_bwa_index
+        t = time.perf_counter()
+        write_bwa_index(prefix, ref, T, SA)
+        _log(f"wrote bwa's index files {prefix}.{{pac,ann,amb,bwt,sa}} in {time.perf_counter() - t:.2f} s")
+
     t = time.perf_counter()
     try:
-        fm = build_fm(ref.pac, sa_intv=sa_intv, progress=prog)
+        fm = build_fm(ref.pac, sa_intv=sa_intv, progress=prog, with_sa=bwa_index_files if bwa_files else None)
     finally:
         bar.close()
     _log(f"FM-index of {fm.n} bp (both strands) built in {time.perf_counter() - t:.2f} s "
@@ -83,11 +89,6 @@ def build_index(fasta_path, prefix=None, sa_intv: int = 8, progress: bool = True
     path = save_index(prefix, ref, fm)
     size = os.path.getsize(path)
     _log(f"wrote {path} ({size / 1e6:.1f} MB) in {time.perf_counter() - t:.2f} s")
-    if bwa_files:  # (its own suffix array: build_fm keeps only its samples)
-        from g3align.index.bwafmt import write_bwa_index
-        t = time.perf_counter()
-        write_bwa_index(prefix, ref)
-        _log(f"wrote bwa's index files {prefix}.{{pac,ann,amb,bwt,sa}} in {time.perf_counter() - t:.2f} s")
     _log(f"index built in {time.perf_counter() - t_all:.2f} s")
     return path
 

@@ -401,12 +401,15 @@ def suffix_array(T: np.ndarray) -> np.ndarray:
     return pydivsufsort.divsufsort(np.ascontiguousarray(T, dtype=np.uint8))
 
 
-def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None = None) -> FMIndex:
+def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None = None,
+             with_sa=None) -> FMIndex:
     """Build the FM-index of ``pac + revcomp(pac)``.
 
     ``progress``: optional callable ``progress(stage: str, done: int, total: int)`` called as work
     advances (stages ``"text"``, ``"sa"``, ``"occ"``, ``"sample"``). ``wide``: force the uint64
-    table layout (default: only when ``n + 1 >= 2**32``; forcing it is for tests).
+    table layout (default: only when ``n + 1 >= 2**32``; forcing it is for tests). ``with_sa``: optional
+    callable ``with_sa(T, SA)`` given the text and its whole suffix array before only the samples are kept
+    (bwa's index files are written from them).
     """
     pac = np.asarray(pac, dtype=np.uint8)
     if pac.shape[0] < 1:
@@ -454,6 +457,8 @@ def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None
     sa = np.empty(n // intv + 1, dtype=wdt)
     sa[0] = n
     sa[1:] = SA[intv - 1::intv]
+    if with_sa is not None:
+        with_sa(T, SA)
     del SA
     _p("sample", 1, 1)
 
