@@ -23,7 +23,6 @@ arguments give the same bytes (chromosomes are built in parallel, each from its 
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import sys
 import time
@@ -49,31 +48,23 @@ _SRC: list[np.ndarray] = []   # the source sequences (uppercase, A/C/G/T/N only)
 _W: np.ndarray | None = None  # their weights
 
 
-def read_fasta(path: Path) -> list[np.ndarray]:
-    """Every record of a (gzipped) FASTA file as uppercase bytes, other IUPAC codes as N."""
-    op = gzip.open if path.suffix == ".gz" else open
-    seqs, cur = [], []
-    with op(path, "rb") as f:
-        for line in f:
-            if line.startswith(b">"):
-                if cur:
-                    seqs.append(b"".join(cur))
-                cur = []
-            else:
-                cur.append(line.strip())
-    if cur:
-        seqs.append(b"".join(cur))
+def read_sources(paths: list[str]) -> list[np.ndarray]:
+    """Every record of the source FASTA files (read by g3align's reader) as uppercase A/C/G/T bytes, each run of
+    ambiguous characters as N."""
+    from g3align.index.fasta import read_fasta
     out = []
-    for s in seqs:
-        a = np.frombuffer(s.upper(), np.uint8).copy()
-        a[~np.isin(a, ACGT)] = ord("N")
-        out.append(a)
+    for p in paths:
+        ref = read_fasta(p)
+        seq = ACGT[ref.pac]
+        for o, ln in zip(ref.hole_off.tolist(), ref.hole_len.tolist()):
+            seq[o:o + ln] = ord("N")
+        out += [seq[a:b] for a, b in zip(ref.offsets[:-1].tolist(), ref.offsets[1:].tolist())]
     return out
 
 
-def _init(paths: list[str]) -> None:
+def _init(seqs: list[np.ndarray]) -> None:
     global _SRC, _W
-    _SRC = [s for p in paths for s in read_fasta(Path(p))]
+    _SRC = seqs
     # human sequence dominates, as in a real genome; small genomes stay a minority of the bases drawn
     _W = np.array([len(s) ** 1.0 for s in _SRC], np.float64)
     _W /= _W.sum()
@@ -225,7 +216,8 @@ def main(argv=None) -> None:
     lengths = [max(20_000, int(args.size * mb / total_mb)) for mb in GRCH38_MB]
     jobs = [(nm, ln, args.seed * 1000 + i, str(tmp)) for i, (nm, ln) in enumerate(zip(NAMES, lengths))]
     order = sorted(range(len(jobs)), key=lambda i: -jobs[i][1])   # longest first: the pool ends together
-    with ProcessPoolExecutor(max(1, args.jobs), initializer=_init, initargs=(paths,)) as ex:
+    sources = read_sources(paths)   # once, here; the workers get them with their start
+    with ProcessPoolExecutor(max(1, args.jobs), initializer=_init, initargs=(sources,)) as ex:
         built = dict(zip([jobs[i][0] for i in order], ex.map(build_chrom, [jobs[i] for i in order])))
         chroms = [built[nm] for nm in NAMES]
         rng = np.random.default_rng(args.seed)
@@ -237,7 +229,7 @@ def main(argv=None) -> None:
             alt_jobs.append((f"{NAMES[c]}_alt{k + 1}", chroms[c][2], ln, args.seed * 1000 + 500 + k, str(tmp)))
         alts = list(ex.map(build_alt, alt_jobs))
     mt_files = [p for p in paths if "MT" in Path(p).name]
-    m = read_fasta(Path(mt_files[0]))[0] if mt_files else np.full(CHRM_BP, ord("N"), np.uint8)
+    m = read_sources(mt_files[:1])[0] if mt_files else np.full(CHRM_BP, ord("N"), np.uint8)
     (tmp / "chrM.seq").write_bytes(m.tobytes())
     contigs = chroms + [("chrM", int(m.size), str(tmp / "chrM.seq"))] + alts
     with open(out / "wg.fa", "wb") as f:
