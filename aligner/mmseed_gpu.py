@@ -51,6 +51,7 @@ from g3align.aligner.mmseed import (
     seed_mz_flt,
 )
 from g3align.aligner.mmsketch_gpu import gpu_available
+from g3align.kernels.loader import fit_shared
 
 from g3align.jit import njit
 
@@ -349,6 +350,15 @@ def _module():
     return get_module("mmseed")
 
 
+def _launch(mod, name: str, n_threads: int, args: tuple, block: int, smem: int = 0) -> None:
+    """One kernel of ``mod`` over n_threads threads in blocks of ``block`` (None arguments: null pointers), its
+    dynamic shared memory limit raised first where ``smem`` needs it."""
+    args = tuple(np.uint64(0) if x is None else x for x in args)
+    f = mod.get_function(name)
+    fit_shared(f, smem, SB_SMEM_MAX)
+    f(((n_threads + block - 1) // block,), (block,), args, shared_mem=smem)
+
+
 def index_to_device(b, bkt_off, keys, key_off, pos, ref_len=None):
     """The index arrays on the current GPU (pass them to :func:`seed_batch_gpu` to keep them resident)."""
     import cupy as cp
@@ -393,11 +403,7 @@ def seed_batch_gpu(mz, mz_off, seq_off, mid_occ: int, max_max_occ: int, occ_dist
     trace_mark("seed: inputs")
 
     def launch(name, n_threads, args, block, smem=0):
-        args = tuple(np.uint64(0) if x is None else x for x in args)  # null pointer
-        f = mod.get_function(name)
-        if smem > 48 << 10 and f.max_dynamic_shared_size_bytes < SB_SMEM_MAX:  # the same value from every thread
-            f.max_dynamic_shared_size_bytes = SB_SMEM_MAX
-        f(((n_threads + block - 1) // block,), (block,), args, shared_mem=smem)
+        _launch(mod, name, n_threads, args, block, smem)
 
     ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
     ev0.record()

@@ -68,6 +68,7 @@ import numba
 import numpy as np
 from g3align.aligner import pinned
 from g3align.aligner.pwio import Packed2, csr, device_codes, gather_runs, host_codes, host_form, pack2, slab_codes  # noqa: F401
+from g3align.kernels.loader import fit_shared
 from numba import prange
 
 from g3align.jit import njit
@@ -769,8 +770,7 @@ def _tb16_batch(cp, get_module, plist, m, n, mode, match, mismatch, go, ge, mem_
                 nmx, mmx = int(n[chunk].max()), int(m[chunk].max())
             cigd = cp.empty(max(int(co[-1]), 1), cp.uint32)
             smem = nmx * 32 * r + 4 * max(nmx, mmx)          # direction bytes + one word per column
-            if smem > 48 << 10:                              # (and per query row, for the walk)
-                k.max_dynamic_shared_size_bytes = max(smem, k.max_dynamic_shared_size_bytes)
+            fit_shared(k, smem)                              # (and per query row, for the walk)
             profd = cp.zeros(3 * (b - a), cp.int64) if prof is not None else cp.zeros(1, cp.int64)
             ev0.record()
             k((b - a,), (32,), (qd, qoff_d, td, toff_d, pinned.upload(o2) if isinstance(o2, np.ndarray) else o2,

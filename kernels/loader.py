@@ -95,6 +95,14 @@ def kernel_timeline() -> list:
     return ev
 
 
+def fit_shared(f, smem: int, most: int = 0) -> None:
+    """Let kernel ``f`` take ``smem`` bytes of dynamic shared memory: its limit raised to max(smem, most) when it is
+    lower. A kernel's default limit is 48 KiB *less its static shared memory*, so a request just under 48 KiB can
+    need it too. Every thread asks for the same value: no race."""
+    if smem > f.max_dynamic_shared_size_bytes:
+        f.max_dynamic_shared_size_bytes = max(smem, most)
+
+
 def _read(fname: str) -> str:
     try:
         return importlib.resources.files("g3align.kernels").joinpath(fname).read_text()

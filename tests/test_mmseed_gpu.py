@@ -583,6 +583,28 @@ def test_gpu_device_resident_pipeline(preset):
 
 
 @needs_gpu
+def test_gpu_sort_block_shared_memory_near_48k():
+    """sd_sort_block with a dynamic shared memory request under 48 KiB but above the kernel's default limit (48 KiB
+    less its static shared memory): the limit is raised before the launch. A batch whose longest read had ~2,900
+    anchors once failed here with CUDA_ERROR_INVALID_VALUE (map -x map-pb, chr20 pbsim reads)."""
+    import cupy as cp
+
+    mod = sg._module()
+    f = mod.get_function("sd_sort_block")
+    f.max_dynamic_shared_size_bytes = (48 << 10) - f.shared_size_bytes  # back to the default
+    n = 2900
+    assert (48 << 10) - f.shared_size_bytes < 16 * n < 48 << 10
+    rng = np.random.default_rng(7)
+    a = np.stack([rng.integers(0, 1 << 40, n, dtype=np.uint64), rng.integers(0, 1 << 40, n, dtype=np.uint64)], 1)
+    a_d = cp.asarray(a)
+    sg._launch(mod, "sd_sort_block", sg.SB_THREADS, (cp.zeros(1, cp.int64), np.int64(1), cp.asarray([0, n], cp.int64),
+                                                     a_d, np.int64(n)), sg.SB_THREADS, 16 * n)
+    got = cp.asnumpy(a_d)
+    assert (np.diff(got[:, 0].astype(np.float64)) >= 0).all()
+    assert sorted(map(tuple, got.tolist())) == sorted(map(tuple, a.tolist()))
+
+
+@needs_gpu
 def test_gpu_empty():
     idx = _index(_synth_ref(), "synth", "map-ont")
     o = _opts(idx, "map-ont", {})
