@@ -8,7 +8,7 @@
 #   bash scripts/gpu_bench.sh map       on the box, the same machine still warm: the map workloads
 # Results: /tmp/g3bench/results.{jsonl,md}, copied to $OUT. SIZE=cpu for the small sizes; ONLY=name,... for some.
 set -eo pipefail
-P=.devdata/bench
+P=${BENCH_DIR:-.devdata/bench}
 case "${1:-}" in
 pack)
     D=${SHARED:-$(cd "$(dirname "$0")/../.." && pwd)/shared/data}
