@@ -895,8 +895,8 @@ def _in_background(fn, *args, name: str, trace=None):
 
 
 def _load_mem_index(prefix):
-    from g3align.index.store import load_index
-    return load_index(prefix)
+    from g3align.index.store import load_mem_index
+    return load_mem_index(prefix)
 
 
 def _tune_pairs():
@@ -918,7 +918,8 @@ def _run_mem_traced(kw, trace, t):
     _check_sort(kw["sort"], kw["output"], kw["sort_mem"])
     paired = kw["reads2"] is not None or kw["interleaved"]
     from g3align.index.store import index_path
-    if os.path.exists(index_path(kw["prefix"])):  # the first run on this machine: its kernels on all cores
+    # the first run on this machine: its kernels on all cores
+    if os.path.exists(index_path(kw["prefix"])) or os.path.exists(kw["prefix"] + ".bwt"):
         jit.precompile(f"mem-{'pe' if paired else 'se'}-{'gpu' if _gpu_machine(kw['device']) else 'cpu'}")
     if kw["reads2"] is not None and kw["interleaved"]:
         kw["reads2"] = None

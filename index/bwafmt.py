@@ -1,7 +1,7 @@
-"""bwa 0.7.17's five index files (`bwa index` output), written from a packed reference so that `bwa mem` runs on
-them: PREFIX.pac (forward strand, 4 bases a byte), .ann and .amb (contigs and ambiguity runs, as text), .bwt (the BWT
-of forward + reverse complement without its '$', with occurrence counts every 128 bases) and .sa (every 32nd suffix
-array entry).
+"""bwa 0.7.17's five index files (`bwa index` output), written from a packed reference so that `bwa mem` runs on them,
+and read (read_bwa_index: `g3align mem` on a prefix made by `bwa index`): PREFIX.pac (forward strand, 4 bases a
+byte), .ann and .amb (contigs and ambiguity runs, as text), .bwt (the BWT of forward + reverse complement without
+its '$', with occurrence counts every 128 bases) and .sa (every 32nd suffix array entry).
 
 Rows of the BWT are numbered as bwa numbers them: row 0 is the suffix "$" (whose SA value is the text length n),
 rows 1..n are the text's suffixes in order (divsufsort's SA shifted by one); `primary` is the row of the whole text,
@@ -9,9 +9,14 @@ whose BWT character is the '$' bwa leaves out.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
-from g3align.index.fasta import Reference
+from g3align.index.fasta import Reference, read_bwa_amb, read_bwa_ann, read_bwa_pac
 from g3align.index.fm import build_text, suffix_array
+from numba import prange
+
+from g3align.jit import njit
 
 BWA_SEED = 11         # bns->seed, written on .ann's first line
 OCC_INTERVAL = 128    # bases between two occurrence-count entries of .bwt
@@ -112,3 +117,105 @@ def bwt_words(T: np.ndarray, SA: np.ndarray) -> tuple[int, np.ndarray, np.ndarra
         k += 8 + rest.size
     out[k:k + 8] = cnt_words[nblk]
     return primary, l2, out
+
+
+# ------------------------------------------------------------------------------------------------
+# reading: `g3align mem` on a prefix made by `bwa index`
+# ------------------------------------------------------------------------------------------------
+
+BWA_FILES = ("amb", "ann", "bwt", "pac", "sa")
+
+
+def has_bwa_index(prefix: str) -> bool:
+    """Whether PREFIX.bwt exists (the other four files are checked when read)."""
+    return os.path.exists(prefix + ".bwt")
+
+
+def read_bwa_index(prefix: str, progress=None):
+    """(Reference, FMIndex) from bwa's five index files, the double-step occurrence table built from the BWT in one
+    pass (fm.fm_from_bwt) and bwa's suffix array samples kept as they are (every 32nd row). Truncated, mismatched
+    or foreign files raise IndexFormatError naming the file."""
+    from g3align.index.fm import fm_from_bwt
+    from g3align.index.store import IndexFormatError
+
+    for x in BWA_FILES:
+        if not os.path.exists(f"{prefix}.{x}"):
+            raise IndexFormatError(f"{prefix}.{x}: file not found (bwa's index needs PREFIX.amb, .ann, .bwt, .pac and"
+                                   f" .sa; `bwa index` or `g3align index --bwa` writes them)")
+
+    def bad(x, why):
+        return IndexFormatError(f"{prefix}.{x}: {why} (rebuild it with `bwa index` or `g3align index --bwa`)")
+
+    try:
+        l_pac, names, comments, offs, lens = read_bwa_ann(prefix)
+    except (ValueError, IndexError, UnicodeDecodeError):
+        raise bad("ann", "not a bwa .ann file") from None
+    try:
+        l_amb, n_amb, hole_off, hole_len, hole_chr = read_bwa_amb(prefix)
+    except (ValueError, IndexError, UnicodeDecodeError):
+        raise bad("amb", "not a bwa .amb file") from None
+    if l_pac < 1 or not names or l_amb != l_pac or n_amb != len(names):
+        raise bad("amb", f"does not match .ann ({l_amb} bp in {n_amb} sequences, .ann: {l_pac} bp in {len(names)})")
+    offsets = np.append(offs, l_pac)
+    if offs[0] != 0 or (offs + lens != offsets[1:]).any():
+        raise bad("ann", "sequence offsets and lengths do not add up")
+    pac_size = (l_pac + 3) // 4 + (1 if l_pac % 4 == 0 else 0) + 1
+    if os.path.getsize(prefix + ".pac") != pac_size:
+        raise bad("pac", f"has {os.path.getsize(prefix + '.pac')} bytes, {pac_size} expected for {l_pac} bp")
+    pac = read_bwa_pac(prefix, l_pac)
+    n = 2 * l_pac
+    head = _u64_head(prefix + ".bwt", 5)
+    if head is None or int(head[4]) != n:
+        raise bad("bwt", f"is not the BWT of this .ann's {l_pac} bp (truncated, or from another build?)")
+    primary = int(head[0])
+    nblk = (n + OCC_INTERVAL - 1) // OCC_INTERVAL
+    n_words = 8 * (nblk + 1) + (n + 15) // 16
+    if os.path.getsize(prefix + ".bwt") != 40 + 4 * n_words or not 0 < primary <= n:
+        raise bad("bwt", "is truncated or damaged (size or primary row)")
+    words = np.memmap(prefix + ".bwt", dtype="<u4", mode="r", offset=40, shape=(n_words,))
+    final = np.asarray(words[-8:]).view("<u8").astype(np.int64)
+    if (np.cumsum(final) != head[1:].astype(np.int64)).any():
+        raise bad("bwt", "base counts disagree with its header")
+    sa_head = _u64_head(prefix + ".sa", 7)
+    if sa_head is None or (sa_head[:5] != head).any() or int(sa_head[6]) != n:
+        raise bad("sa", "does not belong to the .bwt beside it")
+    intv = int(sa_head[5])
+    if intv < 1 or intv & (intv - 1):
+        raise bad("sa", f"sampling interval {intv} is not a power of two")
+    n_sa = n // intv
+    if os.path.getsize(prefix + ".sa") != 56 + 8 * n_sa:
+        raise bad("sa", "is truncated or damaged")
+    B = np.empty(n + 1, np.uint8)
+    _unpack_bwt(words, np.int64(n), np.int64(primary), B)
+    del words
+    sa = np.empty(n_sa + 1, np.uint64)
+    sa[0] = n
+    sa[1:] = np.fromfile(prefix + ".sa", dtype="<u8", count=n_sa, offset=56)
+    if n_sa and int(sa[1:].max()) >= n:
+        raise bad("sa", "holds positions beyond the text")
+    try:
+        fm = fm_from_bwt(B, primary, sa, intv.bit_length() - 1, int(pac[0]), progress=progress)
+    except ValueError as e:
+        raise bad("bwt", str(e)) from None
+    ref = Reference(pac=pac, l_pac=l_pac, names=names, comments=["" if c == "(null)" else c for c in comments],
+                    offsets=offsets, hole_off=hole_off, hole_len=hole_len, hole_chr=hole_chr,
+                    extra={"bwa_prefix": prefix})
+    return ref, fm
+
+
+def _u64_head(path: str, k: int):
+    h = np.fromfile(path, dtype="<u8", count=k)
+    return h if h.size == k else None
+
+
+@njit(cache=True, parallel=True)
+def _unpack_bwt(words, n, primary, B):
+    """B[0..n] from .bwt's words (after its header): every 128 bases 8 count words then 8 words of 16 bases (the
+    first in the high bits); stored base i is row i, or row i + 1 from the primary row on; B[primary] = 4 ('$')."""
+    for j in prange((n + 15) // 16):
+        w = words[(j // 8) * 16 + 8 + (j % 8)]
+        for k in range(16):
+            i = j * 16 + k
+            if i < n:
+                B[i + 1 if i >= primary else i] = (w >> (30 - 2 * k)) & 3
+    B[primary] = 4

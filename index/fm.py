@@ -46,6 +46,7 @@ __all__ = [
     "build_text",
     "fm_bwt",
     "fm_count",
+    "fm_from_bwt",
     "fm_lf",
     "fm_locate",
     "fm_occ1",
@@ -322,8 +323,70 @@ def build_text(pac: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, parallel=True)
-def _fill_occ(T, SA, n, occ, b0, b1, shift, stride, wide, nsub, sub_tot, specials):
-    """Fill blocks [b0, b1) of the occurrence table in ``nsub`` parallel pieces.
+def _codes_sa(T, SA, n, r0, r1, codes, specials):
+    """codes[r - r0] = the pair code of row r (module docstring) for rows [r0, r1), from the text and its suffix
+    array; specials[0] / [1] receive the rows whose suffix starts at 0 (primary) / 1 when they are in range."""
+    for row in prange(r0, r1):
+        s = n if row == 0 else np.int64(SA[row - 1])
+        if s >= 2:
+            code = np.int64(T[s - 2]) * 4 + np.int64(T[s - 1])
+        elif s == 1:
+            code = np.int64(T[0])
+            specials[1] = row
+        else:
+            code = np.int64(0)
+            specials[0] = row
+        codes[row - r0] = code
+
+
+@njit(cache=True, parallel=True)
+def _codes_bwt(B, C1, ranks, r0, r1, codes, specials):
+    """_codes_sa from a BWT instead: B[r] is the base before row r's suffix (uint8, 4 at the primary row, whose
+    BWT character is '$'); ranks[p] holds the counts of each base in B[:start of piece p] for the pieces that
+    split [r0, r1) as here. The base two before row r's suffix is B[LF(r)], LF(r) = C1[c] + rank of c = B[r]."""
+    nsub = ranks.shape[0]
+    per = (r1 - r0 + nsub - 1) // nsub
+    for p in prange(nsub):
+        rk = ranks[p].copy()
+        for row in range(r0 + p * per, min(r1, r0 + (p + 1) * per)):
+            c = np.int64(B[row])
+            if c > 3:
+                codes[row - r0] = 0
+                specials[0] = row
+                continue
+            lf = C1[c] + rk[c]
+            rk[c] += 1
+            b = np.int64(B[lf])
+            if b > 3:  # the suffix at text position 1: only T[0] before it
+                codes[row - r0] = c
+                specials[1] = row
+            else:
+                codes[row - r0] = b * 4 + c
+
+
+@njit(cache=True, parallel=True)
+def _piece_ranks(B, r0, r1, nsub, carry):
+    """Counts of each base (0..3) in B[:start of each of the nsub pieces of [r0, r1)], given carry = the counts
+    in B[:r0]; carry is advanced to the counts in B[:r1]."""
+    per = (r1 - r0 + nsub - 1) // nsub
+    own = np.zeros((nsub, 4), np.int64)
+    for p in prange(nsub):
+        for row in range(r0 + p * per, min(r1, r0 + (p + 1) * per)):
+            c = B[row]
+            if c < 4:
+                own[p, c] += 1
+    ranks = np.empty((nsub, 4), np.int64)
+    for p in range(nsub):
+        for c in range(4):
+            ranks[p, c] = carry[c]
+            carry[c] += own[p, c]
+    return ranks
+
+
+@njit(cache=True, parallel=True)
+def _fill_occ(codes, r0, n, occ, b0, b1, shift, stride, wide, nsub, sub_tot):
+    """Fill blocks [b0, b1) of the occurrence table from the pair codes of their rows (codes[r - r0], rows
+    r0 = b0 << shift up to n) in ``nsub`` parallel pieces.
 
     The 16 counts of each block are written relative to the start of its piece; ``sub_tot[p]``
     receives the code totals of piece p (``_fix_occ`` turns them into cumulative counts).
@@ -344,15 +407,7 @@ def _fill_occ(T, SA, n, occ, b0, b1, shift, stride, wide, nsub, sub_tot, special
                 word = np.uint64(0)
                 for k in range(16):
                     if row <= n:
-                        s = n if row == 0 else np.int64(SA[row - 1])
-                        if s >= 2:
-                            code = np.int64(T[s - 2]) * 4 + np.int64(T[s - 1])
-                        elif s == 1:
-                            code = np.int64(T[0])
-                            specials[1] = row
-                        else:
-                            code = np.int64(0)
-                            specials[0] = row
+                        code = np.int64(codes[row - r0])
                         counts[code] += 1
                         word |= np.uint64(code) << np.uint64(4 * k)
                     row += 1
@@ -382,9 +437,11 @@ def _fix_occ(occ, b0, b1, stride, nsub, sub_tot, carry):
 
 @njit(cache=True)
 def _base_counts(T):
+    """Counts of the codes 0..3 in T (a BWT's 4, its '$', left out)."""
     c = np.zeros(4, dtype=np.int64)
     for i in range(T.shape[0]):
-        c[T[i]] += 1
+        if T[i] < 4:
+            c[T[i]] += 1
     return c
 
 
@@ -415,7 +472,6 @@ def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None
     if pac.shape[0] < 1:
         raise ValueError("cannot build an FM-index of an empty reference")
     sa_shift = _log2_pow2(int(sa_intv), "sa_intv")
-    occ_shift = OCC_SHIFT
 
     def _p(stage, done, total):
         if progress is not None:
@@ -431,48 +487,73 @@ def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None
     _p("sa", 1, 1)
 
     wide = 1 if (n + 1 >= (1 << 32) or wide) else 0
-    wdt = np.uint64 if wide else np.uint32
-    nwords = (1 << occ_shift) >> 4
-    stride = 16 + (nwords if wide else 2 * nwords)
-    nblocks = ((n + 1) >> occ_shift) + 1
-    occ = np.empty(nblocks * stride, dtype=wdt)
-    counts = np.zeros(16, dtype=np.int64)
-    specials = np.full(2, -1, dtype=np.int64)
-    nsub = max(1, int(get_num_threads()))
-    sub_tot = np.zeros((nsub, 16), dtype=np.int64)
-    step = max(nsub, (1 << 25) >> occ_shift)  # ~32M rows per call
-    _p("occ", 0, nblocks)
-    for b0 in range(0, nblocks, step):
-        b1 = min(nblocks, b0 + step)
-        _fill_occ(T, SA, np.int64(n), occ, np.int64(b0), np.int64(b1), np.int64(occ_shift),
-                  np.int64(stride), np.int64(wide), np.int64(nsub), sub_tot, specials)
-        _fix_occ(occ, np.int64(b0), np.int64(b1), np.int64(stride), np.int64(nsub), sub_tot, counts)
-        _p("occ", b1, nblocks)
-    primary, row_sa1 = int(specials[0]), int(specials[1])
-    assert primary >= 1 and row_sa1 >= 1
+
+    def codes_for(r0, r1, codes, specials, T=T, SA=SA):
+        _codes_sa(T, SA, np.int64(n), np.int64(r0), np.int64(r1), codes, specials)
+
+    occ, counts, primary, row_sa1 = _occ_table(n, wide, codes_for, lambda b1, nb: _p("occ", b1, nb))
+    del codes_for
     t0 = int(T[0])
 
     _p("sample", 0, 1)
     intv = 1 << sa_shift
-    sa = np.empty(n // intv + 1, dtype=wdt)
+    sa = np.empty(n // intv + 1, dtype=occ.dtype)
     sa[0] = n
     sa[1:] = SA[intv - 1::intv]
     if with_sa is not None:
         with_sa(T, SA)
     del SA
     _p("sample", 1, 1)
-
-    # C1 / C2
     bc = _base_counts(T)
+    last = int(T[n - 1])
+    del T
+    return _assemble(n, int(pac.shape[0]), primary, row_sa1, t0, last, bc, counts, occ, wide, sa, sa_shift)
+
+
+def _occ_table(n: int, wide: int, codes_for, progress=None):
+    """(occ, the 16 code totals, primary, row_sa1): the occurrence table of rows 0..n, their pair codes given
+    ~32M rows at a time by codes_for(r0, r1, codes, specials) (_codes_sa or _codes_bwt)."""
+    shift = OCC_SHIFT
+    wdt = np.uint64 if wide else np.uint32
+    nwords = (1 << shift) >> 4
+    stride = 16 + (nwords if wide else 2 * nwords)
+    nblocks = ((n + 1) >> shift) + 1
+    occ = np.empty(nblocks * stride, dtype=wdt)
+    counts = np.zeros(16, dtype=np.int64)
+    specials = np.full(2, -1, dtype=np.int64)
+    nsub = max(1, int(get_num_threads()))
+    sub_tot = np.zeros((nsub, 16), dtype=np.int64)
+    step = max(nsub, (1 << 25) >> shift)  # ~32M rows per call
+    codes = np.empty(step << shift, np.uint8)
+    if progress is not None:
+        progress(0, nblocks)
+    for b0 in range(0, nblocks, step):
+        b1 = min(nblocks, b0 + step)
+        r0, r1 = b0 << shift, min(b1 << shift, n + 1)
+        if r0 < r1:
+            codes_for(r0, r1, codes, specials)
+        _fill_occ(codes, np.int64(r0), np.int64(n), occ, np.int64(b0), np.int64(b1), np.int64(shift),
+                  np.int64(stride), np.int64(wide), np.int64(nsub), sub_tot)
+        _fix_occ(occ, np.int64(b0), np.int64(b1), np.int64(stride), np.int64(nsub), sub_tot, counts)
+        if progress is not None:
+            progress(b1, nblocks)
+    primary, row_sa1 = int(specials[0]), int(specials[1])
+    if primary < 1 or row_sa1 < 1:
+        raise ValueError("not a BWT of a text and its reverse complement (no row for suffix 0 or 1)")
+    return occ, counts, primary, row_sa1
+
+
+def _assemble(n, l_pac, primary, row_sa1, t0, last, bc, counts, occ, wide, sa, sa_shift) -> FMIndex:
+    """The FMIndex, its C1 / C2 from the base counts ``bc`` of the text and the totals ``counts`` of the stored pair
+    codes (the pairs at text positions 0..n-2 plus the two fakes); ``last`` = T[n-1]."""
     C1 = np.empty(6, dtype=np.int64)
     C1[0] = 1
     for c in range(4):
         C1[c + 1] = C1[c] + bc[c]
     C1[5] = C1[4]
-    pair = counts.copy()  # stored codes = pairs at text positions 0..n-2, plus the two fakes
+    pair = counts.copy()
     pair[0] -= 1
     pair[t0] -= 1
-    last = int(T[n - 1])
     C2 = np.empty(17, dtype=np.int64)
     for a in range(4):
         acc = C1[a] + (1 if last == a else 0)
@@ -480,22 +561,40 @@ def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None
             C2[a * 4 + b] = acc
             acc += pair[a * 4 + b]
     C2[16] = n + 1
-    del T
-    return FMIndex(
-        n=n,
-        l_pac=int(pac.shape[0]),
-        primary=primary,
-        row_sa1=row_sa1,
-        t0=t0,
-        C1=C1,
-        C2=C2,
-        occ=occ,
-        occ_shift=occ_shift,
-        occ_stride=stride,
-        occ_wide=wide,
-        sa=sa,
-        sa_shift=sa_shift,
-    )
+    nwords = (1 << OCC_SHIFT) >> 4
+    return FMIndex(n=n, l_pac=l_pac, primary=primary, row_sa1=row_sa1, t0=t0, C1=C1, C2=C2, occ=occ,
+                   occ_shift=OCC_SHIFT, occ_stride=16 + (nwords if wide else 2 * nwords), occ_wide=wide, sa=sa,
+                   sa_shift=sa_shift)
+
+
+def fm_from_bwt(B: np.ndarray, primary: int, sa: np.ndarray, sa_shift: int, t0: int, wide: bool | None = None,
+                progress=None) -> FMIndex:
+    """The FM-index of a text T = pac + revcomp(pac) of n bases from its BWT instead of its suffix array (bwa's
+    index files: aligner/../index/bwafmt.read_bwa_index). B: uint8[n + 1], B[r] = the base before row r's suffix,
+    4 at ``primary`` (the row of the whole text, BWT character '$'); sa: the sampled suffix array (sa[0] = n,
+    sa[i] = SA at row i << sa_shift); t0 = T[0]. Each row's second base back is B[LF(r)], so the pair codes come
+    from one pass over B."""
+    n = int(B.shape[0]) - 1
+    if n < 2 or B[primary] != 4:
+        raise ValueError("not a BWT with its '$' at the primary row")
+    wide = 1 if (n + 1 >= (1 << 32) or wide) else 0
+    bc = _base_counts(B)
+    C1 = np.empty(4, np.int64)
+    C1[0] = 1
+    C1[1:] = 1 + np.cumsum(bc)[:3]
+    nsub = max(1, int(get_num_threads()))
+    carry = np.zeros(4, np.int64)
+
+    def codes_for(r0, r1, codes, specials):
+        ranks = _piece_ranks(B, np.int64(r0), np.int64(r1), np.int64(nsub), carry)
+        _codes_bwt(B, C1, ranks, np.int64(r0), np.int64(r1), codes, specials)
+
+    occ, counts, p, row_sa1 = _occ_table(n, wide, codes_for, progress)
+    if p != primary:
+        raise ValueError("not a BWT with its '$' at the primary row")
+    last = int(B[0])  # row 0 is the suffix '$': the base before it is T[n-1]
+    sa = np.asarray(sa, dtype=occ.dtype)
+    return _assemble(n, n // 2, primary, row_sa1, int(t0), last, bc, counts, occ, wide, sa, int(sa_shift))
 
 
 def fm_params(fm: FMIndex) -> dict:

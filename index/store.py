@@ -140,7 +140,8 @@ def save_index(prefix, ref: Reference, fm: FMIndex) -> str:
 
 def _read_header(path: str):
     if not os.path.exists(path):
-        raise IndexFormatError(f"{path}: index file not found (run `g3align index` first)")
+        raise IndexFormatError(f"{path}: index file not found (run `g3align index` first; `mem` also reads the "
+                               f"files of `bwa index` under the same prefix)")
     try:
         fh = open(path, "rb")  # noqa: SIM115 (closed by the with below)
     except OSError as e:
@@ -249,6 +250,16 @@ def load_index(prefix, verify: bool = True, use_mmap: bool = True):
     if not _consistent(ref, fm):
         raise IndexFormatError(f"{path}: index is inconsistent (reference and FM-index sizes disagree)")
     return ref, fm
+
+
+def load_mem_index(prefix):
+    """``(Reference, FMIndex)`` for `g3align mem`: PREFIX.g3i when it exists, else the five files `bwa index` made
+    under PREFIX (index/bwafmt.read_bwa_index: the double-step table built from bwa's BWT as it loads)."""
+    from g3align.index import bwafmt
+
+    if not os.path.exists(index_path(prefix)) and bwafmt.has_bwa_index(prefix):
+        return bwafmt.read_bwa_index(prefix)
+    return load_index(prefix)
 
 
 def _consistent(ref: Reference, fm: FMIndex) -> bool:
