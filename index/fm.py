@@ -570,7 +570,7 @@ def _assemble(n, l_pac, primary, row_sa1, t0, last, bc, counts, occ, wide, sa, s
 def fm_from_bwt(B: np.ndarray, primary: int, sa: np.ndarray, sa_shift: int, t0: int, wide: bool | None = None,
                 progress=None) -> FMIndex:
     """The FM-index of a text T = pac + revcomp(pac) of n bases from its BWT instead of its suffix array (bwa's
-    index files: aligner/../index/bwafmt.read_bwa_index). B: uint8[n + 1], B[r] = the base before row r's suffix,
+    index files: index/bwafmt.read_bwa_index). B: uint8[n + 1], B[r] = the base before row r's suffix,
     4 at ``primary`` (the row of the whole text, BWT character '$'); sa: the sampled suffix array (sa[0] = n,
     sa[i] = SA at row i << sa_shift); t0 = T[0]. Each row's second base back is B[LF(r)], so the pair codes come
     from one pass over B."""
