@@ -28,6 +28,7 @@ import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import prange
 
 from g3align.jit import njit
 
@@ -260,7 +261,7 @@ def mm_ref_from_strings(seqs, names=None) -> MMRef:
 # minimizer sketch (sketch.c)
 # ------------------------------------------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def hash64(key, mask):
     """minimap2's invertible integer hash restricted to ``mask`` (2k bits)."""
     key = (~key + (key << np.uint64(21))) & mask
@@ -273,7 +274,7 @@ def hash64(key, mask):
     return key
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _push(out, n, x, y):
     if n == out.shape[0]:
         grown = np.empty((out.shape[0] * 2 + 16, 2), np.uint64)
@@ -284,9 +285,26 @@ def _push(out, n, x, y):
     return out, n + 1
 
 
+# the sketch's state between two positions of a sequence (_sketch_run's S): 11 scalars, then the window ring's
+# hashes and positions (w each), then the homopolymer run ring (32)
+_S_KF, _S_KR, _S_L, _S_SPAN, _S_MINX, _S_MINY, _S_BPOS, _S_MPOS, _S_QF, _S_QC, _S_I = range(11)
+_S_N = 11
+
+
 @njit(cache=True, nogil=True)
 def sketch_into(codes, st, en, w, k, rid, is_hpc, out, n):
     """Append the minimizers of codes[st:en] to out[:n] (grown as needed). Returns (out, n)."""
+    S = np.empty(_S_N + 2 * w + 32, np.uint64)
+    return _sketch_run(codes, st, en, 0, 0, en - st, w, k, rid, is_hpc, out, n, S, False)
+
+
+@njit(cache=True, nogil=True)
+def _sketch_run(codes, st, en, i0, i_emit, i_stop, w, k, rid, is_hpc, out, n, S, load):
+    """mm_sketch over positions [i0, i_stop) of the sequence codes[st:en] (positions relative to st), appending
+    to out[:n] only what is emitted while at positions >= i_emit (and the last minimum when i_stop is the end).
+    The state starts fresh (as at the sequence's start, or after an ambiguous base) or, with ``load``, from S; it
+    is saved in S at the end (S[_S_I]: the position reached, i_stop unless a homopolymer run crossed it).
+    Returns (out, n)."""
     MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
     length = en - st
     if length <= 0:
@@ -294,22 +312,33 @@ def sketch_into(codes, st, en, w, k, rid, is_hpc, out, n):
     shift1 = np.uint64(2 * (k - 1))
     mask = (np.uint64(1) << np.uint64(2 * k)) - np.uint64(1)
     ridsh = np.uint64(rid) << np.uint64(32)
-    kf = np.uint64(0)
-    kr = np.uint64(0)
-    bx = np.full(w, MAX, np.uint64)
-    by = np.full(w, MAX, np.uint64)
-    runs = np.zeros(32, np.int64)  # homopolymer run lengths of the current k-mer (ring)
-    q_front = 0
-    q_count = 0
-    min_x = MAX
-    min_y = MAX
-    span = 0
-    l = 0
-    bpos = 0
-    mpos = 0
+    bx = S[_S_N:_S_N + w]
+    by = S[_S_N + w:_S_N + 2 * w]
+    runs = S.view(np.int64)[_S_N + 2 * w:_S_N + 2 * w + 32]  # homopolymer run lengths of the current k-mer
+    if load:
+        kf, kr = S[_S_KF], S[_S_KR]
+        l, span = np.int64(S[_S_L]), np.int64(S[_S_SPAN])
+        min_x, min_y = S[_S_MINX], S[_S_MINY]
+        bpos, mpos = np.int64(S[_S_BPOS]), np.int64(S[_S_MPOS])
+        q_front, q_count = np.int64(S[_S_QF]), np.int64(S[_S_QC])
+    else:
+        kf = np.uint64(0)
+        kr = np.uint64(0)
+        bx[:] = MAX
+        by[:] = MAX
+        runs[:] = 0
+        q_front = 0
+        q_count = 0
+        min_x = MAX
+        min_y = MAX
+        span = 0
+        l = 0
+        bpos = 0
+        mpos = 0
     wk1 = w + k - 1
-    i = 0
-    while i < length:
+    i = i0
+    while i < i_stop:
+        emit = i >= i_emit
         c = codes[st + i]
         ix = MAX
         iy = MAX
@@ -348,7 +377,7 @@ def sketch_into(codes, st, en, w, k, rid, is_hpc, out, n):
             span = 0
         bx[bpos] = ix
         by[bpos] = iy
-        if l == wk1 and min_x != MAX:
+        if l == wk1 and min_x != MAX and emit:
             # first full window: equal-hash k-mers seen before the minimum was fixed
             for j in range(bpos + 1, w):
                 if bx[j] == min_x and by[j] != min_y:
@@ -357,14 +386,14 @@ def sketch_into(codes, st, en, w, k, rid, is_hpc, out, n):
                 if bx[j] == min_x and by[j] != min_y:
                     out, n = _push(out, n, bx[j], by[j])
         if ix <= min_x:
-            if l >= w + k and min_x != MAX:
+            if l >= w + k and min_x != MAX and emit:
                 out, n = _push(out, n, min_x, min_y)
             min_x = ix
             min_y = iy
             mpos = bpos
         elif bpos == mpos:
             # the minimum left the window: emit it and rescan (oldest first, ties -> the latest)
-            if l >= wk1 and min_x != MAX:
+            if l >= wk1 and min_x != MAX and emit:
                 out, n = _push(out, n, min_x, min_y)
             min_x = MAX
             for j in range(bpos + 1, w):
@@ -377,7 +406,7 @@ def sketch_into(codes, st, en, w, k, rid, is_hpc, out, n):
                     min_x = bx[j]
                     min_y = by[j]
                     mpos = j
-            if l >= wk1 and min_x != MAX:
+            if l >= wk1 and min_x != MAX and emit:
                 for j in range(bpos + 1, w):
                     if bx[j] == min_x and by[j] != min_y:
                         out, n = _push(out, n, bx[j], by[j])
@@ -388,9 +417,37 @@ def sketch_into(codes, st, en, w, k, rid, is_hpc, out, n):
         if bpos == w:
             bpos = 0
         i += 1
-    if min_x != MAX:
+    if i_stop >= length and min_x != MAX:
         out, n = _push(out, n, min_x, min_y)
+    S[_S_KF], S[_S_KR], S[_S_L], S[_S_SPAN] = kf, kr, np.uint64(l), np.uint64(span)
+    S[_S_MINX], S[_S_MINY], S[_S_BPOS], S[_S_MPOS] = min_x, min_y, np.uint64(bpos), np.uint64(mpos)
+    S[_S_QF], S[_S_QC], S[_S_I] = np.uint64(q_front), np.uint64(q_count), np.uint64(i)
     return out, n
+
+
+@njit(cache=True, nogil=True)
+def _same_state(A, B, w, k):
+    """Whether two sketch states (S arrays at the same position) lead to the same output from there on: the same
+    k-mers, window contents in age order, minimum and its place in the window, and the counters as far as the
+    sketch tells them apart (l only up to w + k, where every test on it is settled)."""
+    MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
+    cap = np.uint64(w + k)
+    if (A[_S_I] != B[_S_I] or A[_S_KF] != B[_S_KF] or A[_S_KR] != B[_S_KR] or A[_S_SPAN] != B[_S_SPAN]
+            or min(A[_S_L], cap) != min(B[_S_L], cap) or A[_S_MINX] != B[_S_MINX] or A[_S_MINY] != B[_S_MINY]
+            or A[_S_QC] != B[_S_QC]):
+        return False
+    ba, bb = np.int64(A[_S_BPOS]), np.int64(B[_S_BPOS])
+    if A[_S_MINX] != MAX and (np.int64(A[_S_MPOS]) - ba) % w != (np.int64(B[_S_MPOS]) - bb) % w:
+        return False
+    for j in range(w):
+        ja, jb = _S_N + (ba + j) % w, _S_N + (bb + j) % w
+        if A[ja] != B[jb] or A[ja + w] != B[jb + w]:
+            return False
+    qa, qb = np.int64(A[_S_QF]), np.int64(B[_S_QF])
+    for j in range(np.int64(A[_S_QC])):
+        if A[_S_N + 2 * w + ((qa + j) & 31)] != B[_S_N + 2 * w + ((qb + j) & 31)]:
+            return False
+    return True
 
 
 @njit(cache=True, nogil=True)
@@ -414,15 +471,84 @@ def _check_wk(w: int, k: int):
 # index build (index.c: mm_idx_gen + mm_idx_post)
 # ------------------------------------------------------------------------------------------------
 
+SKETCH_PIECE = 1 << 20  # bases per piece of a contig, the pieces sketched in parallel (index build)
+SKETCH_WARM = 4096      # bases sketched, unemitted, before a piece's start to rebuild the sketch's state there
+
+
 @njit(cache=True, nogil=True)
-def _sketch_all(ref_seq, ref_off, w, k, is_hpc):
+def _pieces(ref_seq, ref_off, piece, warm, is_hpc):
+    """Pieces of the contigs: (contig, warm-up start, start, end), positions from the contig's start. With HPC a
+    piece ends where the base changes, so that no homopolymer run crosses it."""
     nseq = ref_off.shape[0] - 1
-    total = ref_off[nseq] - ref_off[0]
-    out = np.empty((total * 2 // (w + 1) + 1024, 2), np.uint64)
-    n = 0
+    m = 0
     for r in range(nseq):
-        out, n = sketch_into(ref_seq, ref_off[r], ref_off[r + 1], w, k, r, is_hpc, out, n)
-    return out, n
+        m += (ref_off[r + 1] - ref_off[r] + piece - 1) // piece
+    out = np.empty((m, 4), np.int64)
+    m = 0
+    for r in range(nseq):
+        st, L = ref_off[r], ref_off[r + 1] - ref_off[r]
+        s = 0
+        while s < L:
+            e = min(L, s + piece)
+            while is_hpc and e < L and ref_seq[st + e] < 4 and ref_seq[st + e] == ref_seq[st + e - 1]:
+                e += 1
+            out[m, 0], out[m, 1], out[m, 2], out[m, 3] = r, max(0, s - warm) if s > 0 else 0, s, e
+            m += 1
+            s = e
+    return out[:m]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _sketch_pieces(ref_seq, ref_off, w, k, is_hpc, pc, cap_off, out, cnt, S0, S1):
+    """Every piece sketched on its own (prange): from a fresh state after SKETCH_WARM bases of warm-up (S0: the
+    state reached at its start), into out[cap_off[p]:cap_off[p+1]]; cnt[p] minimizers (above the capacity: the
+    piece overflowed, to be redone); S1: the state at its end."""
+    for p in prange(pc.shape[0]):
+        r, i0, s, e = pc[p, 0], pc[p, 1], pc[p, 2], pc[p, 3]
+        st, en = ref_off[r], ref_off[r + 1]
+        buf = out[cap_off[p]:cap_off[p + 1]]
+        load = i0 < s
+        if load:
+            _sketch_run(ref_seq, st, en, i0, s, s, w, k, r, is_hpc, buf, 0, S0[p], False)
+            S1[p, :] = S0[p, :]
+        _, m = _sketch_run(ref_seq, st, en, s, s, e, w, k, r, is_hpc, buf, 0, S1[p], load)
+        cnt[p] = m
+
+
+def _sketch_all(ref_seq, ref_off, w, k, is_hpc):
+    """The minimizers of every contig, in order, as one (n, 2) array and n: long contigs are cut into pieces
+    sketched in parallel, each after a warm-up that rebuilds the sketch's state at its start. A piece's output is
+    kept only when that state equals the state the piece before it ended in (_same_state), so the result is the
+    sequential sketch's exactly; a piece whose state differs (a warm-up too short for a long repeat) or that
+    overflowed its buffer is sketched again from the true state."""
+    pc = _pieces(ref_seq, ref_off, np.int64(SKETCH_PIECE), np.int64(SKETCH_WARM), bool(is_hpc))
+    np_ = pc.shape[0]
+    if np_ == 0:
+        return np.empty((0, 2), np.uint64), 0
+    ln = pc[:, 3] - pc[:, 2]
+    cap = ln * 5 // (2 * (w + 1)) + 64
+    cap_off = np.zeros(np_ + 1, np.int64)
+    np.cumsum(cap, out=cap_off[1:])
+    out = np.empty((int(cap_off[-1]), 2), np.uint64)
+    cnt = np.zeros(np_, np.int64)
+    sw = _S_N + 2 * w + 32
+    S0 = np.zeros((np_, sw), np.uint64)
+    S1 = np.zeros((np_, sw), np.uint64)
+    _sketch_pieces(ref_seq, ref_off, int(w), int(k), bool(is_hpc), pc, cap_off, out, cnt, S0, S1)
+    parts = []
+    for p in range(np_):
+        r, i0, s, e = (int(x) for x in pc[p])
+        cont = i0 < s  # not the contig's first piece
+        if cnt[p] <= cap[p] and (not cont or _same_state(S1[p - 1], S0[p], w, k)):
+            parts.append(out[cap_off[p]:cap_off[p] + cnt[p]])
+            continue
+        S = S1[p - 1].copy() if cont else np.zeros(sw, np.uint64)
+        buf, m = _sketch_run(ref_seq, ref_off[r], ref_off[r + 1], s, s, e, int(w), int(k), r, bool(is_hpc),
+                             np.empty((int(cap[p]) * 2, 2), np.uint64), 0, S, cont)
+        parts.append(buf[:m])
+        S1[p] = S
+    mz = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    return mz, int(mz.shape[0])
 
 
 @njit(cache=True, nogil=True)

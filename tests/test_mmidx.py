@@ -171,6 +171,30 @@ def _random_ref(seed=3, n=4, L=20000):
     return mmidx.mm_ref_from_strings(seqs)
 
 
+def _hard_ref(seed=5):
+    """Contigs whose piece edges (SKETCH_PIECE made small) fall in random sequence, long homopolymers and tandem
+    repeats longer than the warm-up, N runs and palindromes, and contigs shorter than a piece."""
+    rng = np.random.default_rng(seed)
+    rnd = lambda n: "".join(rng.choice(list("ACGT"), n))  # noqa: E731
+    seqs = [rnd(9000) + "A" * 3000 + rnd(500) + "ACGT" * 900 + "N" * 30 + rnd(4000) + "CA" * 2500 + rnd(3000),
+            "ACGTACGT" * 700 + rnd(100), rnd(50), "", "T" * 6000, rnd(12000) + "GATC" * 40 + rnd(2000)]
+    return mmidx.mm_ref_from_strings(seqs)
+
+
+@pytest.mark.parametrize("k,w,hpc", [(15, 10, False), (19, 10, True), (21, 11, False), (19, 19, True), (5, 3, True)])
+def test_pieced_sketch_equals_sequential(monkeypatch, k, w, hpc):
+    """The index build sketches contigs in pieces, in parallel, each after a warm-up; the result must be the
+    sequential sketch's exactly, including where a warm-up is too short (long repeats: a piece redone)."""
+    ref = _hard_ref()
+    want = [mmidx.sketch(ref.seq(r), w, k, r, hpc) for r in range(ref.n_seq)]
+    want = np.concatenate(want)
+    for piece, warm in ((997, 300), (4096, 64), (1 << 20, 4096)):
+        monkeypatch.setattr(mmidx, "SKETCH_PIECE", piece)
+        monkeypatch.setattr(mmidx, "SKETCH_WARM", warm)
+        got, n = mmidx._sketch_all(ref.ref_seq, ref.ref_off, w, k, hpc)
+        assert n == want.shape[0] and np.array_equal(got[:n], want), (piece, warm)
+
+
 def _brute_lookup(ref, k, w, hpc):
     table = {}
     for r in range(ref.n_seq):
