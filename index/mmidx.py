@@ -551,8 +551,86 @@ def _sketch_all(ref_seq, ref_off, w, k, is_hpc):
     return mz, int(mz.shape[0])
 
 
-@njit(cache=True, nogil=True)
 def _group(mz, n, k, b):
+    """Sort minimizers by (bucket, hash, position); return bkt_off, keys, key_off, pos (_group_buckets in
+    parallel; _group_lsd, one thread, for more than 2^20 buckets)."""
+    if b > 20:
+        return _group_lsd(mz, n, k, b)
+    return _group_buckets(mz, n, b)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _group_buckets(mz, n, b):
+    """_group in parallel: the minimizers scattered to their buckets (pieces of the input counted and placed
+    independently), then every bucket sorted by (hash, position) and its keys listed on its own. The order is
+    _group_lsd's: (bucket, hash) with each hash's positions ascending."""
+    MAXP = 64
+    bmask = (np.uint64(1) << np.uint64(b)) - np.uint64(1)
+    nb = 1 << b
+    per = max(1, (n + MAXP - 1) // MAXP)
+    npc = (n + per - 1) // per
+    hist = np.zeros((npc, nb), np.int64)
+    for c in prange(npc):
+        for i in range(c * per, min(n, (c + 1) * per)):
+            hist[c, np.int64((mz[i, 0] >> np.uint64(8)) & bmask)] += 1
+    start = np.zeros(nb + 1, np.int64)
+    off = np.empty((npc, nb), np.int64)
+    acc = 0
+    for bk in range(nb):
+        start[bk] = acc
+        for c in range(npc):
+            off[c, bk] = acc
+            acc += hist[c, bk]
+    start[nb] = acc
+    hk = np.empty(n, np.uint64)   # hash >> b, within its bucket
+    pa = np.empty(n, np.uint64)
+    for c in prange(npc):
+        o = off[c].copy()
+        for i in range(c * per, min(n, (c + 1) * per)):
+            h = mz[i, 0] >> np.uint64(8)
+            bk = np.int64(h & bmask)
+            j = o[bk]
+            o[bk] = j + 1
+            hk[j] = h >> np.uint64(b)
+            pa[j] = mz[i, 1]
+    nkey = np.zeros(nb, np.int64)
+    for bk in prange(nb):
+        s, e = start[bk], start[bk + 1]
+        if e - s > 1:
+            order = np.argsort(hk[s:e], kind="mergesort")
+            hk[s:e] = hk[s:e][order]
+            pa[s:e] = pa[s:e][order]
+        t0 = s
+        for t in range(s, e + 1):
+            if t == e or hk[t] != hk[t0]:
+                for u in range(t0 + 1, t):  # positions of one key: sort unless already ascending
+                    if pa[u] < pa[u - 1]:
+                        pa[t0:t].sort()
+                        break
+                if t < e:
+                    nkey[bk] += 1
+                t0 = t
+        if e > s:
+            nkey[bk] += 1
+    bkt_off = np.zeros(nb + 1, np.int64)
+    for bk in range(nb):
+        bkt_off[bk + 1] = bkt_off[bk] + nkey[bk]
+    n_keys = bkt_off[nb]
+    keys = np.empty(n_keys, np.uint64)
+    key_off = np.empty(n_keys + 1, np.int64)
+    key_off[n_keys] = n
+    for bk in prange(nb):
+        j = bkt_off[bk]
+        for t in range(start[bk], start[bk + 1]):
+            if t == start[bk] or hk[t] != hk[t - 1]:
+                keys[j] = (hk[t] << np.uint64(b)) | np.uint64(bk)
+                key_off[j] = t
+                j += 1
+    return bkt_off, keys, key_off, pa
+
+
+@njit(cache=True, nogil=True)
+def _group_lsd(mz, n, k, b):
     """Sort minimizers by (bucket, hash, position); return bkt_off, keys, key_off, pos.
 
     The sort key is ``(h & bucket_mask) << (2k - b) | h >> b`` (a bijection of the 2k-bit hash h);

@@ -195,6 +195,19 @@ def test_pieced_sketch_equals_sequential(monkeypatch, k, w, hpc):
         assert n == want.shape[0] and np.array_equal(got[:n], want), (piece, warm)
 
 
+@pytest.mark.parametrize("k,w,hpc,b", [(15, 10, False, 14), (19, 10, True, 14), (5, 3, False, 8), (21, 11, False, 3)])
+def test_group_buckets_equals_lsd(k, w, hpc, b):
+    """The parallel bucket grouping of the index build gives the one-thread LSD radix grouping's arrays."""
+    for ref in (_random_ref(), _hard_ref()):
+        mz, n = mmidx._sketch_all(ref.ref_seq, ref.ref_off, w, k, hpc)
+        mz = np.concatenate([mz[:n], mz[:n][::7]])  # repeated (hash, position) pairs too
+        for x, y in zip(mmidx._group_buckets(mz, mz.shape[0], b), mmidx._group_lsd(mz, mz.shape[0], k, b)):
+            assert x.dtype == y.dtype and np.array_equal(x, y)
+    e = np.zeros((0, 2), np.uint64)
+    for x, y in zip(mmidx._group_buckets(e, 0, 14), mmidx._group_lsd(e, 0, 15, 14)):
+        assert np.array_equal(x, y)
+
+
 def _brute_lookup(ref, k, w, hpc):
     table = {}
     for r in range(ref.n_seq):
