@@ -302,8 +302,8 @@ def sketch_into(codes, st, en, w, k, rid, is_hpc, out, n):
 def _sketch_run(codes, st, en, i0, i_emit, i_stop, w, k, rid, is_hpc, out, n, S, load):
     """mm_sketch over positions [i0, i_stop) of the sequence codes[st:en] (positions relative to st), appending
     to out[:n] only what is emitted while at positions >= i_emit (and the last minimum when i_stop is the end).
-    The state starts fresh (as at the sequence's start, or after an ambiguous base) or, with ``load``, from S; it
-    is saved in S at the end (S[_S_I]: the position reached, i_stop unless a homopolymer run crossed it).
+    The state starts fresh (as at the sequence's start) or, with ``load``, from S; it is saved in S at the end
+    (S[_S_I]: the position reached, i_stop unless a homopolymer run crossed it).
     Returns (out, n)."""
     MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
     length = en - st
