@@ -917,9 +917,10 @@ def _run_mem_traced(kw, trace, t):
             raise G3Error(f"fail to open file '{p}'")
     _check_sort(kw["sort"], kw["output"], kw["sort_mem"])
     paired = kw["reads2"] is not None or kw["interleaved"]
+    from g3align.index.bwafmt import has_bwa_index
     from g3align.index.store import index_path
     # the first run on this machine: its kernels on all cores
-    if os.path.exists(index_path(kw["prefix"])) or os.path.exists(kw["prefix"] + ".bwt"):
+    if os.path.exists(index_path(kw["prefix"])) or has_bwa_index(kw["prefix"]):
         jit.precompile(f"mem-{'pe' if paired else 'se'}-{'gpu' if _gpu_machine(kw['device']) else 'cpu'}")
     if kw["reads2"] is not None and kw["interleaved"]:
         kw["reads2"] = None

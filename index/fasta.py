@@ -338,7 +338,8 @@ def read_fasta(path) -> Reference:
 
 
 def read_bwa_pac(prefix: str, l_pac: int | None = None) -> np.ndarray:
-    """Decode bwa's ``PREFIX.pac`` (forward strand part) into one base code per byte (testing aid)."""
+    """Decode bwa's ``PREFIX.pac`` (forward strand part) into one base code per byte (index/bwafmt.read_bwa_index,
+    tests)."""
     raw = np.fromfile(prefix + ".pac", dtype=np.uint8)
     if l_pac is None:
         # last byte = l_pac % 4 where l_pac counted both strands when written by `bwa index`

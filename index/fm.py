@@ -510,13 +510,27 @@ def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None
     return _assemble(n, int(pac.shape[0]), primary, row_sa1, t0, last, bc, counts, occ, wide, sa, sa_shift)
 
 
+def occ_stride(wide) -> int:
+    """Words of ``occ`` per block: 16 counts, then the block's pair codes (16 a uint64: one word wide, two uint32)."""
+    nwords = (1 << OCC_SHIFT) >> 4
+    return 16 + (nwords if wide else 2 * nwords)
+
+
+def _c1(bc) -> np.ndarray:
+    """C1 (6 entries, module docstring) from the counts of the bases 0..3 in the text."""
+    C1 = np.empty(6, dtype=np.int64)
+    C1[0] = 1
+    C1[1:5] = 1 + np.cumsum(bc)
+    C1[5] = C1[4]
+    return C1
+
+
 def _occ_table(n: int, wide: int, codes_for, progress=None):
     """(occ, the 16 code totals, primary, row_sa1): the occurrence table of rows 0..n, their pair codes given
     ~32M rows at a time by codes_for(r0, r1, codes, specials) (_codes_sa or _codes_bwt)."""
     shift = OCC_SHIFT
     wdt = np.uint64 if wide else np.uint32
-    nwords = (1 << shift) >> 4
-    stride = 16 + (nwords if wide else 2 * nwords)
+    stride = occ_stride(wide)
     nblocks = ((n + 1) >> shift) + 1
     occ = np.empty(nblocks * stride, dtype=wdt)
     counts = np.zeros(16, dtype=np.int64)
@@ -546,11 +560,7 @@ def _occ_table(n: int, wide: int, codes_for, progress=None):
 def _assemble(n, l_pac, primary, row_sa1, t0, last, bc, counts, occ, wide, sa, sa_shift) -> FMIndex:
     """The FMIndex, its C1 / C2 from the base counts ``bc`` of the text and the totals ``counts`` of the stored pair
     codes (the pairs at text positions 0..n-2 plus the two fakes); ``last`` = T[n-1]."""
-    C1 = np.empty(6, dtype=np.int64)
-    C1[0] = 1
-    for c in range(4):
-        C1[c + 1] = C1[c] + bc[c]
-    C1[5] = C1[4]
+    C1 = _c1(bc)
     pair = counts.copy()
     pair[0] -= 1
     pair[t0] -= 1
@@ -561,10 +571,8 @@ def _assemble(n, l_pac, primary, row_sa1, t0, last, bc, counts, occ, wide, sa, s
             C2[a * 4 + b] = acc
             acc += pair[a * 4 + b]
     C2[16] = n + 1
-    nwords = (1 << OCC_SHIFT) >> 4
     return FMIndex(n=n, l_pac=l_pac, primary=primary, row_sa1=row_sa1, t0=t0, C1=C1, C2=C2, occ=occ,
-                   occ_shift=OCC_SHIFT, occ_stride=16 + (nwords if wide else 2 * nwords), occ_wide=wide, sa=sa,
-                   sa_shift=sa_shift)
+                   occ_shift=OCC_SHIFT, occ_stride=occ_stride(wide), occ_wide=wide, sa=sa, sa_shift=sa_shift)
 
 
 def fm_from_bwt(B: np.ndarray, primary: int, sa: np.ndarray, sa_shift: int, t0: int, wide: bool | None = None,
@@ -579,9 +587,7 @@ def fm_from_bwt(B: np.ndarray, primary: int, sa: np.ndarray, sa_shift: int, t0: 
         raise ValueError("not a BWT with its '$' at the primary row")
     wide = 1 if (n + 1 >= (1 << 32) or wide) else 0
     bc = _base_counts(B)
-    C1 = np.empty(4, np.int64)
-    C1[0] = 1
-    C1[1:] = 1 + np.cumsum(bc)[:3]
+    C1 = _c1(bc)
     nsub = max(1, int(get_num_threads()))
     carry = np.zeros(4, np.int64)
 

@@ -553,8 +553,9 @@ def _sketch_all(ref_seq, ref_off, w, k, is_hpc):
 
 def _group(mz, n, k, b):
     """Sort minimizers by (bucket, hash, position); return bkt_off, keys, key_off, pos (_group_buckets in
-    parallel; _group_lsd, one thread, for more than 2^20 buckets)."""
-    if b > 20:
+    parallel; _group_lsd, one thread, above 2^16 buckets, where _group_buckets' per-piece bucket counts would take
+    64 x 2^b x 8 bytes)."""
+    if b > 16:
         return _group_lsd(mz, n, k, b)
     return _group_buckets(mz, n, b)
 
@@ -601,17 +602,14 @@ def _group_buckets(mz, n, b):
             hk[s:e] = hk[s:e][order]
             pa[s:e] = pa[s:e][order]
         t0 = s
-        for t in range(s, e + 1):
+        for t in range(s + 1, e + 1):  # the runs of one key [t0, t)
             if t == e or hk[t] != hk[t0]:
-                for u in range(t0 + 1, t):  # positions of one key: sort unless already ascending
+                for u in range(t0 + 1, t):  # its positions: sorted unless already ascending
                     if pa[u] < pa[u - 1]:
                         pa[t0:t].sort()
                         break
-                if t < e:
-                    nkey[bk] += 1
+                nkey[bk] += 1
                 t0 = t
-        if e > s:
-            nkey[bk] += 1
     bkt_off = np.zeros(nb + 1, np.int64)
     for bk in range(nb):
         bkt_off[bk + 1] = bkt_off[bk] + nkey[bk]

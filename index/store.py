@@ -27,7 +27,7 @@ import zlib
 import numpy as np
 
 from .fasta import Reference
-from .fm import OCC_SHIFT, FMIndex
+from .fm import OCC_SHIFT, FMIndex, occ_stride
 
 __all__ = [
     "FORMAT_VERSION",
@@ -267,7 +267,7 @@ def _consistent(ref: Reference, fm: FMIndex) -> bool:
     n = fm.n
     if fm.occ_shift != OCC_SHIFT or fm.occ_wide not in (0, 1) or not (0 <= fm.sa_shift < 32):
         return False
-    stride = 16 + (4 if fm.occ_wide else 8)
+    stride = occ_stride(fm.occ_wide)
     wdt = np.uint64 if fm.occ_wide else np.uint32
     return (
         ref.pac.shape[0] == ref.l_pac
