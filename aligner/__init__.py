@@ -7,6 +7,9 @@ import time
 # every stage lap of mem's and map's pipelines and of every item their reader threads make; None: nothing kept
 TRACE: list | None = None
 _TIMES_LOCK = threading.Lock()
+# written to a pipeline's sink after each batch's records when the pipeline runs with marks=True (aligner/shard.py's
+# workers cut their output into units there)
+BATCH_END = object()
 
 
 def log(msg: str, verbose: int = 3, level: int = 3) -> None:

@@ -209,6 +209,8 @@ The target is a FASTA[.gz] (indexed on the fly), a .g3m file (`-d`), or an index
   --sort-mem INT[K|M|G]  memory per thread before --sort spills to temporary files [768M]
   -N -p --secondary=yes|no  -r -g -n -m -s -z -A -B -O -E -f -U  as in minimap2
   --device auto|cpu|gpu  minimizers, seeds and DP chaining scores of each batch on the GPU
+  --gpus N|all  GPUs of this host, one worker process each (-t threads shared among them) [1]
+  --scheduler ADDRESS  run the batches on the workers of this Dask scheduler (needs g3align[dask])
   --cpu-align  with a GPU: align per read on CPU threads instead of as batches of ksw2 jobs on the GPU
                (the default there, also spelt --gpu-align); the output is the same either way
 """
@@ -309,6 +311,12 @@ def _run_map(args):
         if first_parts is not None:
             first_parts.close()
         raise
+    if queries and (opt.scheduler is not None or _gpu_workers({"gpus": opt.gpus, "device": opt.device}) > 1):
+        try:
+            return _run_map_sharded(args, opt, queries, ref_path, rg_line, first_parts, reader)
+        finally:
+            if first_parts is not None:
+                first_parts.close()
     # the index is loaded (or built) on a thread, beside CuPy's start-up (_map_with)
     index = _in_background(_map_index, ref_path, opt, name="g3align-index", trace=trace)
     try:
@@ -411,6 +419,71 @@ def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, 
         log(f"[M::stages] {st}; ksw2 batch {aligner.ext_stats}{gpu_pool_note()}", 3, 3)
 
 
+def _map_items(opt, queries, first_parts, reader):
+    """map's reader items over all query files, in order (fragment mode: whole fragments)."""
+    from g3align.aligner import mmopt as MO
+    for i, q in enumerate(queries):
+        parts = first_parts if i == 0 and first_parts is not None else reader(q)
+        try:
+            yield from (_whole_fragments(parts, isinstance(q, tuple)) if opt.flag & MO.F_FRAG_MODE else parts)
+        finally:
+            parts.close()
+
+
+def _run_map_sharded(args, opt, queries, ref_path, rg_line, first_parts, reader, gpus=None, test=None):
+    """`map --gpus N` / `--scheduler ADDRESS`: this process parses the reads and writes the output; the workers
+    (aligner/shard.py) map the parts, each worker loading (or building) the index once. gpus / test: as for
+    _run_mem_sharded."""
+    from g3align.aligner import log, shard
+    from g3align.aligner import mmopt as MO
+    from g3align.aligner.reads import ReadFormatError
+    from g3align.aligner.samhdr import OutputSink, sam_header
+    verbose = opt.verbose
+    sam = bool(opt.flag & MO.F_OUT_SAM)
+    if not sam and opt.out and opt.out.lower().endswith((".bam", ".cram")):
+        raise G3Error("BAM and CRAM output need -a (SAM records)")
+    n_reads = [0]
+
+    def counted(items):
+        for it in items:
+            n_reads[0] += it[0].n
+            yield it
+
+    def make_sink(ref):
+        log(f"[M::mm_mapopt_update] mid_occ = {ref['mid_occ']}", verbose)
+        header = ""
+        if sam:
+            cmdline = " ".join(shlex.quote(a) for a in ["g3align", "map"] + args)
+            header = sam_header(ref["names"], ref["lengths"], rg_line=rg_line, pg_cmdline=cmdline)
+        return OutputSink(opt.out, header, sort=opt.sort, sort_mem=opt.sort_mem, threads=opt.n_threads,
+                          reference=_cram_reference(opt.out, ref["src_path"]))
+
+    kw = {"args": list(args), "ref_path": os.path.abspath(ref_path)}
+    items = counted(_map_items(opt, queries, first_parts, reader))
+    try:
+        if opt.scheduler is not None:
+            job = shard.Job("map", kw, False, max(1, opt.n_threads), **(test or {}))
+            shard.run_dask(job, opt.scheduler, items, make_sink, lambda m: log(m, verbose))
+        else:
+            if gpus is None:
+                n = _gpu_workers({"gpus": opt.gpus, "device": opt.device})
+                gpus = shard.visible_gpus(n)
+                if len(gpus) < n:
+                    raise G3Error(f"--gpus {n}: {len(gpus)} CUDA devices visible")
+            n = len(gpus)
+            job = shard.Job("map", kw, False, max(1, opt.n_threads // n), **(test or {}))
+            where = ",".join("cpu" if g is None else g for g in gpus)
+            log(f"[M::map] {n} workers (devices {where}), {job.threads} threads each", verbose)
+            shard.run_shards(job, gpus, items, make_sink, lambda m: log(m, verbose))
+    except shard.ShardError as e:
+        raise G3Error(str(e))
+    except ReadFormatError as e:
+        raise G3Error(str(e))
+    except OSError as e:
+        raise G3Error(f"I/O error: {e}")
+    log(f"[M::main] mapped {n_reads[0]} sequences", verbose)
+
+
 def _cram_reference(out: str | None, fasta: str | None) -> str | None:
     """The reference FASTA a CRAM output (-o FILE.cram) is written against: `fasta` (the FASTA given, or the one the
     index was built from), which must still exist; None for other outputs."""
@@ -506,6 +579,10 @@ def _opt(*names, **kw):
 @_opt("-X", "mask_level", type=float, default=None, help="mask level [0.50]")
 @_opt("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
       help="where the heavy stages run")
+@_opt("--gpus", "gpus", default="1", metavar="N|all",
+      help="GPUs of this host, one worker process each; -t threads shared among them [1]")
+@_opt("--scheduler", "scheduler", default=None, metavar="ADDRESS",
+      help="run the batches on the workers of this Dask scheduler (host:port; needs g3align[dask])")
 @click.argument("prefix")
 @click.argument("reads1")
 @click.argument("reads2", required=False)
@@ -942,6 +1019,12 @@ def _run_mem_traced(kw, trace, t):
         gpu_guess = kw["device"] == "gpu" or _gpu_machine(kw["device"])
         se = se_chunk_for(gpu_guess, chunk)
         reader = _start_reader(kw, se, depth=max(2, chunk // se + 1))
+    if kw["scheduler"] is not None or _gpu_workers(kw) > 1:  # several workers (aligner/shard.py)
+        try:
+            _run_mem_sharded(kw, reader, paired, ignored_r2)
+        finally:
+            reader.close()
+        return
     # the index is loaded (mapped, its checksums checked: zlib lets go of the GIL) beside the imports and the
     # CUDA start-up
     index = _in_background(_load_mem_index, kw["prefix"], name="g3align-index", trace=trace)
@@ -952,27 +1035,31 @@ def _run_mem_traced(kw, trace, t):
             reader.close()
 
 
-def _default_chunk() -> int:
-    from g3align.aligner.options import MemOpt
-    return MemOpt.chunk_size
+def _gpu_workers(kw) -> int:
+    """--gpus: the number of GPU worker processes (1: the usual one-process run); checked before any work."""
+    v = str(kw["gpus"]).strip().lower()
+    if v == "all":
+        if kw["device"] == "cpu":
+            raise G3Error("--gpus all: not with --device cpu")
+        from g3align.aligner.shard import gpu_count
+        n = gpu_count()
+        if n == 0:
+            raise G3Error("--gpus all: no CUDA device visible")
+        return n
+    try:
+        n = int(v)
+    except ValueError:
+        raise G3Error(f"--gpus: expected a number or 'all', got '{kw['gpus']}'")
+    if n < 1:
+        raise G3Error(f"--gpus: expected a number >= 1, got {n}")
+    if n > 1 and kw["device"] == "cpu":
+        raise G3Error(f"--gpus {n}: not with --device cpu")
+    return n
 
 
-def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, index):
-    from g3align.aligner import memstage, pinned, pipeline, reads
-    from g3align.aligner.pipeline import MemAligner, log, run_mem_pe, run_mem_se, user_pestat
-    from g3align.aligner.reads import ReadFormatError
-    from g3align.kernels import loader
-    _tune(pipeline, reads, memstage, loader, pinned)  # G3ALIGN_TUNE (A/B runs): unknown names an error
-    from g3align.aligner.samhdr import OutputSink, parse_header_arg, parse_rg, sam_header
-    from g3align.index.store import IndexFormatError
-    t = _mark(trace, "start-up: imports", t)
-    if pipeline.EARLY_PRELOAD:
-        pipeline.preload_kernels(paired)
-
-    opt = _build_mem_options(kw)
-    verbose = kw["verbose"]
-    if ignored_r2:
-        log("[W::mem] when '-p' is in use, the second query file is ignored.", verbose, 2)
+def _mem_header_parts(kw):
+    """-R, -H and -I checked and parsed: (read-group line, its ID, extra header lines, insert-size statistics)."""
+    from g3align.aligner.samhdr import parse_header_arg, parse_rg
     rg_line, rg_id = None, ""
     if kw["rg"] is not None:
         try:
@@ -987,10 +1074,96 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, index):
             raise G3Error(f"-H: {e}")
     pes = None
     if kw["insert"] is not None:
+        from g3align.aligner.pipeline import user_pestat
         try:
             pes = user_pestat(kw["insert"])
         except ValueError as e:
             raise G3Error(str(e))
+    return rg_line, rg_id, hdr_lines, pes
+
+
+def _run_mem_sharded(kw, reader, paired, ignored_r2, gpus=None, test=None):
+    """`mem --gpus N` / `--scheduler ADDRESS`: this process parses the reads and writes the output; the workers
+    (aligner/shard.py) align the -K batches. The same records as a one-process run with the same -K.
+    gpus: the workers' CUDA_VISIBLE_DEVICES values (None: from --gpus; a None item: a CPU worker, for tests);
+    test: shard.Job's die_at / fail_start."""
+    from g3align.aligner import log, shard
+    from g3align.aligner.reads import ReadFormatError
+    from g3align.aligner.samhdr import OutputSink, sam_header
+    verbose = kw["verbose"]
+    if ignored_r2:
+        log("[W::mem] when '-p' is in use, the second query file is ignored.", verbose, 2)
+    _build_mem_options(kw)  # option errors before any worker starts
+    rg_line, _, hdr_lines, _ = _mem_header_parts(kw)
+    cmdline = " ".join(shlex.quote(a) for a in ["g3align"] + sys.argv[1:])
+    n_reads = [0]
+
+    def counted(items):
+        for it in items:
+            b = it[0] if paired else it
+            n_reads[0] += b.n if b is not None else 0
+            yield it
+
+    def make_sink(ref):
+        xr = None
+        if kw["ref_hdr"]:
+            from g3align.aligner.samout import xr_table
+            xr = xr_table(ref["names"], ref["comments"])
+        header = sam_header(ref["names"], ref["lengths"], rg_line=rg_line, pg_cmdline=cmdline, extra_lines=hdr_lines)
+        fasta = kw["prefix"] if os.path.isfile(kw["prefix"]) else ref["src_path"]
+        return OutputSink(kw["output"], header, sort=kw["sort"], sort_mem=kw["sort_mem"], threads=kw["threads"],
+                          xr=xr, reference=_cram_reference(kw["output"], fasta))
+
+    job_kw = dict(kw, prefix=os.path.abspath(kw["prefix"]))
+    t0 = time.time()
+    try:
+        if kw["scheduler"] is not None:
+            job = shard.Job("mem", job_kw, paired, max(1, kw["threads"]), **(test or {}))
+            n_units = shard.run_dask(job, kw["scheduler"], counted(reader), make_sink, lambda m: log(m, verbose))
+        else:
+            if gpus is None:
+                n = _gpu_workers(kw)
+                gpus = shard.visible_gpus(n)
+                if len(gpus) < n:
+                    raise G3Error(f"--gpus {n}: {len(gpus)} CUDA devices visible")
+            n = len(gpus)
+            job = shard.Job("mem", job_kw, paired, max(1, kw["threads"] // n), **(test or {}))
+            where = ",".join("cpu" if g is None else g for g in gpus)
+            log(f"[M::mem] {n} workers (devices {where}), {job.threads} threads each", verbose)
+            n_units = shard.run_shards(job, gpus, counted(reader), make_sink, lambda m: log(m, verbose))
+    except shard.ShardError as e:
+        raise G3Error(str(e))
+    except ReadFormatError as e:
+        raise G3Error(str(e))
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise G3Error(f"I/O error: {e}")
+    log(f"[M::main] Processed {n_reads[0]} reads in {n_units} batches in {time.time() - t0:.3f} sec", verbose)
+
+
+def _default_chunk() -> int:
+    from g3align.aligner.options import MemOpt
+    return MemOpt.chunk_size
+
+
+def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, index):
+    from g3align.aligner import memstage, pinned, pipeline, reads
+    from g3align.aligner.pipeline import MemAligner, log, run_mem_pe, run_mem_se
+    from g3align.aligner.reads import ReadFormatError
+    from g3align.kernels import loader
+    _tune(pipeline, reads, memstage, loader, pinned)  # G3ALIGN_TUNE (A/B runs): unknown names an error
+    from g3align.aligner.samhdr import OutputSink, sam_header
+    from g3align.index.store import IndexFormatError
+    t = _mark(trace, "start-up: imports", t)
+    if pipeline.EARLY_PRELOAD:
+        pipeline.preload_kernels(paired)
+
+    opt = _build_mem_options(kw)
+    verbose = kw["verbose"]
+    if ignored_r2:
+        log("[W::mem] when '-p' is in use, the second query file is ignored.", verbose, 2)
+    rg_line, rg_id, hdr_lines, pes = _mem_header_parts(kw)
     try:
         device = _pick_device(kw["device"], verbose)
         _gil_switch_interval(device, pipeline.SWITCH_INTERVAL_US)

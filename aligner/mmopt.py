@@ -134,6 +134,8 @@ class MapOpt:
     # base alignment as batches of ksw2 jobs on the GPU: None = with --device gpu (the default), True = --gpu-align
     # (the same; also the CPU twin's staged path for a batch-seeded CPU aligner), False = --cpu-align (per read)
     gpu_align: bool | None = None
+    gpus: str = "1"           # --gpus N|all: worker processes, one per GPU (aligner/shard.py)
+    scheduler: str | None = None  # --scheduler ADDRESS: the batches on a Dask cluster's workers
     verbose: int = 3
     dump: str | None = None
 
@@ -237,7 +239,7 @@ LONG = {
     "mask-level": (1, "M"), "min-dp-score": (1, "s"), "sam": (0, "a"),
     # g3align's own
     "device": (1, "device"), "gpu-align": (0, "gpu-align"), "cpu-align": (0, "cpu-align"), "qstrand": (0, "qstrand"),
-    "sort": (0, "sort"), "sort-mem": (1, "sort-mem"),
+    "sort": (0, "sort"), "sort-mem": (1, "sort-mem"), "gpus": (1, "gpus"), "scheduler": (1, "scheduler"),
 }
 UNSUPPORTED = {"splice": "--splice", "G": "-G",
                "u": "-u", "C": "-C", "I": "-I", "qstrand": "--qstrand", "S": "-S"}
@@ -449,6 +451,10 @@ def parse_map_args(argv: list[str]) -> tuple[MapOpt, list[str], dict]:
             if val not in ("auto", "cpu", "gpu"):
                 raise MapOptError(f"--device must be auto, cpu or gpu, not '{val}'")
             o.device = val
+        elif key == "gpus":
+            o.gpus = val
+        elif key == "scheduler":
+            o.scheduler = val
         elif key == "sort":
             o.sort = True
         elif key == "sort-mem":

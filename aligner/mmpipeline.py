@@ -23,7 +23,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from g3align.aligner import Progress, lap, log, trace_event
+from g3align.aligner import BATCH_END, Progress, lap, log, trace_event
 from g3align.aligner import ksw2_gpu as KG
 from g3align.aligner import lchain as LC
 from g3align.aligner import mmalign as MA
@@ -896,11 +896,13 @@ def _rg_id(rg: str | None) -> str:
 _WORKER = threading.local()  # a part worker's CUDA stream
 
 
-def run_map(aligner: MapAligner, batches, sink, verbose: int = 3) -> tuple[int, float]:
+def run_map(aligner: MapAligner, batches, sink, verbose: int = 3, marks: bool = False) -> tuple[int, float]:
     """Map `batches` and write their records in input order. Items are ReadBatch (one -K batch each) or
     (part, end_of_batch) pairs (reads.read_batch_parts); up to MAP_DEPTH items are mapped at once (see
     reads.MAP_PART_BASES), one per worker thread, their per-read ranges on one pool of -t threads. Returns (reads,
-    seconds). With several parts in flight the stage times are sums over the workers, not wall times."""
+    seconds). With several parts in flight the stage times are sums over the workers, not wall times. marks:
+    BATCH_END written after each item's records; a None item: no input is waiting (the oldest part in flight is
+    written meanwhile)."""
     n_reads = 0
     t0 = time.time()
     t_wall = time.perf_counter()
@@ -915,6 +917,8 @@ def run_map(aligner: MapAligner, batches, sink, verbose: int = 3) -> tuple[int, 
         out = fut.result()
         t = time.perf_counter()
         sink.write(out)
+        if marks:
+            sink.write(BATCH_END)
         aligner._lap("output", t)
         bar.update(n)
         batch_reads += n
@@ -929,6 +933,10 @@ def run_map(aligner: MapAligner, batches, sink, verbose: int = 3) -> tuple[int, 
         try:
             t = time.perf_counter()
             for item in batches:
+                if item is None:  # (shard.py's workers) no input waiting: the oldest part in flight is written
+                    if pend:
+                        write_oldest()
+                    continue
                 part, end = item if isinstance(item, tuple) else (item, True)
                 aligner._lap("reading (waiting for the reader)", t)
                 pend.append((workers.submit(aligner.map_batch, part, n_threads, pool), part.n, end))

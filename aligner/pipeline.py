@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import g3align.aligner as ag
 import numpy as np
-from g3align.aligner import add_time, lap, log, trace_event
+from g3align.aligner import BATCH_END, add_time, lap, log, trace_event
 from g3align.aligner.core import align_range_se, sam_se_range
 from g3align.aligner.extend import NF
 from g3align.aligner.memcigar import cigar_jobs_cpu, cigar_jobs_gpu, cigar_keys
@@ -824,7 +824,7 @@ def read_starts(buf, n):
     return out
 
 
-def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
+def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None, marks: bool = False):
     """Paired-end: `parts` yields (part, end_of_batch) as reads.read_pair_batch_parts does (a whole -K
     batch is (batch, True)). A reader thread parses ahead; a second thread prepares the next part (seeds,
     chains, extensions: the GPU stages) while a third computes the regions of the part before it on the
@@ -833,7 +833,7 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
     the regions of the next parts. Insert-size statistics once a -K batch's regions are complete; then
     pairing part by part (waiting for the parts' traceback), the mate rescue of the next group of parts (one
     GPU launch, rescue_groups) overlapping this group's pairing and SAM records; a writer thread writes the
-    records (AsyncWriter)."""
+    records (AsyncWriter). marks: BATCH_END written after each -K batch's records."""
     n_reads = 0
     t0 = time.time()
     states, tbs = [], []  # the -K batch's parts (regions) and their traceback futures
@@ -858,6 +858,8 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
             for (state, fut, end) in ahead(regions, preps, depth=PE_AHEAD, name="g3align-regions"):
                 if isinstance(state, SmartBatch):  # -p with singles: a batch of its own (end is True)
                     out.write_sam_bytes(align_smart(aligner, state, pes, log=lambda m: log(m, verbose)))
+                    if marks:
+                        out.write_sam_bytes(BATCH_END)
                     n_reads += state.n
                     log(f"[M::mem_process_seqs] Processed {state.n} reads in {time.time() - t1:.3f} real sec",
                         verbose)
@@ -889,6 +891,8 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None):
                         for chunks in aligner.pe_sam_chunks(group, p, sws):
                             for c in chunks:
                                 out.write_sam_bytes(c)
+                if marks:
+                    out.write_sam_bytes(BATCH_END)
                 n_reads += n
                 log(f"[M::mem_process_seqs] Processed {n} reads in {time.time() - t1:.3f} real sec", verbose)
                 if POOL_LOG:  # long runs: whether the GPU memory stays flat batch after batch
@@ -911,9 +915,10 @@ def _prepare_part(aligner: MemAligner, part):
     return aligner.prepare(part) if part.n else None
 
 
-def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
+def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3, marks: bool = False):
     """Single-end: a reader thread parses ahead, a second thread prepares the next batch (the GPU stages)
-    while this one computes the current batch's regions and SAM records; a writer thread writes them."""
+    while this one computes the current batch's regions and SAM records; a writer thread writes them.
+    marks: BATCH_END written after each batch's records."""
     n_reads = 0
     t0 = time.time()
     t1 = time.time()
@@ -931,6 +936,8 @@ def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3):
         for batch, st in items:
             for c in finish(st):
                 out.write_sam_bytes(c)
+            if marks:
+                out.write_sam_bytes(BATCH_END)
             n_reads += batch.n
             log(f"[M::mem_process_seqs] Processed {batch.n} reads in {time.time() - t1:.3f} real sec", verbose)
             trim_pool(aligner)
