@@ -3,7 +3,7 @@
 # and -K each time: wall times, whether the records equal the one-GPU run's, each card's peak memory.
 #
 #   bash scripts/gpu_multi.sh pack          # here: BENCH_DIR (.devdata/bmulti) with chr20, dwgsim, pbsim, wheels
-#   bash scripts/gpu_multi.sh run           # on the box (carry BENCH_DIR and, if built, .devcache/wc.tgz)
+#   bash scripts/gpu_multi.sh run           # on the box (carry BENCH_DIR and, if built, .devcache/wc.txz)
 #
 # PAIRS (2000000) simulated pairs 2x150 (dwgsim, 16 pieces), pbsim CLR at DEPTH (1) of chr20; THREADS (all cores)
 # shared by the GPU workers; REPEAT (2) runs of each command; ONLY: a space-separated subset of
@@ -28,7 +28,9 @@ mkdir -p /tmp/pkg/g3align
 for f in g3align/*; do ln -sfn "$PWD/$f" /tmp/pkg/g3align/; done
 for d in aligner index kernels; do ln -sfn "$PWD/$d" /tmp/pkg/g3align/$d; done
 export PYTHONPATH=/tmp/pkg:/tmp/site PYTHONSAFEPATH=1 PATH="$PWD/$B/bin:/tmp/site/bin:$PATH"
-if [ -f .devcache/wc.tgz ] && [ ! -d /tmp/wc ]; then tar xzf .devcache/wc.tgz -C /tmp; fi
+if [ ! -d /tmp/wc ]; then  # a numba cache built on the VM for Python 3.12 (G3ALIGN_CPU=portable), if carried
+    if [ -f .devcache/wc.txz ]; then tar xJf .devcache/wc.txz -C /tmp; elif [ -f .devcache/wc.tgz ]; then tar xzf .devcache/wc.tgz -C /tmp; fi
+fi
 [ -d /tmp/wc ] && export G3ALIGN_CPU=portable G3ALIGN_CACHE_DIR=/tmp/wc
 G3="python3 -m g3align.aligner.cli"
 NG=$(nvidia-smi -L | wc -l)
