@@ -635,9 +635,12 @@ def ahead(fn, items, depth: int = 1, name: str = "g3align-ahead", workers: int =
     the staged path prepares batch k+1 (GPU seeding, chaining, extension) while the caller finishes batch
     k on the CPU threads. workers == 1: one thread (prefetch over a lazy map); more: that many items are
     computed at once (each thread with its own CUDA stream), results still in order. Exceptions as in
-    prefetch: raised at the point of the stream where they happened."""
+    prefetch: raised at the point of the stream where they happened. A None item says that no input is waiting
+    (shard.py's workers, whose input comes unit by unit): it is dropped, and with several workers the oldest
+    result in flight is handed on meanwhile (else the last items of a unit would wait for input that comes only
+    once they are written)."""
     if workers <= 1:
-        return prefetch((fn(x) for x in items), depth, name)
+        return prefetch((fn(x) for x in items if x is not None), depth, name)
     return _ahead_pool(fn, items, depth, name, workers)
 
 
@@ -646,6 +649,10 @@ def _ahead_pool(fn, items, depth, name, workers):
     pend: collections.deque = collections.deque()
     try:
         for x in items:
+            if x is None:
+                if pend:
+                    yield pend.popleft().result()
+                continue
             pend.append(pool.submit(fn, x))
             while len(pend) > depth + workers - 1:
                 yield pend.popleft().result()

@@ -158,12 +158,12 @@ def _worker_main(job: Job, slot: int, gpu: str | None, conn_in, conn_out) -> Non
     conn_out.send(("ready", eng.ref))
     ids: collections.deque = collections.deque()
 
-    idle = job.kind == "map"  # run_map pulls its input in its own loop: told when none is waiting
-
     def items():
+        # None when no input is waiting: the pipelines then hand on what is done (pipeline.ahead, run_map), as the
+        # parent sends more only once results come back
         while True:
             try:
-                if idle and not conn_in.poll(0.05):
+                if not conn_in.poll(0.05):
                     yield None
                     continue
                 msg = conn_in.recv()

@@ -23,6 +23,7 @@ fi
 W=${WORK:-/tmp/g3multi}; OUT=${OUT:-gpu_out}; PAIRS=${PAIRS:-2000000}; DEPTH=${DEPTH:-1}; REPEAT=${REPEAT:-2}
 THREADS=${THREADS:-$(nproc)}; ONLY=${ONLY:-pe se map dask}
 mkdir -p "$W" "$OUT"
+say() { echo "[multi] $(date +%T) $*" | tee -a "$OUT/progress.log"; }
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$B"/whl/*.whl >/dev/null 2>&1 || true
 mkdir -p /tmp/pkg/g3align
 for f in g3align/*; do ln -sfn "$PWD/$f" /tmp/pkg/g3align/; done
@@ -55,7 +56,7 @@ if [ ! -f "$W/pb.fq" ]; then
         "$W/chr20.fa" > pbsim.log 2>&1)
     cat "$W"/pb/sd_*.fastq > "$W/pb.fq"; rm -rf "$W/pb"
 fi
-echo "[multi] inputs ready in $(( $(date +%s) - t )) s: $(( $(wc -l < "$W/r1.fq") / 4 )) pairs, $(( $(wc -l < "$W/pb.fq") / 4 )) long reads"
+say "inputs ready in $(( $(date +%s) - t )) s: $(( $(wc -l < "$W/r1.fq") / 4 )) pairs, $(( $(wc -l < "$W/pb.fq") / 4 )) long reads"
 
 # peak used memory of each GPU while a command runs (nvidia-smi every 0.5 s)
 gpumem() {
@@ -71,28 +72,32 @@ run() {  # NAME RUN OUTFILE COMMAND...
     "$@" > "$sam" 2> "$OUT/$name.$k.err" || { echo "[multi] $name failed"; tail -5 "$OUT/$name.$k.err"; }
     local dt; dt=$(echo "$(date +%s.%N) - $t0" | bc)
     kill "$mp" 2>/dev/null || true
+    pkill -f multiprocessing-fork 2>/dev/null || true  # workers left by a command that timed out
     local peaks; peaks=$(sort -t, -k1,1n -k2,2n "$W/mem.$name" | awk -F', ' '{m[$1]=$2>m[$1]?$2:m[$1]} END {for (i in m) printf "%s ", m[i]}')
     echo -e "$name\t$k\t$dt\t$(body "$sam")\t$peaks" | tee -a "$OUT/multi.tsv"
 }
 K=${K:-100000000}
+TM=${TM:-200}  # seconds allowed to one command
 # warm-up (CuPy's kernel cache, the page cache): 100k pairs on one GPU and on all
 head -400000 "$W/r1.fq" > "$W/w1.fq"; head -400000 "$W/r2.fq" > "$W/w2.fq"
-$G3 mem -t "$THREADS" "$W/chr20.fa" "$W/w1.fq" "$W/w2.fq" > /dev/null 2> "$OUT/warm1.err" || tail -3 "$OUT/warm1.err"
-$G3 mem -t "$THREADS" --gpus "$NG" "$W/chr20.fa" "$W/w1.fq" "$W/w2.fq" > /dev/null 2> "$OUT/warm2.err" || tail -3 "$OUT/warm2.err"
+say warm-up
+timeout "$TM" $G3 mem -t "$THREADS" "$W/chr20.fa" "$W/w1.fq" "$W/w2.fq" > /dev/null 2> "$OUT/warm1.err" || tail -3 "$OUT/warm1.err"
+timeout "$TM" $G3 mem -t "$THREADS" --gpus "$NG" "$W/chr20.fa" "$W/w1.fq" "$W/w2.fq" > /dev/null 2> "$OUT/warm2.err" || tail -3 "$OUT/warm2.err"
+say runs
 for k in $(seq 1 "$REPEAT"); do
     case " $ONLY " in *" pe "*)
-        run "pe-1gpu" $k "$W/pe1.sam" $G3 mem -t "$THREADS" -K "$K" "$W/chr20.fa" "$W/r1.fq" "$W/r2.fq"
-        run "pe-${NG}gpu" $k "$W/pe$NG.sam" $G3 mem -t "$THREADS" -K "$K" --gpus "$NG" "$W/chr20.fa" "$W/r1.fq" "$W/r2.fq"
-    ;; esac
-    case " $ONLY " in *" se "*)
-        run "se-1gpu" $k "$W/se1.sam" $G3 mem -t "$THREADS" "$W/chr20.fa" "$W/r1.fq"
-        run "se-${NG}gpu" $k "$W/se$NG.sam" $G3 mem -t "$THREADS" --gpus "$NG" "$W/chr20.fa" "$W/r1.fq"
-    ;; esac
-    case " $ONLY " in *" map "*)
-        run "mappb-1gpu" $k "$W/pb1.sam" $G3 map -ax map-pb -t "$THREADS" "$W/chr20.fa" "$W/pb.fq"
-        run "mappb-${NG}gpu" $k "$W/pb$NG.sam" $G3 map -ax map-pb -t "$THREADS" --gpus "$NG" "$W/chr20.fa" "$W/pb.fq"
+        run "pe-1gpu" $k "$W/pe1.sam" timeout "$TM" $G3 mem -t "$THREADS" -K "$K" "$W/chr20.fa" "$W/r1.fq" "$W/r2.fq"
+        run "pe-${NG}gpu" $k "$W/pe$NG.sam" timeout "$TM" $G3 mem -t "$THREADS" -K "$K" --gpus "$NG" "$W/chr20.fa" "$W/r1.fq" "$W/r2.fq"
     ;; esac
 done
+case " $ONLY " in *" map "*)
+    run "mappb-1gpu" 1 "$W/pb1.sam" timeout "$TM" $G3 map -ax map-pb -t "$THREADS" "$W/chr20.fa" "$W/pb.fq"
+    run "mappb-${NG}gpu" 1 "$W/pb$NG.sam" timeout "$TM" $G3 map -ax map-pb -t "$THREADS" --gpus "$NG" "$W/chr20.fa" "$W/pb.fq"
+;; esac
+case " $ONLY " in *" se "*)
+    run "se-1gpu" 1 "$W/se1.sam" timeout "$TM" $G3 mem -t "$THREADS" "$W/chr20.fa" "$W/r1.fq"
+    run "se-${NG}gpu" 1 "$W/se$NG.sam" timeout "$TM" $G3 mem -t "$THREADS" --gpus "$NG" "$W/chr20.fa" "$W/r1.fq"
+;; esac
 case " $ONLY " in *" dask "*)
     # a scheduler and one worker per GPU (each sees its GPU only), one task at a time per worker
     python3 -m distributed.cli.dask_scheduler --port 8786 --no-dashboard > "$OUT/dask-scheduler.err" 2>&1 &
@@ -103,14 +108,14 @@ case " $ONLY " in *" dask "*)
     done
     sleep 8
     per=$((THREADS / NG))
-    run "pe-dask${NG}" 1 "$W/pedask.sam" $G3 mem -t "$per" -K "$K" --scheduler tcp://127.0.0.1:8786 "$W/chr20.fa" "$W/r1.fq" "$W/r2.fq"
-    run "pe-dask${NG}" 2 "$W/pedask.sam" $G3 mem -t "$per" -K "$K" --scheduler tcp://127.0.0.1:8786 "$W/chr20.fa" "$W/r1.fq" "$W/r2.fq"
+    say dask
+    run "pe-dask${NG}" 1 "$W/pedask.sam" timeout "$TM" $G3 mem -t "$per" -K "$K" --scheduler tcp://127.0.0.1:8786 "$W/chr20.fa" "$W/r1.fq" "$W/r2.fq"
     pkill -f distributed.cli.dask_worker || true
     sleep 2
     CUDA_VISIBLE_DEVICES=0 python3 -m distributed.cli.dask_worker tcp://127.0.0.1:8786 --nthreads 1 --memory-limit 0 \
         --no-dashboard --name gpu0 > "$OUT/dask-worker1only.err" 2>&1 &
     sleep 8
-    run "pe-dask1" 1 "$W/pedask1.sam" $G3 mem -t "$per" -K "$K" --scheduler tcp://127.0.0.1:8786 "$W/chr20.fa" "$W/r1.fq" "$W/r2.fq"
+    run "pe-dask1" 1 "$W/pedask1.sam" timeout "$TM" $G3 mem -t "$per" -K "$K" --scheduler tcp://127.0.0.1:8786 "$W/chr20.fa" "$W/r1.fq" "$W/r2.fq"
     pkill -f distributed.cli || true
 ;; esac
 cat "$OUT/multi.tsv"

@@ -7,6 +7,7 @@ twice or lost)."""
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from g3align.aligner import cli, shard
@@ -181,3 +182,27 @@ def test_map_dask_cli(lam_map, cluster):
     got = g3("map", "-ax", "map-pb", "-t", "2", "-K", "20k", "--scheduler", cluster[0].scheduler_address, ref,
              pb).stdout
     assert body(got) == body(want["pb"])
+
+
+def test_pipeline_hands_on_results_while_input_idles():
+    """A worker's input arrives unit by unit, the next only after results went back: a None item (no input
+    waiting) must let pipeline.ahead hand on what is done, with one thread and with several (the GPU path's 3)."""
+    from g3align.aligner.pipeline import ahead
+    for workers in (1, 3):
+        got = []
+
+        def items(got=got):
+            yield 1
+            yield 2
+            for _ in range(10_000):  # idle until both results are handed on (the parent's next unit)
+                if len(got) == 2:
+                    break
+                time.sleep(0.001)
+                yield None
+            else:
+                raise AssertionError("results held back while the input idles")
+            yield 3
+
+        for r in ahead(lambda x: x * 10, items(), workers=workers):
+            got.append(r)
+        assert got == [10, 20, 30]
