@@ -70,7 +70,7 @@ run() {  # NAME RUN OUTFILE COMMAND...
     local mp; mp=$(gpumem "$W/mem.$name")
     local t0; t0=$(date +%s.%N)
     "$@" > "$sam" 2> "$OUT/$name.$k.err" || { echo "[multi] $name failed"; tail -5 "$OUT/$name.$k.err"; }
-    local dt; dt=$(echo "$(date +%s.%N) - $t0" | bc)
+    local dt; dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}')
     kill "$mp" 2>/dev/null || true
     pkill -f multiprocessing-fork 2>/dev/null || true  # workers left by a command that timed out
     local peaks; peaks=$(sort -t, -k1,1n -k2,2n "$W/mem.$name" | awk -F', ' '{m[$1]=$2>m[$1]?$2:m[$1]} END {for (i in m) printf "%s ", m[i]}')
