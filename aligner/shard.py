@@ -10,8 +10,10 @@ one-process run's with the same -K.
 
 The parent parses the input (reads.py) and writes the output (samhdr.OutputSink); it never starts CUDA. A worker
 builds its aligner once (`_Engine`: index load, kernels) and runs the usual pipeline (pipeline.run_mem_pe /
-run_mem_se, mmpipeline.run_map) over the units it is sent, writing BATCH_END after each unit's records; the
-records go back to the parent unit by unit. A worker that fails to start, runs out of memory or dies is reported
+run_mem_se, mmpipeline.run_map) over the units it is sent, writing BATCH_END after each unit's records. Reads and
+records travel as files of a spool folder in /dev/shm (dump_item, unit_path; a Python pipe moved ~0.6 GB/s, the
+parent's bound), the pipes carry only their names; the parent copies each unit's file to the output in the kernel
+(OutputSink.write_file). A worker that fails to start, runs out of memory or dies is reported
 on stderr and its unfinished units go to the other workers (nothing is written twice: a unit is written only once
 whole); when no worker is left the command fails with the last worker's error.
 
@@ -20,8 +22,10 @@ May import: reads, samhdr and the package's logging in the parent; the pipelines
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import queue
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -142,10 +146,54 @@ class _UnitSink:
     write = write_sam_bytes
 
 
-def _worker_main(job: Job, slot: int, gpu: str | None, conn_in, conn_out) -> None:
+def spool_dir() -> str:
+    """A fresh folder for the units' files: in /dev/shm (memory) where it can be written, else the temp folder."""
+    import tempfile
+    shm = "/dev/shm"
+    base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+    return tempfile.mkdtemp(prefix="g3align-shard-", dir=base)
+
+
+def dump_item(item, path: str) -> None:
+    """item (a reader part: numpy arrays) to a file: pickle protocol 5 with the arrays' bytes written as they are
+    (one copy), read back by load_item without another."""
+    import pickle
+    bufs: list = []
+    head = pickle.dumps(item, protocol=5, buffer_callback=bufs.append)
+    views = [b.raw() for b in bufs]
+    sizes = [len(head)] + [v.nbytes for v in views]
+    with open(path, "wb") as fh:
+        fh.write(len(sizes).to_bytes(8, "little"))
+        for n in sizes:
+            fh.write(n.to_bytes(8, "little"))
+        fh.write(head)
+        for v in views:
+            fh.write(v)
+
+
+def load_item(path: str):
+    import pickle
+    with open(path, "rb") as fh:
+        k = int.from_bytes(fh.read(8), "little")
+        sizes = [int.from_bytes(fh.read(8), "little") for _ in range(k)]
+        data = bytearray(sum(sizes))
+        fh.readinto(data)
+    mv = memoryview(data)
+    parts, at = [], 0
+    for n in sizes:
+        parts.append(mv[at:at + n])
+        at += n
+    return pickle.loads(parts[0], buffers=parts[1:])
+
+
+def unit_path(spool: str, uid: int, slot: int) -> str:
+    return os.path.join(spool, f"u{uid}.w{slot}.sam")
+
+
+def _worker_main(job: Job, slot: int, gpu: str | None, conn_in, conn_out, spool: str) -> None:
     """A `--gpus` worker process: GPU `gpu` only (CUDA_VISIBLE_DEVICES, set before CUDA starts), or the CPU
-    twin when gpu is None. Messages to the parent: ('ready', ref), ('data', uid) + the bytes, ('done', uid),
-    ('failed', text), ('exit',)."""
+    twin when gpu is None. Its input: (uid, item file, first) messages; a unit's records go to unit_path(spool,
+    uid, slot). Messages to the parent: ('ready', ref), ('done', uid), ('failed', text), ('exit',)."""
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu
     try:
@@ -171,17 +219,27 @@ def _worker_main(job: Job, slot: int, gpu: str | None, conn_in, conn_out) -> Non
                 return
             if msg is None:
                 return
-            uid, item, first = msg
+            uid, path, first = msg
             if first:
                 _maybe_die(job, uid)
                 ids.append(uid)
+            item = load_item(path)
+            os.unlink(path)
             yield item
 
+    out = [None]  # the open file of the unit being written
+
     def send(b):
-        conn_out.send(("data", ids[0]))
-        conn_out.send_bytes(b)
+        if out[0] is None:
+            out[0] = open(unit_path(spool, ids[0], slot), "wb")  # closed at the unit's end
+        out[0].write(b)
 
     def end():
+        if out[0] is None:
+            open(unit_path(spool, ids[0], slot), "wb").close()  # a unit without records
+        else:
+            out[0].close()
+            out[0] = None
         conn_out.send(("done", ids.popleft()))
 
     try:
@@ -239,11 +297,18 @@ def _exit_text(w: _Worker) -> str:
     return f"the process exited with status {w.proc.exitcode}" if w.proc.exitcode is not None else "its pipe closed"
 
 
-def _sender(conn, q: queue.Queue) -> None:
-    """Feeds one worker's pipe from q (the parent never blocks on a worker that is busy); stops at None or when
-    the worker is gone."""
+def _sender(conn, q: queue.Queue, spool: str, slot: int) -> None:
+    """Feeds one worker from q (the parent never blocks on a worker that is busy): each item written to a file
+    of the spool (dump_item), its name sent down the pipe; stops at None or when the worker is gone."""
+    k = 0
     while True:
         msg = q.get()
+        if msg is not None:
+            uid, item, first = msg
+            path = os.path.join(spool, f"i{uid}.{k}.w{slot}")
+            k += 1
+            dump_item(item, path)
+            msg = (uid, path, first)
         try:
             conn.send(msg)
         except (OSError, ValueError):
@@ -265,20 +330,20 @@ class ShardRun:
         self.workers: list[_Worker] = []
         self._ref = None
         self._last_error = ""
+        self.spool = spool_dir()
         for slot, gpu in enumerate(gpus):
             r_in, w_in = ctx.Pipe(duplex=False)
             r_out, w_out = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=_worker_main, args=(job, slot, gpu, r_in, w_out), daemon=True,
+            p = ctx.Process(target=_worker_main, args=(job, slot, gpu, r_in, w_out, self.spool), daemon=True,
                             name=f"g3align-worker-{slot}")
             p.start()
             r_in.close()
             w_out.close()
             w = _Worker(slot, p, r_out, gpu)
-            threading.Thread(target=_sender, args=(w_in, w.outq), daemon=True,
+            threading.Thread(target=_sender, args=(w_in, w.outq, self.spool, slot), daemon=True,
                              name=f"g3align-send-{slot}").start()
             self.workers.append(w)
-        self._partial: dict[int, list] = {}  # uid -> bytes received so far
-        self._done: dict[int, list] = {}  # uid -> its whole records, waiting for the units before it
+        self._done: dict[int, str] = {}  # uid -> the file of its records, waiting for the units before it
         self._pending: dict[int, list] = {}  # uid -> its items (kept until done, to redo them elsewhere)
         self._closed: set[int] = set()  # units whose last item was read
         self.next_write = 0
@@ -293,8 +358,9 @@ class ShardRun:
         self._last_error = f"{w.name()}: {why}"
         todo = list(w.inflight)
         w.inflight.clear()
-        for uid in todo:
-            self._partial.pop(uid, None)
+        for uid in todo:  # a partial unit's records
+            with contextlib.suppress(OSError):
+                os.unlink(unit_path(self.spool, uid, w.slot))
         rest = len(self._live())
         self.log(f"[W::shard] {w.name()} failed ({why}); {len(todo)} unfinished batches go to the "
                  f"{rest} other workers" if rest else f"[E::shard] {w.name()} failed ({why})")
@@ -346,19 +412,12 @@ class ShardRun:
                 redo += self._fail(w, _exit_text(w))
                 return
             kind = msg[0]
-            if kind == "data":
-                try:
-                    b = w.conn.recv_bytes()
-                except (EOFError, OSError):
-                    redo += self._fail(w, "its pipe closed")
-                    return
-                self._partial.setdefault(msg[1], []).append(b)
-            elif kind == "done":
+            if kind == "done":
                 uid = msg[1]
                 if uid in w.inflight:
                     w.inflight.remove(uid)
                 w.units_done += 1
-                self._done[uid] = self._partial.pop(uid, [])
+                self._done[uid] = unit_path(self.spool, uid, w.slot)
                 self._pending.pop(uid, None)
                 self._flush(write)
             elif kind == "ready":
@@ -376,8 +435,9 @@ class ShardRun:
 
     def _flush(self, write) -> None:
         while self.next_write in self._done:
-            for b in self._done.pop(self.next_write):
-                write(b)
+            path = self._done.pop(self.next_write)
+            write(path)
+            os.unlink(path)
             self.next_write += 1
 
     def ref(self) -> dict:
@@ -385,7 +445,7 @@ class ShardRun:
         while self._ref is None:
             if not self._live():
                 raise ShardError(f"no worker started: {self._last_error}")
-            self._poll(0.5, lambda b: None)
+            self._poll(0.5, lambda path: None)
         return self._ref
 
     # -- the run
@@ -402,8 +462,8 @@ class ShardRun:
             w.outq.put((uid, it, k == 0))
 
     def run(self, items, write) -> int:
-        """Hand out the units of `items` (see units()); write(bytes) each unit's records in input order. Returns
-        the number of units."""
+        """Hand out the units of `items` (see units()); write(path) each unit's records (a file) in input order.
+        Returns the number of units."""
         it = iter(items)
         cur: tuple | None = None  # (uid, worker) of the unit being read
         redo: collections.deque = collections.deque()
@@ -459,6 +519,7 @@ class ShardRun:
             w.proc.join(timeout=10)
             if w.proc.is_alive():
                 w.proc.terminate()
+        shutil.rmtree(self.spool, ignore_errors=True)
 
 
 def run_shards(job: Job, gpus: list, items, make_sink, log=None) -> int:
@@ -468,7 +529,7 @@ def run_shards(job: Job, gpus: list, items, make_sink, log=None) -> int:
     try:
         ref = run.ref()
         with make_sink(ref) as sink:
-            return run.run(units(items, job.paired), sink.write_sam_bytes)
+            return run.run(units(items, job.paired), sink.write_file)
     finally:
         run.close()
 
