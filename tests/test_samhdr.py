@@ -149,6 +149,31 @@ def test_sink_bam(tmp_path, threads):
     assert "\n".join(got) + "\n" == REC
 
 
+@pytest.mark.parametrize("fmt", ["sam", "bam"])
+def test_sink_write_file(tmp_path, capfdbinary, fmt):
+    """write_file (the sharded runs' units): SAM text copied file to file in the kernel, to a file and to stdout;
+    BAM through whole lines read in chunks smaller than a line."""
+    h = sam_header(["chr1"], [100], rg_line=parse_rg(r"@RG\tID:g")[0], pg_cmdline="t")
+    src = tmp_path / "unit.sam"
+    src.write_text(REC * 3)
+    empty = tmp_path / "empty.sam"
+    empty.write_bytes(b"")
+    p = tmp_path / f"o.{fmt}"
+    for path in (str(p), None) if fmt == "sam" else (str(p),):
+        with OutputSink(path, h) as o:
+            o.write(REC)
+            o.write_file(str(src), chunk=7)
+            o.write_file(str(empty))
+            o.write(REC)
+    if fmt == "sam":
+        assert p.read_text() == h + REC * 5
+        assert capfdbinary.readouterr().out == (h + REC * 5).encode()
+    else:
+        with pysam.AlignmentFile(str(p), "rb") as f:
+            got = [r.to_string() for r in f]
+        assert "\n".join(got) + "\n" == REC * 5
+
+
 def test_sink_bad_format(tmp_path):
     with pytest.raises(ValueError, match="unknown output format"):
         OutputSink(str(tmp_path / "x"), "@HD\tVN:1.5\n", fmt="vcf")
