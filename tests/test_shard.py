@@ -5,24 +5,16 @@ Every run's output must equal the one-process run's byte for byte with the same 
 batches), also when a worker fails at start or dies mid-run (its batches redone by the others, nothing written
 twice or lost)."""
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 from g3align.aligner import cli, shard
+from test_mem import g3  # the CLI in a subprocess (pytest puts tests/ on sys.path)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data")
 R1, R2 = os.path.join(DATA, "lambda_R1.fq.gz"), os.path.join(DATA, "lambda_R2.fq.gz")
 K = "60000"  # bases per batch: the demo's 2,000 pairs of 2x150 in 10 batches
-
-
-def g3(*args, check=True):
-    p = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", *args], capture_output=True)
-    if check and p.returncode != 0:
-        raise AssertionError(f"g3align {' '.join(args)} failed:\n{p.stderr.decode()}")
-    return p
 
 
 @pytest.fixture(scope="module")
