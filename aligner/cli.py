@@ -271,6 +271,9 @@ def _run_map(args):
     _check_sort(opt.sort, opt.out, opt.sort_mem)
     if opt.sort and not opt.flag & MO.F_OUT_SAM:
         raise G3Error("--sort needs SAM records (-a)")
+    if opt.dump and (opt.scheduler is not None or str(opt.gpus).strip() != "1"):
+        raise G3Error("-d: not with --gpus or --scheduler (save the index first: `g3align index -x PRESET REF` "
+                      "or `g3align map -d FILE REF`)")
     if opt.flag & MO.F_FRAG_MODE and len(queries) > 2:
         raise G3Error("fragment mode (-x sr, --frag=yes) takes one read file (mates as neighbouring records) or two "
                       "(mates in lockstep), not more")

@@ -91,6 +91,16 @@ def test_gpus_bad_values(lam, args, msg):
     assert b"Traceback" not in p.stderr
 
 
+def test_map_dump_with_workers(tmp_path):
+    """map -d saves the index in the process that builds it: with workers, none would (an error, not ignored)."""
+    p = g3("map", "-d", str(tmp_path / "x.g3m"), "--gpus", "2", os.path.join(DATA, "lambda.fa.gz"), R1,
+           check=False)
+    assert p.returncode != 0
+    assert "-d: not with --gpus or --scheduler" in p.stderr.decode()
+    assert b"Traceback" not in p.stderr
+    assert not (tmp_path / "x.g3m").exists()
+
+
 @pytest.fixture(scope="module")
 def cluster():
     distributed = pytest.importorskip("distributed")
