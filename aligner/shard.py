@@ -318,9 +318,10 @@ def _sender(conn, q: queue.Queue, spool: str, slot: int) -> None:
 
 
 class ShardRun:
-    """The parent of a `--gpus` run: start(job, gpus) spawns the workers (their start-up overlaps the parent's
+    """The parent of a `--gpus` run: ShardRun(job, gpus) spawns the workers (their start-up overlaps the parent's
     parsing), ref() waits for the first one ready, run(items, write) hands out the units and writes records in
-    order. `gpus` holds a CUDA_VISIBLE_DEVICES value per worker, or None for a CPU worker."""
+    order, close() stops the workers and removes the spool. `gpus` holds a CUDA_VISIBLE_DEVICES value per worker,
+    or None for a CPU worker."""
 
     def __init__(self, job: Job, gpus: list, log=None):
         import multiprocessing as mp
@@ -331,6 +332,8 @@ class ShardRun:
         self._ref = None
         self._last_error = ""
         self.spool = spool_dir()
+        from g3align.aligner import stop
+        stop.TEMP.add(os.path.join(self.spool, "*"))  # a stop (SIGINT, SIGTERM) removes the units' files
         for slot, gpu in enumerate(gpus):
             r_in, w_in = ctx.Pipe(duplex=False)
             r_out, w_out = ctx.Pipe(duplex=False)
@@ -340,12 +343,12 @@ class ShardRun:
             r_in.close()
             w_out.close()
             w = _Worker(slot, p, r_out, gpu)
+            stop.CHILDREN.append(p)  # and kills the workers
             threading.Thread(target=_sender, args=(w_in, w.outq, self.spool, slot), daemon=True,
                              name=f"g3align-send-{slot}").start()
             self.workers.append(w)
         self._done: dict[int, str] = {}  # uid -> the file of its records, waiting for the units before it
         self._pending: dict[int, list] = {}  # uid -> its items (kept until done, to redo them elsewhere)
-        self._closed: set[int] = set()  # units whose last item was read
         self.next_write = 0
 
     # -- worker events
@@ -491,7 +494,7 @@ class ShardRun:
                 try:
                     uid, item, first, last = next(it)
                 except StopIteration:
-                    more = False
+                    more, cur = False, None  # (the reader ends its last batch; an open unit is whole here)
                     continue
                 if first:
                     w = self._pick(UNITS_PER_WORKER) or self._pick(None)
@@ -520,6 +523,11 @@ class ShardRun:
             if w.proc.is_alive():
                 w.proc.terminate()
         shutil.rmtree(self.spool, ignore_errors=True)
+        from g3align.aligner import stop
+        stop.TEMP.discard(os.path.join(self.spool, "*"))
+        for w in self.workers:
+            if w.proc in stop.CHILDREN:
+                stop.CHILDREN.remove(w.proc)
 
 
 def run_shards(job: Job, gpus: list, items, make_sink, log=None) -> int:
