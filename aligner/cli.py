@@ -437,9 +437,8 @@ def _run_map_sharded(args, opt, queries, ref_path, rg_line, first_parts, reader,
     """`map --gpus N` / `--scheduler ADDRESS`: this process parses the reads and writes the output; the workers
     (aligner/shard.py) map the parts, each worker loading (or building) the index once. gpus / test: as for
     _run_mem_sharded."""
-    from g3align.aligner import log, shard
+    from g3align.aligner import log
     from g3align.aligner import mmopt as MO
-    from g3align.aligner.reads import ReadFormatError
     from g3align.aligner.samhdr import OutputSink, sam_header
     verbose = opt.verbose
     sam = bool(opt.flag & MO.F_OUT_SAM)
@@ -463,28 +462,39 @@ def _run_map_sharded(args, opt, queries, ref_path, rg_line, first_parts, reader,
 
     kw = {"args": list(args), "ref_path": os.path.abspath(ref_path)}
     items = counted(_map_items(opt, queries, first_parts, reader))
+    _shard_run("map", kw, False, opt.n_threads, opt.scheduler, {"gpus": opt.gpus, "device": opt.device}, items,
+               make_sink, verbose, gpus, test)
+    log(f"[M::main] mapped {n_reads[0]} sequences", verbose)
+
+
+def _shard_run(kind, job_kw, paired, threads, scheduler, gpus_kw, items, make_sink, verbose, gpus=None, test=None):
+    """The workers' run of `mem` or `map` (aligner/shard.py): on the Dask scheduler's workers (-t threads each),
+    or one process per GPU (gpus: their CUDA_VISIBLE_DEVICES values, None: from --gpus; -t shared). Returns the
+    number of units; shard, reader and output errors as one-line G3Errors."""
+    from g3align.aligner import log, shard
+    from g3align.aligner.reads import ReadFormatError
+
+    def say(m):
+        log(m, verbose)
     try:
-        if opt.scheduler is not None:
-            job = shard.Job("map", kw, False, max(1, opt.n_threads), **(test or {}))
-            shard.run_dask(job, opt.scheduler, items, make_sink, lambda m: log(m, verbose))
-        else:
-            if gpus is None:
-                n = _gpu_workers({"gpus": opt.gpus, "device": opt.device})
-                gpus = shard.visible_gpus(n)
-                if len(gpus) < n:
-                    raise G3Error(f"--gpus {n}: {len(gpus)} CUDA devices visible")
-            n = len(gpus)
-            job = shard.Job("map", kw, False, max(1, opt.n_threads // n), **(test or {}))
-            where = ",".join("cpu" if g is None else g for g in gpus)
-            log(f"[M::map] {n} workers (devices {where}), {job.threads} threads each", verbose)
-            shard.run_shards(job, gpus, items, make_sink, lambda m: log(m, verbose))
-    except shard.ShardError as e:
+        if scheduler is not None:
+            job = shard.Job(kind, job_kw, paired, max(1, threads), **(test or {}))
+            return shard.run_dask(job, scheduler, items, make_sink, say)
+        if gpus is None:
+            n = _gpu_workers(gpus_kw)
+            gpus = shard.visible_gpus(n)
+            if len(gpus) < n:
+                raise G3Error(f"--gpus {n}: {len(gpus)} CUDA devices visible")
+        job = shard.Job(kind, job_kw, paired, max(1, threads // len(gpus)), **(test or {}))
+        where = ",".join("cpu" if g is None else g for g in gpus)
+        say(f"[M::{kind}] {len(gpus)} workers (devices {where}), {job.threads} threads each")
+        return shard.run_shards(job, gpus, items, make_sink, say)
+    except (shard.ShardError, ReadFormatError) as e:
         raise G3Error(str(e))
-    except ReadFormatError as e:
-        raise G3Error(str(e))
+    except BrokenPipeError:
+        raise
     except OSError as e:
         raise G3Error(f"I/O error: {e}")
-    log(f"[M::main] mapped {n_reads[0]} sequences", verbose)
 
 
 def _cram_reference(out: str | None, fasta: str | None) -> str | None:
@@ -1090,8 +1100,7 @@ def _run_mem_sharded(kw, reader, paired, ignored_r2, gpus=None, test=None):
     (aligner/shard.py) align the -K batches. The same records as a one-process run with the same -K.
     gpus: the workers' CUDA_VISIBLE_DEVICES values (None: from --gpus; a None item: a CPU worker, for tests);
     test: shard.Job's die_at / fail_start."""
-    from g3align.aligner import log, shard
-    from g3align.aligner.reads import ReadFormatError
+    from g3align.aligner import log
     from g3align.aligner.samhdr import OutputSink, sam_header
     verbose = kw["verbose"]
     if ignored_r2:
@@ -1119,29 +1128,8 @@ def _run_mem_sharded(kw, reader, paired, ignored_r2, gpus=None, test=None):
 
     job_kw = dict(kw, prefix=os.path.abspath(kw["prefix"]))
     t0 = time.time()
-    try:
-        if kw["scheduler"] is not None:
-            job = shard.Job("mem", job_kw, paired, max(1, kw["threads"]), **(test or {}))
-            n_units = shard.run_dask(job, kw["scheduler"], counted(reader), make_sink, lambda m: log(m, verbose))
-        else:
-            if gpus is None:
-                n = _gpu_workers(kw)
-                gpus = shard.visible_gpus(n)
-                if len(gpus) < n:
-                    raise G3Error(f"--gpus {n}: {len(gpus)} CUDA devices visible")
-            n = len(gpus)
-            job = shard.Job("mem", job_kw, paired, max(1, kw["threads"] // n), **(test or {}))
-            where = ",".join("cpu" if g is None else g for g in gpus)
-            log(f"[M::mem] {n} workers (devices {where}), {job.threads} threads each", verbose)
-            n_units = shard.run_shards(job, gpus, counted(reader), make_sink, lambda m: log(m, verbose))
-    except shard.ShardError as e:
-        raise G3Error(str(e))
-    except ReadFormatError as e:
-        raise G3Error(str(e))
-    except BrokenPipeError:
-        raise
-    except OSError as e:
-        raise G3Error(f"I/O error: {e}")
+    n_units = _shard_run("mem", job_kw, paired, kw["threads"], kw["scheduler"], kw, counted(reader), make_sink,
+                         verbose, gpus, test)
     log(f"[M::main] Processed {n_reads[0]} reads in {n_units} batches in {time.time() - t0:.3f} sec", verbose)
 
 
