@@ -285,7 +285,6 @@ class _Worker:
         self.alive = True
         self.inflight: list[int] = []  # unit ids sent and not yet done, in the order sent
         self.outq: queue.Queue = queue.Queue()
-        self.units_done = 0
 
     def name(self) -> str:
         return f"worker {self.slot}" + (f" (GPU {self.gpu})" if self.gpu is not None else " (CPU)")
@@ -419,7 +418,6 @@ class ShardRun:
                 uid = msg[1]
                 if uid in w.inflight:
                     w.inflight.remove(uid)
-                w.units_done += 1
                 self._done[uid] = unit_path(self.spool, uid, w.slot)
                 self._pending.pop(uid, None)
                 self._flush(write)
@@ -511,8 +509,6 @@ class ShardRun:
                 break
             for uid in self._poll(0.2, write):
                 redo.append(uid)
-        for w in self.workers:
-            w.outq.put(None)
         return n_units
 
     def close(self) -> None:
