@@ -12,6 +12,7 @@ import numpy as np
 from g3align.aligner.bns import intv2rid
 from g3align.aligner.kbtree import interval_lower, new_tree, put, traverse
 from g3align.aligner.ksort import introsort
+from g3align.aligner.options import contig_is_alt
 from g3align.index.fm import fm_sa
 
 from g3align.jit import njit
@@ -203,6 +204,7 @@ def chain_seeds(s_rbeg, s_qbeg, s_len, s_rid, l_pac, opt):
     ce = np.empty(n, np.int64)
     for i in range(n):
         c = ids[i]
+        is_alt[i] = contig_is_alt(opt, c_rid[c])
         f = cs[cnt[c]]
         la = cs[cnt[c + 1] - 1]
         cb[i] = s_qbeg[f]

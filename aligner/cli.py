@@ -590,6 +590,15 @@ def _opt(*names, **kw):
 @_opt("-M", "no_multi", is_flag=True, help="mark shorter split hits as secondary")
 @_opt("-I", "insert", default=None, help="insert size distribution FLOAT[,FLOAT[,INT[,INT]]]")
 @_opt("-X", "mask_level", type=float, default=None, help="mask level [0.50]")
+@_opt("-x", "read_type", default=None, metavar="STR",
+      help="read type, setting the options not given: pacbio (-k17 -W40 -r10 -A1 -B1 -O1 -E1 -L0), ont2d (-k14 -W20 "
+           "-r10 -A1 -B1 -O1 -E1 -L0), intractg (-B9 -O16 -L5); pbref as pacbio")
+@_opt("-s", "split_width", type=int, default=None, help="re-seed SMEMs that occur at most INT times [10]")
+@_opt("-G", "max_chain_gap", type=int, default=None, help="maximum gap between seeds of a chain [10000]")
+@_opt("-N", "max_chain_extend", type=int, default=None, help="extend at most INT chains after the first [all]")
+@_opt("-Q", "mapq_coef", type=int, default=None, help="MAPQ length coefficient [50]")
+@_opt("-f", "output_f", default=None, hidden=True, help="as -o")
+@_opt("-1", "single_io", is_flag=True, hidden=True, help="accepted for bwa's command line (no effect)")
 @_opt("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
       help="where the heavy stages run")
 @_opt("--gpus", "gpus", default="1", metavar="N|all",
@@ -601,6 +610,8 @@ def _opt(*names, **kw):
 @click.argument("reads2", required=False)
 def mem_cmd(**kw):
     """Align 70bp-1Mbp query sequences with the BWA-MEM algorithm (bwa mem 0.7.17 compatible)."""
+    if kw["output"] is None:
+        kw["output"] = kw["output_f"]
     try:
         _run_mem(kw)
     except G3Error as e:
@@ -707,6 +718,16 @@ def entry():
     sys.exit(rv if isinstance(rv, int) else 0)
 
 
+# bwa mem -x: the options a read type sets where the command line does not
+_PB = {"o_del": 1, "e_del": 1, "o_ins": 1, "e_ins": 1, "b": 1, "split_factor": 10.0, "pen_clip5": 0, "pen_clip3": 0}
+_MEM_READ_TYPES = {
+    "intractg": {"o_del": 16, "o_ins": 16, "b": 9, "pen_clip5": 5, "pen_clip3": 5},
+    "pacbio": {**_PB, "min_chain_weight": 40, "min_seed_len": 17},
+    "pbref": {**_PB, "min_chain_weight": 40, "min_seed_len": 17},
+    "ont2d": {**_PB, "min_chain_weight": 20, "min_seed_len": 14},
+}
+
+
 def _build_mem_options(kw):
     import math
 
@@ -732,9 +753,11 @@ def _build_mem_options(kw):
     simple = {"min_seed_len": "min_seed_len", "band": "w", "zdrop": "zdrop", "split_factor": "split_factor",
               "max_mem_intv": "max_mem_intv", "max_occ": "max_occ", "drop_ratio": "drop_ratio",
               "min_chain_weight": "min_chain_weight", "max_matesw": "max_matesw", "match": "a",
-              "mismatch": "b", "unpaired": "pen_unpaired", "min_score": "T", "mask_level": "mask_level"}
+              "mismatch": "b", "unpaired": "pen_unpaired", "min_score": "T", "mask_level": "mask_level",
+              "split_width": "split_width", "max_chain_gap": "max_chain_gap", "max_chain_extend": "max_chain_extend",
+              "mapq_coef": "mapQ_coef_len"}
     for k, name in simple.items():
-        if kw[k] is not None:
+        if kw.get(k) is not None:
             setv(name, kw[k])
     if kw["gap_open"] is not None:
         d, i = _split_pair(kw["gap_open"], "-O")
@@ -761,10 +784,19 @@ def _build_mem_options(kw):
             o.flag |= bit
     if kw["primary5"]:
         o.flag |= F_PRIMARY5 | F_KEEP_SUPP_MAPQ
+    o.ignore_alt = bool(kw["ignore_alt"])
     if kw["interleaved"]:
         o.flag |= F_PE | F_SMARTPE
     o.n_threads = max(1, kw["threads"])
-    o.apply_match_scaling()
+    if kw.get("read_type") is not None:  # bwa: a read type's settings instead of -A's scaling
+        preset = _MEM_READ_TYPES.get(kw["read_type"])
+        if preset is None:
+            raise G3Error(f"unknown read type '{kw['read_type']}'")
+        for name, val in preset.items():
+            if name not in user:
+                setattr(o, name, val)
+    else:
+        o.apply_match_scaling()
     for name in ("a", "b", "o_del", "e_del", "o_ins", "e_ins", "w", "min_seed_len", "max_occ"):
         if getattr(o, name) < (1 if name in ("a", "e_del", "e_ins", "min_seed_len", "max_occ") else 0):
             raise G3Error(f"invalid value {getattr(o, name)} for {name}")
@@ -1121,7 +1153,9 @@ def _run_mem_sharded(kw, reader, paired, ignored_r2, gpus=None, test=None):
         if kw["ref_hdr"]:
             from g3align.aligner.samout import xr_table
             xr = xr_table(ref["names"], ref["comments"])
-        header = sam_header(ref["names"], ref["lengths"], rg_line=rg_line, pg_cmdline=cmdline, extra_lines=hdr_lines)
+        alt = ref.get("alt") if not kw["ignore_alt"] else None
+        header = sam_header(ref["names"], ref["lengths"], rg_line=rg_line, pg_cmdline=cmdline, extra_lines=hdr_lines,
+                            alt=alt)
         fasta = kw["prefix"] if os.path.isfile(kw["prefix"]) else ref["src_path"]
         return OutputSink(kw["output"], header, sort=kw["sort"], sort_mem=kw["sort_mem"], threads=kw["threads"],
                           xr=xr, reference=_cram_reference(kw["output"], fasta))
@@ -1131,6 +1165,17 @@ def _run_mem_sharded(kw, reader, paired, ignored_r2, gpus=None, test=None):
     n_units = _shard_run("mem", job_kw, paired, kw["threads"], kw["scheduler"], kw, counted(reader), make_sink,
                          verbose, gpus, test)
     log(f"[M::main] Processed {n_reads[0]} reads in {n_units} batches in {time.time() - t0:.3f} sec", verbose)
+
+
+def _alt_flags(ref, opt, verbose):
+    """The ALT flags the header's @SQ lines show (AH:*): PREFIX.alt's, none with -j or without the file. Logs
+    their count, as bwa does when it loads an index."""
+    from g3align.aligner import log
+    alt = getattr(ref, "is_alt", None)
+    if alt is None:
+        return None
+    log(f"[M::mem] read {int(alt.sum())} ALT contigs", verbose)
+    return None if opt.ignore_alt else alt
 
 
 def _default_chunk() -> int:
@@ -1164,9 +1209,10 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, index):
         except IndexFormatError as e:
             raise G3Error(str(e))
         t = _mark(trace, "start-up: index load", t)
+        alt = _alt_flags(ref, opt, verbose)
         cmdline = " ".join(shlex.quote(a) for a in ["g3align"] + sys.argv[1:])
         header = sam_header(ref.names, [int(x) for x in ref.lengths], rg_line=rg_line, pg_cmdline=cmdline,
-                            extra_lines=hdr_lines)
+                            extra_lines=hdr_lines, alt=alt)
         aligner = MemAligner(ref, fm, opt, rg_id=rg_id, copy_comment=kw["copy_comment"], device=device)
         if not pipeline.EARLY_PRELOAD:
             pipeline.preload_kernels(paired)

@@ -10,8 +10,20 @@ Per read it follows bwa's mem_align1_core + mem_reg2sam:
 """
 import numpy as np
 from g3align.aligner.chain import chain_and_filter, rep_len
-from g3align.aligner.extend import IS_ALT, NF, QB, SCORE, SECONDARY, SECONDARY_ALL, XF, chain2aln, flt_chained_seeds
+from g3align.aligner.extend import (
+    IS_ALT,
+    NF,
+    QB,
+    RID,
+    SCORE,
+    SECONDARY,
+    SECONDARY_ALL,
+    XF,
+    chain2aln,
+    flt_chained_seeds,
+)
 from g3align.aligner.nbshare import owned_text, unowned
+from g3align.aligner.options import contig_is_alt
 from g3align.aligner.samout import (
     F_ALL,
     F_KEEP_SUPP_MAPQ,
@@ -29,6 +41,14 @@ from g3align.jit import njit
 
 F_PRIMARY5 = 0x800
 _NO_X = np.zeros((0, XF), np.int64)
+
+
+@njit(cache=True, inline="always")
+def mark_alt_regions(opt, R, n):
+    """The end of mem_align1_core: a region on an ALT contig is an ALT hit."""
+    if opt.alt.shape[0] > 0:
+        for k in range(n):
+            R[k, IS_ALT] = contig_is_alt(opt, R[k, RID])
 
 
 @njit(cache=True)
@@ -60,6 +80,7 @@ def align1_from_intv(fm, offsets, l_pac, pac, q, opt, mat, mb, me, mk, ms):
         R, nreg = chain2aln(opt, mat, offsets, l_pac, pac, L, q, s_rbeg, s_qbeg, s_len, s_score,
                             ch_seed[ch_off[c]:ch_off[c + 1]], ch_rid[c], fr, R, nreg, _NO_X)
     nreg = sort_dedup_patch(opt, mat, l_pac, pac, q, R, nreg, True)
+    mark_alt_regions(opt, R, nreg)
     return R, nreg, fr
 
 
@@ -79,6 +100,7 @@ def align1_from_chains(offsets, l_pac, pac, q, opt, mat, i, pre):
         R, nreg = chain2aln(opt, mat, offsets, l_pac, pac, L, q, s_rbeg[a:b], s_qbeg[a:b], s_len[a:b],
                             s_score[a:b], ch_seed[u:v], ch_rid[c], fr[i], R, nreg, X[u:v])
     nreg = sort_dedup_patch(opt, mat, l_pac, pac, q, R, nreg, True)
+    mark_alt_regions(opt, R, nreg)
     return R, nreg, fr[i]
 
 

@@ -440,7 +440,8 @@ def chain_gpu(opt, mat, offsets, l_pac, pac, seq, seq_off, seq_off_d, seeds_d, r
               block: int = 64, host_seeds=None):
     """Chains of a batch's reads on the GPU (kernels/memchain.cu) from device seeds
     (s_rbeg, s_qbeg, s_len, s_rid, s_off). Reads that need mem_flt_chained_seeds (long reads) are chained
-    by the CPU twin (chain_reads; seq/seq_off: the reads on the host). Returns the host part of `pre`
+    by the CPU twin (chain_reads; seq/seq_off: the reads on the host), and so are reads with a seed on an ALT
+    contig (opt.alt). Returns the host part of `pre`
     (s_score, c_off, ch_rid, cs_off, ch_seed) and the extension jobs as device arrays (j_read counts from
     read_base), the same as chain_range + assemble. So are reads with more than CHAIN_GPU_MAX seeds. host_seeds:
     host copies of (s_off, s_rbeg, s_qbeg, s_len) when the caller has them."""
@@ -469,8 +470,9 @@ def chain_gpu(opt, mat, offsets, l_pac, pac, seq, seq_off, seq_off_d, seeds_d, r
         P = cp.asarray(chain_params(opt))
         common = (seq_off_d, s_off, s_rbeg, s_qbeg, s_len, s_rid, ctg, np.int64(ctg.shape[0] - 1), np.int64(l_pac), P,
                   np.float32(opt.mask_level), np.float32(opt.drop_ratio))
+        alt = cp.asarray(opt.alt) if opt.alt.shape[0] else cp.zeros(1, cp.int8)
         mod.get_function("chain_kernel")(grid, (block,), common + (np.int64(n), scr_off, scr, *sl, n_ch, n_cs, cpu,
-                                                                   pend, n_pend))
+                                                                   pend, n_pend, alt, np.int64(opt.alt.shape[0])))
         # a fixed grid of warps over however many reads were left (no host wait for the count)
         mod.get_function("chain_flt_warp_kernel")((FLT_WARP_BLOCKS,), (128,),
                                                   common + (scr_off, scr, *sl, n_ch, n_cs, pend, n_pend))

@@ -1,12 +1,15 @@
 """Options of `g3align mem`, with bwa mem 0.7.17's defaults and option semantics.
 
-`MemOpt` is a plain dataclass for the CLI; `MemOpt.to_numba()` turns it into the `MemParams`
-namedtuple (ints and floats only) that the numba stages read.
+`MemOpt` is a plain dataclass for the CLI; `MemOpt.to_numba(alt)` turns it into the `MemParams`
+namedtuple that the numba stages read: ints and floats, and `alt`, the reference's per-contig ALT flags (int8; empty
+when no contig is ALT or -j is given: bwa's `bns->anns[rid].is_alt`, from PREFIX.alt).
 """
 from collections import namedtuple
 from dataclasses import dataclass, field, fields
 
 import numpy as np
+
+from g3align.jit import njit
 
 # bwa's MEM_F_* flag bits
 F_PE = 0x2
@@ -56,6 +59,7 @@ class MemOpt:
     max_matesw: int = 50        # -m
     chunk_size: int = 10000000  # bases per thread per batch (bwa's -K default is this x threads)
     n_threads: int = 1
+    ignore_alt: bool = False    # -j: the ALT contigs of PREFIX.alt count as primary assembly
     set_by_user: set = field(default_factory=set)
 
     def apply_match_scaling(self):
@@ -66,11 +70,16 @@ class MemOpt:
                 if name not in self.set_by_user:
                     setattr(self, name, getattr(self, name) * self.a)
 
-    def to_numba(self):
+    def to_numba(self, alt=None):
+        """MemParams; alt: the reference's per-contig ALT flags (Reference.is_alt), or None."""
         vals = {f.name: getattr(self, f.name) for f in fields(self) if f.name in MemParams._fields}
         # bwa keeps these ratios in C floats; products with them round to single precision
-        return MemParams(**{k: (np.float32(v) if k in _F32 else float(v) if isinstance(getattr(MemOpt, k, 0), float)
-                                else int(v)) for k, v in vals.items()})
+        vals = {k: (np.float32(v) if k in _F32 else float(v) if isinstance(getattr(MemOpt, k, 0), float) else int(v))
+                for k, v in vals.items()}
+        flags = np.zeros(0, np.int8)
+        if alt is not None and not self.ignore_alt and np.any(alt):
+            flags = np.ascontiguousarray(alt, dtype=np.int8)
+        return MemParams(**vals, alt=flags)
 
 
 _F32 = {"split_factor", "mask_level", "drop_ratio", "XA_drop_ratio", "mask_level_redun", "mapQ_coef_len"}
@@ -81,7 +90,13 @@ MemParams = namedtuple("MemParams", [
     "T", "flag", "min_seed_len", "max_mem_intv", "split_factor", "split_width", "max_occ",
     "min_chain_weight", "max_chain_extend", "max_chain_gap", "mask_level", "drop_ratio", "XA_drop_ratio",
     "mask_level_redun", "mapQ_coef_len", "mapQ_coef_fac", "max_ins", "max_XA_hits", "max_XA_hits_alt",
-    "max_matesw"])
+    "max_matesw", "alt"])
+
+
+@njit(cache=True, inline="always")
+def contig_is_alt(opt, rid):
+    """1 if contig rid is an ALT contig (opt.alt; bwa's bns->anns[rid].is_alt), else 0."""
+    return 1 if rid >= 0 and rid < opt.alt.shape[0] and opt.alt[rid] != 0 else 0
 
 
 def score_matrix(a, b):

@@ -561,6 +561,18 @@ def raw_mapq(diff, a):
     return int(6.02 * diff / a + .499)
 
 
+@njit(cache=True, inline="always")
+def _mate_which(opt, R, n, n_pri):
+    """The region a read shows its mate when the two are not paired: its best, or its best ALT hit (the first
+    after the n_pri primary-assembly ones) when the best scores below -T; -1: none."""
+    if n > 0:
+        if R[0, SCORE] >= opt.T:
+            return 0
+        if n_pri < n and R[n_pri, SCORE] >= opt.T:
+            return n_pri
+    return -1
+
+
 @njit(cache=True)
 def _aln_for_mate(opt, mat, offsets, l_pac, pac, q, R, which, cg):
     """h = mem_reg2aln(region `which`) or an unmapped placeholder: (rid, pos, is_rev, cigar)."""
@@ -632,8 +644,8 @@ def sam_pe(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, p_low, 
                              qual0, qual1, has_qual, com0, com1, rg_id, Ra, na, Rb, nb_, n_pri0, n_pri1, o, subo,
                              n_sub, z0, z1, cg0, cg1, ws)
     # no pairing: each read's best hit, the proper-pair flag if the two best hits form one
-    w0 = 0 if na > 0 and Ra[0, SCORE] >= opt.T else -1
-    w1 = 0 if nb_ > 0 and Rb[0, SCORE] >= opt.T else -1
+    w0 = _mate_which(opt, Ra, na, n_pri0)
+    w1 = _mate_which(opt, Rb, nb_, n_pri1)
     h0_rid, h0_pos, h0_rev, h0_cig = _aln_for_mate(opt, mat, offsets, l_pac, pac, q0, Ra, w0, cg0)
     h1_rid, h1_pos, h1_rev, h1_cig = _aln_for_mate(opt, mat, offsets, l_pac, pac, q1, Rb, w1, cg1)
     extra = 1
@@ -727,10 +739,50 @@ def _write_paired(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, 
         qual = qual0 if i == 0 else qual1
         com = com0 if i == 0 else com1
         xa = xa_a if i == 0 else xa_b
+        R = Ra if i == 0 else Rb
+        n = na if i == 0 else nb_
+        npri = n_pri0 if i == 0 else n_pri1
+        if npri < n and R[npri, SCORE] >= opt.T and R[npri, SECONDARY] < 0 and R[npri, IS_ALT] != 0:
+            # the best ALT hit, not shadowed by a primary-assembly hit: a supplementary record after the pair's
+            cg = cg0 if i == 0 else cg1
+            g_flag = 0x800 | (0x40 << i) | extra
+            buf, nbuf = _write_with_alt(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, name, q, qual,
+                                        has_qual, com, rg_id, rr, mapq, flag, xa, R, n, npri, g_flag, mm, cg)
+            continue
         buf, nbuf = write_record(buf, nbuf, opt, name, q, qual, has_qual, com, rg_id, ctg_names, ctg_off,
                                  rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt, xa, 0,
                                  one, one, one, co, cig, one, one, fl, 1, True, mm[0], mm[1], mm[2], mm[6])
     keep_alive((xa_a_own, xa_b_own, r0_own, r1_own))
+    return buf, nbuf
+
+
+@njit(cache=True)
+def _write_with_alt(buf, nbuf, opt, mat, offsets, l_pac, pac, ctg_names, ctg_off, name, q, qual, has_qual, com,
+                    rg_id, h, h_mapq, h_flag, h_xa, R, n, k, g_flag, mate, cg):
+    """A paired read's two records when its best ALT hit (region k) is not shadowed: the pair's record h, then the
+    ALT hit as a supplementary record (mem_sam_pe's g[i]); each names the other in SA, both carry the mate h[!i]."""
+    rid, pos, is_rev, mapq, flag, nm, cig, md, sc, sub, alt = h
+    g_rid, g_pos, g_rev, g_mapq, gf, g_nm, g_cig, g_md, g_sc, g_sub, g_alt = reg2aln(
+        opt, mat, offsets, l_pac, pac, q.shape[0], q, R, k, cg)
+    g_xa = q[:0]
+    if not (opt.flag & F_ALL):
+        g_xa = gen_alt_one(opt, mat, offsets, l_pac, pac, q.shape[0], q, R, n, k, ctg_names, ctg_off, cg)
+    l_rid = np.array([rid, g_rid], np.int64)
+    l_pos = np.array([pos, g_pos], np.int64)
+    l_rev = np.array([is_rev, g_rev], np.int64)
+    l_mapq = np.array([h_mapq, g_mapq], np.int64)
+    l_nm = np.array([nm, g_nm], np.int64)
+    l_flag = np.array([h_flag, gf | g_flag], np.int64)
+    cig_off = np.array([0, cig.shape[0], cig.shape[0] + g_cig.shape[0]], np.int64)
+    cigs = np.concatenate((cig, g_cig))
+    buf, nbuf = write_record(buf, nbuf, opt, name, q, qual, has_qual, com, rg_id, ctg_names, ctg_off,
+                             rid, pos, is_rev, h_mapq, h_flag, nm, cig, md, sc, sub, alt, h_xa, 0,
+                             l_rid, l_pos, l_rev, cig_off, cigs, l_mapq, l_nm, l_flag, 2,
+                             True, mate[0], mate[1], mate[2], mate[6])
+    buf, nbuf = write_record(buf, nbuf, opt, name, q, qual, has_qual, com, rg_id, ctg_names, ctg_off,
+                             g_rid, g_pos, g_rev, g_mapq, l_flag[1], g_nm, g_cig, g_md, g_sc, g_sub, g_alt, g_xa, 1,
+                             l_rid, l_pos, l_rev, cig_off, cigs, l_mapq, l_nm, l_flag, 2,
+                             True, mate[0], mate[1], mate[2], mate[6])
     return buf, nbuf
 
 

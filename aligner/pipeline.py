@@ -198,7 +198,7 @@ class MemAligner:
         self.ref = ref
         self.fm = fm
         self.opt = opt
-        self.params = opt.to_numba()
+        self.params = opt.to_numba(getattr(ref, "is_alt", None))
         self.mat = score_matrix(opt.a, opt.b)
         self.ctg_names, self.ctg_off = bytes_csr(ref.names)
         self.offsets = np.ascontiguousarray(ref.offsets, dtype=np.int64)

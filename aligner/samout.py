@@ -4,6 +4,8 @@ Everything here is numba: the batch kernel formats each read's records into one 
 buffer, so no per-read Python runs on the output path. CIGAR ops are bwa's (len<<4 | op, op in MIDSH
 = 0..4); internal clipping op 3 prints as S, or H for supplementary records unless -Y.
 """
+import math
+
 import numpy as np
 from g3align.aligner.bns import depos, pos2rid
 from g3align.aligner.extend import (
@@ -23,6 +25,7 @@ from g3align.aligner.extend import (
 )
 from g3align.aligner.ksw import gen_cigar2
 from g3align.aligner.nbshare import unowned
+from g3align.aligner.options import contig_is_alt
 from g3align.aligner.select import approx_mapq_se
 
 from g3align.jit import njit
@@ -50,6 +53,7 @@ _LIT12 = np.frombuffer(b"\tXA:Z:", np.uint8).copy()  # b"\tXA:Z:"
 
 
 _LIT_MC = np.frombuffer(b"\tMC:Z:", np.uint8).copy()
+_LIT_PA = np.frombuffer(b"\tpa:f:", np.uint8).copy()
 
 
 # ---------------------------------------------------------------- byte buffer helpers
@@ -96,6 +100,37 @@ def put_int(buf, n, v):
         buf[n + i] = 48 + v % 10
         v //= 10
     return buf, n + k
+
+
+@njit(cache=True, specialize_literals=False)
+def put_fixed3(buf, n, x):
+    """printf's "%.3f" of the double x (finite): the exact binary value rounded half to even, as glibc does."""
+    buf = _reserve(buf, n, 40)
+    if x < 0:
+        buf[n] = 45  # '-'
+        n += 1
+        x = -x
+    f, e = math.frexp(x)  # x = f * 2**e, 0.5 <= f < 1 (or x == 0)
+    m = np.uint64(f * 9007199254740992.0)  # f * 2**53: exact
+    s = 53 - e  # x = m / 2**s
+    if s <= 0:
+        q = np.uint64(m << np.uint64(-s)) * np.uint64(1000)
+    elif s >= 64:
+        q = np.uint64(0)  # x * 1000 < 2**63 / 2**64: rounds to 0
+    else:
+        big = m * np.uint64(1000)  # < 2**63
+        q = big >> np.uint64(s)
+        r = big - (q << np.uint64(s))
+        half = np.uint64(1) << np.uint64(s - 1)
+        if r > half or (r == half and (q & np.uint64(1)) != 0):
+            q += np.uint64(1)
+    buf, n = put_int(buf, n, np.int64(q // np.uint64(1000)))
+    buf[n] = 46  # '.'
+    frac = np.int64(q % np.uint64(1000))
+    buf[n + 1] = 48 + frac // 100
+    buf[n + 2] = 48 + frac // 10 % 10
+    buf[n + 3] = 48 + frac % 10
+    return buf, n + 4
 
 
 @njit(cache=True, specialize_literals=False)
@@ -357,6 +392,10 @@ def write_record(buf, n, opt, name, seq, qual, has_qual, comment, rg_id, ctg_nam
     L = seq.shape[0]
     n_cig = cig.shape[0]
     m_ncig = m_cig.shape[0]
+    # bwa clips supplementary records (which > 0) hard, and the mate's CIGAR in their MC tag, unless -Y or the
+    # alignment is on an ALT contig
+    hard = which > 0 and not (opt.flag & F_SOFTCLIP) and contig_is_alt(opt, rid) == 0
+    m_hard = which > 0 and not (opt.flag & F_SOFTCLIP) and contig_is_alt(opt, m_rid) == 0
     if m_has:
         flag |= 0x1
     if rid < 0:
@@ -381,7 +420,6 @@ def write_record(buf, n, opt, name, seq, qual, has_qual, comment, rg_id, ctg_nam
     buf, n = put_char(buf, n, 9)
     buf, n = put_int(buf, n, (flag & 0xffff) | (0x100 if flag & 0x10000 else 0))
     buf, n = put_char(buf, n, 9)
-    hard = which > 0 and not (opt.flag & F_SOFTCLIP)
     if rid >= 0:
         buf, n = put_bytes(buf, n, ctg_names[ctg_off[rid]:ctg_off[rid + 1]])
         buf, n = put_char(buf, n, 9)
@@ -475,7 +513,7 @@ def write_record(buf, n, opt, name, seq, qual, has_qual, comment, rg_id, ctg_nam
         buf, n = put_bytes(buf, n, md)
     if m_has and m_ncig > 0:
         buf, n = put_bytes(buf, n, _LIT_MC)
-        buf, n = put_cigar(buf, n, m_cig, hard)
+        buf, n = put_cigar(buf, n, m_cig, m_hard)
     if score >= 0:
         buf, n = put_bytes(buf, n, _LIT8)
         buf, n = put_int(buf, n, score)
@@ -511,7 +549,9 @@ def write_record(buf, n, opt, name, seq, qual, has_qual, comment, rg_id, ctg_nam
                 buf, n = put_char(buf, n, 44)
                 buf, n = put_int(buf, n, sa_nm[i])
                 buf, n = put_char(buf, n, 59)
-        # bwa's pa:f tag needs ALT contigs (alt_sc > 0), which g3align does not model yet
+        if alt_sc > 0:  # a primary-assembly hit with an ALT hit better than or as good as it
+            buf, n = put_bytes(buf, n, _LIT_PA)
+            buf, n = put_fixed3(buf, n, score / alt_sc)
     if xa.shape[0] > 0:
         buf, n = put_bytes(buf, n, _LIT12)
         buf, n = put_bytes(buf, n, xa)

@@ -79,7 +79,8 @@ class _Engine:
         ref, fm = load_mem_index(kw["prefix"])
         self.ref = {"names": list(ref.names), "lengths": [int(x) for x in ref.lengths],
                     "comments": list(getattr(ref, "comments", None) or [""] * len(ref.names)),
-                    "src_path": getattr(ref, "src_path", "")}
+                    "src_path": getattr(ref, "src_path", ""),
+                    "alt": None if ref.is_alt is None else [int(x) for x in ref.is_alt]}
         self.aligner = pl.MemAligner(ref, fm, opt, rg_id=rg_id, copy_comment=kw["copy_comment"], device=device)
         pl.preload_kernels(job.paired)
         self.device = device

@@ -76,6 +76,7 @@ class Reference:
     src_size: int = -1
     src_mtime_ns: int = -1
     extra: dict = field(default_factory=dict)
+    is_alt: np.ndarray | None = None  # uint8 per contig: listed in PREFIX.alt (set when an index is loaded)
 
     @property
     def n_contigs(self) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import re
 import struct
 import zlib
 
@@ -258,8 +259,39 @@ def load_mem_index(prefix):
     from g3align.index import bwafmt
 
     if not os.path.exists(index_path(prefix)) and bwafmt.has_bwa_index(prefix):
-        return bwafmt.read_bwa_index(prefix)
-    return load_index(prefix)
+        ref, fm = bwafmt.read_bwa_index(prefix)
+    else:
+        ref, fm = load_index(prefix)
+    ref.is_alt = read_alt(prefix + ".alt", ref.names)
+    return ref, fm
+
+
+def read_alt(path, names):
+    """The ALT flags (uint8 per contig) of PREFIX.alt, read as bwa's bns_restore does: the first word (up to a tab,
+    CR or newline) of each line not starting with '@' names an ALT contig; names not in the index are skipped, and
+    so is a last word that the end of the file ends. No file: None."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise IndexFormatError(f"{path}: cannot read ({e.strerror})") from None
+    index = {}
+    for i, nm in enumerate(names):
+        index.setdefault(nm, i)  # bwa's hash keeps the first of equal names
+    flags = np.zeros(len(names), np.uint8)
+    lines = data.split(b"\n")
+    if not re.search(rb"[\t\r]", lines[-1]):
+        lines.pop()  # bwa looks at a word when a tab, CR or newline ends it: not at the end of the file
+    for line in lines:
+        word = re.split(rb"[\t\r]", line, maxsplit=1)[0]
+        if word.startswith(b"@"):
+            continue
+        i = index.get(word.decode("utf-8", "surrogateescape"))
+        if i is not None:
+            flags[i] = 1
+    return flags
 
 
 def _consistent(ref: Reference, fm: FMIndex) -> bool:

@@ -416,7 +416,7 @@ __device__ __forceinline__ int flt_test(const ChainFlt& f, int k, int cbi, int c
     return (float)wi < (float)wj * drop_ratio && wj - wi >= min2 ? 2 : 1;
 }
 
-// mem_chain_flt (no ALT contigs here: is_alt = 0) over the nk > 0 chains in weight order; returns the kept count
+// mem_chain_flt (reads with a seed on an ALT contig go to the CPU twin: is_alt = 0 here) over the nk > 0 chains in weight order; returns the kept count
 __device__ int flt_serial(const ChainFlt& f, const int* cb, const int* ce, const int* wk, int* kept, int nk,
                           const int* P, float mask_level, float drop_ratio) {
     const int max_gap = P[CP_GAP], min2 = P[CP_MINSEED] << 1;
@@ -483,7 +483,7 @@ extern "C" __global__ void chain_kernel(
     float drop_ratio, i64 n_reads, const i64* __restrict__ scr_off, int* __restrict__ scr,
     i64* __restrict__ sl_rid, i64* __restrict__ sl_r0, i64* __restrict__ sl_r1, i64* __restrict__ sl_n,
     i64* __restrict__ sl_seed, i64* __restrict__ n_ch, i64* __restrict__ n_cs, int* __restrict__ cpu,
-    int* __restrict__ pend, int* __restrict__ n_pend) {
+    int* __restrict__ pend, int* __restrict__ n_pend, const signed char* __restrict__ ctg_alt, i64 n_alt) {
     i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n_reads) return;
     n_ch[r] = 0;
@@ -504,6 +504,14 @@ extern "C" __global__ void chain_kernel(
     if (n > CHAIN_GPU_MAX) {
         cpu[r] = 1;
         return;
+    }
+    // a seed on an ALT contig (PREFIX.alt): mem_chain_flt's ALT rule is the CPU twin's (chain_seeds)
+    for (int p = 0; p < n && n_alt > 0; ++p) {
+        const int c = s_rid[base + p];
+        if (c >= 0 && c < n_alt && ctg_alt[c]) {
+            cpu[r] = 1;
+            return;
+        }
     }
     const i64* rb = s_rbeg + base;
     const int* qb = s_qbeg + base;

@@ -381,6 +381,29 @@ def test_paired_options_against_bwa(tmp_path, opts):
     assert records(ours) == records(bwa)
 
 
+@pytest.mark.skipif(not HAVE_BWA, reason="bwa not on PATH (CI installs it)")
+@pytest.mark.parametrize("opts,reads", [
+    (["-x", "pacbio"], "pbsim"), (["-x", "ont2d", "-A", "2", "-k", "16"], "pbsim"),
+    (["-x", "pbref", "-O", "2,3"], "pbsim"), (["-x", "intractg"], "pairs"),
+    (["-s", "4", "-G", "300", "-N", "1", "-Q", "30", "-1"], "pairs")])
+def test_read_types_and_chain_options_against_bwa(tmp_path, opts, reads):
+    """bwa mem's -x read types (their settings where the command line gives none, and no -A scaling) and the
+    options its usage leaves out (-s -G -N -Q -1), against a live bwa; an unknown read type is a one-line error."""
+    ref = tmp_path / "lambda.fa"
+    ref.write_bytes(gzip.decompress(open(os.path.join(DATA, "lambda.fa.gz"), "rb").read()))
+    subprocess.run(["bwa", "index", str(ref)], capture_output=True, check=True)
+    fq = ([os.path.join(DATA, "lambda_pbsim.fq.gz")] if reads == "pbsim"
+          else [os.path.join(DATA, f"lambda_R{i}.fq.gz") for i in (1, 2)])
+    bwa = subprocess.run(["bwa", "mem", *opts, str(ref), *fq], capture_output=True, check=True).stdout
+    out = tmp_path / "out.sam"
+    g3("mem", *opts, "-f", str(out), str(ref), *fq)
+    assert records(out.read_bytes()) == records(bwa) and len(records(bwa)) > 50
+    if reads == "pairs":
+        r = g3("mem", "-x", "illumina", str(ref), *fq, check=False)
+        assert r.returncode != 0 and "unknown read type 'illumina'" in r.stderr.decode()
+        assert "Traceback" not in r.stderr.decode()
+
+
 @pytest.mark.skipif(shutil.which("PicardCommandLine") is None, reason="picard-tools not installed")
 def test_picard_validate_paired(lambda_index, tmp_path):
     sam = tmp_path / "pe.sam"

@@ -38,12 +38,12 @@ static dim3h threadIdx, blockIdx, blockDim, gridDim;
 extern "C" void host_chain(i64 n, const i64* seq_off, const i64* s_off, const i64* s_rbeg, const int* s_qbeg,
     const int* s_len, const int* s_rid, const i64* ctg, i64 n_ctg, i64 l_pac, const int* P, float mask_level,
     float drop_ratio, const i64* scr_off, int* scr, i64* sl_rid, i64* sl_r0, i64* sl_r1, i64* sl_n, i64* sl_seed,
-    i64* n_ch, i64* n_cs, int* cpu) {
+    i64* n_ch, i64* n_cs, int* cpu, const signed char* alt, i64 n_alt) {
   blockDim.x = 1; gridDim.x = (unsigned)n; threadIdx.x = 0;
   for (i64 r = 0; r < n; ++r) {
     blockIdx.x = (unsigned)r;
     chain_kernel(seq_off, s_off, s_rbeg, s_qbeg, s_len, s_rid, ctg, n_ctg, l_pac, P, mask_level, drop_ratio, n,
-                 scr_off, scr, sl_rid, sl_r0, sl_r1, sl_n, sl_seed, n_ch, n_cs, cpu, nullptr, nullptr);
+                 scr_off, scr, sl_rid, sl_r0, sl_r1, sl_n, sl_seed, n_ch, n_cs, cpu, nullptr, nullptr, alt, n_alt);
   }
 }
 extern "C" void host_compact(i64 n, const i64* s_off, const i64* s_rbeg, const int* s_qbeg, const int* s_len,
@@ -80,15 +80,25 @@ def _opts():
     o = MemOpt()
     o.a, o.b, o.o_del, o.o_ins, o.e_del, o.e_ins, o.max_occ = 2, 5, 7, 5, 2, 3, 50
     out["scoring-c50"] = o
+    out["alt-ctg1"] = MemOpt()  # contig 1 listed in PREFIX.alt (see _np)
     return out
 
 
 OPTS = _opts()
 
 
+def _np(opt, ref):
+    """opt's MemParams on ref; with OPTS["alt-ctg1"], contig 1 (which shares repeats with the others) is ALT."""
+    alt = None
+    if opt is OPTS["alt-ctg1"]:
+        alt = np.zeros(len(ref.names), np.uint8)
+        alt[1] = 1
+    return opt.to_numba(alt)
+
+
 def _twin(ref, batch, opt, seeds, seq_off):
     """chain_range + assemble (what the CPU-twin staged path computes)."""
-    p, mat = opt.to_numba(), score_matrix(opt.a, opt.b)
+    p, mat = _np(opt, ref), score_matrix(opt.a, opt.b)
     s_rbeg, s_qbeg, s_len, s_rid, s_off = seeds
     parts = [ms.chain_range(np.ascontiguousarray(ref.offsets, np.int64), int(ref.l_pac), ref.pac, batch.seq,
                             seq_off, 0, batch.n, p, mat, s_off, s_rbeg, s_qbeg, s_len, s_rid)]
@@ -98,7 +108,7 @@ def _twin(ref, batch, opt, seeds, seq_off):
 
 def _host(lib, ref, batch, opt, seeds, seq_off, read_base=0):
     """chain_gpu's steps with the host-compiled kernels."""
-    p, mat = opt.to_numba(), score_matrix(opt.a, opt.b)
+    p, mat = _np(opt, ref), score_matrix(opt.a, opt.b)
     s_rbeg, s_qbeg, s_len, s_rid, s_off = seeds
     n = batch.n
     tot = int(s_off[-1])
@@ -112,7 +122,8 @@ def _host(lib, ref, batch, opt, seeds, seq_off, read_base=0):
     i64 = ctypes.c_int64
     lib.host_chain(i64(n), _p(seq_off), _p(s_off), _p(s_rbeg), _p(s_qbeg), _p(s_len), _p(s_rid), _p(ctg),
                    i64(len(ctg) - 1), i64(int(ref.l_pac)), _p(ms.chain_params(p)), ctypes.c_float(p.mask_level),
-                   ctypes.c_float(p.drop_ratio), _p(scr_off), _p(scr), *map(_p, sl), _p(n_ch), _p(n_cs), _p(cpu))
+                   ctypes.c_float(p.drop_ratio), _p(scr_off), _p(scr), *map(_p, sl), _p(n_ch), _p(n_cs), _p(cpu),
+                   _p(p.alt if p.alt.shape[0] else np.zeros(1, np.int8)), i64(p.alt.shape[0]))
     s_score = s_len.copy()
     idx = np.nonzero(cpu)[0].astype(np.int64)
     ms.chain_reads(idx, ctg, np.int64(ref.l_pac), ref.pac, batch.seq, seq_off, p, mat, s_off, s_rbeg, s_qbeg,
@@ -142,13 +153,19 @@ def _check(got, want):
 @pytest.mark.parametrize("name", list(OPTS))
 def test_host_chain_kernel(data, lib, key, name):  # noqa: F811
     ref, batch, opt = data["ref"], data[key], OPTS[name]
-    p = opt.to_numba()
+    p = _np(opt, ref)
     seq_off, _, seeds = _seeds(data, batch, p)
     want = _twin(ref, batch, opt, seeds, seq_off)
     h, j, cpu = _host(lib, ref, batch, opt, seeds, seq_off)
     _check((h, j), want)
     L = np.diff(seq_off)
-    if key == "main":  # both kinds of reads were in it
+    on_alt = np.array([bool((seeds[3][a:b] == 1).any()) for a, b in zip(seeds[4][:-1], seeds[4][1:])])
+    if name == "alt-ctg1":  # reads with a seed on the ALT contig are chained by the CPU twin
+        assert (cpu[on_alt] == 1).all() and (on_alt.any() or key == "short")
+        if key == "main":  # and the ALT rule of mem_chain_flt keeps chains that the default drops
+            plain = _twin(ref, batch, OPTS["default"], seeds, seq_off)
+            assert not np.array_equal(want[0][1], plain[0][1])
+    elif key == "main":  # both kinds of reads were in it
         assert cpu.any() and (cpu[L >= 1000] == 1).all() and (cpu[(L >= p.min_seed_len) & (L <= 301)] == 0).all()
         assert len(want[0][2]) > 300
 
@@ -228,8 +245,8 @@ needs_gpu = pytest.mark.skipif(_gpu() is None, reason="no CuPy/GPU")
 
 def _chain_gpu(d, batch, opt, read_base=0, host=False):
     cp = _gpu()
-    p, mat = opt.to_numba(), score_matrix(opt.a, opt.b)
     ref = d["ref"]
+    p, mat = _np(opt, ref), score_matrix(opt.a, opt.b)
     seq_off, _, seeds = _seeds(d, batch, p)
     sd = tuple(cp.asarray(a) for a in seeds)
     hs = (seeds[4], seeds[0], seeds[1], seeds[2]) if host else None  # s_off, s_rbeg, s_qbeg, s_len
