@@ -56,6 +56,7 @@ _F_SOFTCLIP = 0x80000
 _F_OUT_MD = 0x1000000
 _F_COPY_COMMENT = 0x2000000
 _F_PAF_NO_HIT = 0x8000000
+_F_QSTRAND = 0x100000000
 _F_SAM_HIT_ONLY = 0x40000000
 
 CIGAR_STR = np.frombuffer(b"MIDNSHP=XB", np.uint8).copy()
@@ -197,16 +198,25 @@ def _write_tags(buf, n, R, i, cig):
 
 
 @njit(cache=True, specialize_literals=False)
-def _ref_and_query(R, i, qcodes, ref_seq, ref_off):
-    """Reference and query (on the reference strand) codes of region i's aligned span."""
+def _ref_and_query(R, i, qcodes, ref_seq, ref_off, qstrand):
+    """Reference and query (on the reference strand) codes of region i's aligned span. qstrand (--qstrand): the
+    query on its own strand, the reference reverse-complemented for a reverse hit (whose rs, re count from the
+    contig's end then: mm_idx_getseq2)."""
     rs = R[i, RS]
     re = R[i, RE]
     qs = R[i, QS]
     qe = R[i, QE]
     base = ref_off[R[i, RID]]
-    t = ref_seq[base + rs:base + re].copy()
     q = np.empty(qe - qs, np.uint8)
-    if R[i, REV] == 0:
+    if qstrand and R[i, REV] != 0:
+        ln = ref_off[R[i, RID] + 1] - base
+        t = np.empty(re - rs, np.uint8)
+        for k in range(base + ln - re, base + ln - rs):
+            c = ref_seq[k]
+            t[base + ln - rs - 1 - k] = c if c >= 4 else 3 - c
+    else:
+        t = ref_seq[base + rs:base + re].copy()
+    if R[i, REV] == 0 or qstrand:
         q[:] = qcodes[qs:qe]
     else:
         for k in range(qs, qe):
@@ -253,8 +263,8 @@ def _put_comment_eol(buf, n, flag, comment):
 
 
 @njit(cache=True, specialize_literals=False)
-def _write_cs_or_md(buf, n, R, i, cig, qcodes, ref_seq, ref_off, no_iden, is_md):
-    t, q = _ref_and_query(R, i, qcodes, ref_seq, ref_off)
+def _write_cs_or_md(buf, n, R, i, cig, qcodes, ref_seq, ref_off, no_iden, is_md, qstrand):
+    t, q = _ref_and_query(R, i, qcodes, ref_seq, ref_off, qstrand)
     buf, n = put_bytes(buf, n, L_MD if is_md else L_CS)
     qo = 0
     to = 0
@@ -327,7 +337,7 @@ def _write_cs_or_md(buf, n, R, i, cig, qcodes, ref_seq, ref_off, no_iden, is_md)
 def _put_cs_md(buf, n, flag, R, i, cig, qcodes, ref_seq, ref_off):
     if R[i, HAS_P] and (flag & (_F_OUT_CS | _F_OUT_MD)):
         buf, n = _write_cs_or_md(buf, n, R, i, cig, qcodes, ref_seq, ref_off, (flag & _F_OUT_CS_LONG) == 0,
-                                 (flag & _F_OUT_MD) != 0)
+                                 (flag & _F_OUT_MD) != 0, (flag & _F_QSTRAND) != 0)
     return buf, n
 
 
@@ -361,9 +371,14 @@ def _write_paf(buf, n, flag, name, qlen, R, i, cig, qcodes, ref_seq, ref_off, ct
     buf, n = put_char(buf, n, 9)
     buf, n = put_int(buf, n, ctg_len[rid])
     buf, n = put_char(buf, n, 9)
-    buf, n = put_int(buf, n, R[i, RS])
-    buf, n = put_char(buf, n, 9)
-    buf, n = put_int(buf, n, R[i, RE])
+    if (flag & _F_QSTRAND) and R[i, REV]:  # the hit's reference strand counts from the contig's end
+        buf, n = put_int(buf, n, ctg_len[rid] - R[i, RE])
+        buf, n = put_char(buf, n, 9)
+        buf, n = put_int(buf, n, ctg_len[rid] - R[i, RS])
+    else:
+        buf, n = put_int(buf, n, R[i, RS])
+        buf, n = put_char(buf, n, 9)
+        buf, n = put_int(buf, n, R[i, RE])
     buf, n = put_char(buf, n, 9)
     buf, n = put_int(buf, n, R[i, MLEN])
     buf, n = put_char(buf, n, 9)

@@ -235,14 +235,15 @@ LONG = {
     "sam-hit-only": (0, "sam-hit-only"), "chain-gap-scale": (1, "chain-gap-scale"), "alt-drop": (1, "alt-drop"),
     "mask-len": (1, "mask-len"), "rmq": (2, "rmq"), "cap-kalloc": (1, "cap-kalloc"), "q-occ-frac": (1, "q-occ-frac"),
     "chain-skip-scale": (1, "chain-skip-scale"), "no-hash-name": (0, "no-hash-name"), "help": (0, "h"),
+    "qstrand": (0, "qstrand"),
     "max-intron-len": (1, "G"), "version": (0, "V"), "min-count": (1, "n"), "min-chain-score": (1, "m"),
     "mask-level": (1, "M"), "min-dp-score": (1, "s"), "sam": (0, "a"),
     # g3align's own
-    "device": (1, "device"), "gpu-align": (0, "gpu-align"), "cpu-align": (0, "cpu-align"), "qstrand": (0, "qstrand"),
+    "device": (1, "device"), "gpu-align": (0, "gpu-align"), "cpu-align": (0, "cpu-align"),
     "sort": (0, "sort"), "sort-mem": (1, "sort-mem"), "gpus": (1, "gpus"), "scheduler": (1, "scheduler"),
 }
 UNSUPPORTED = {"splice": "--splice", "G": "-G",
-               "u": "-u", "C": "-C", "I": "-I", "qstrand": "--qstrand", "S": "-S"}
+               "u": "-u", "C": "-C", "I": "-I", "S": "-S"}
 
 
 def _tokens(argv):
@@ -341,7 +342,7 @@ _FLAG_SETS = {
     "y": F_COPY_COMMENT, "2": F_2_IO_THREADS, "no-long-join": F_NO_LJOIN, "sr": F_SR, "no-pairing": F_INDEPEND_SEG,
     "for-only": F_FOR_ONLY, "rev-only": F_REV_ONLY, "MD": F_OUT_MD, "eqx": F_EQX, "paf-no-hit": F_PAF_NO_HIT,
     "no-end-flt": F_NO_END_FLT, "hard-mask-level": F_HARD_MLEVEL, "sam-hit-only": F_SAM_HIT_ONLY,
-    "no-hash-name": F_NO_HASH_NAME,
+    "no-hash-name": F_NO_HASH_NAME, "qstrand": F_QSTRAND | F_NO_INV,
 }
 # options that set one field: key -> (MapOpt attribute, value parser)
 _SETTERS = {
@@ -489,6 +490,8 @@ def check_opt(o: MapOpt) -> None:
         raise MapOptError("-p must be within 0 and 1 (including 0 and 1)")
     if (o.flag & F_FOR_ONLY) and (o.flag & F_REV_ONLY):
         raise MapOptError("--for-only and --rev-only can't be applied at the same time")
+    if (o.flag & F_QSTRAND) and ((o.flag & (F_OUT_SAM | F_SPLICE | F_FRAG_MODE)) or (o.idx_flag & I_HPC)):
+        raise MapOptError("--qstrand doesn't work with -a, -H, --frag or --splice")
     if o.e <= 0 or o.q <= 0:
         raise MapOptError("-O and -E must be positive")
     if (o.q != o.q2 or o.e != o.e2) and not (o.e > o.e2 and o.q + o.e < o.q2 + o.e2):

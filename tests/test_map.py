@@ -81,6 +81,9 @@ def test_saved_index_gives_the_same_output(tmp_path):
     (["-x", "nope", "REF", "READS"], "unknown preset"),
     (["REF", "missing.fq"], "fail to open file"),
     (["-k", "40", "REF", "READS"], "no larger than 28"),
+    (["-a", "--qstrand", "REF", "READS"], "--qstrand doesn't work with -a, -H, --frag or --splice"),
+    (["-x", "sr", "--qstrand", "REF", "READS"], "--qstrand doesn't work with -a, -H, --frag or --splice"),
+    (["-x", "map-pb", "--qstrand", "REF", "READS"], "--qstrand doesn't work with -a, -H, --frag or --splice"),
 ])
 def test_bad_input_one_line_error(args, msg):
     args = [REF if a == "REF" else READS if a == "READS" else a for a in args]
@@ -135,6 +138,25 @@ def test_paf_many_contigs_vs_live_minimap2(tmp_path):
     (tmp_path / "g.paf").write_bytes(gold)
     res = compare_sam(str(tmp_path / "t.paf"), str(tmp_path / "g.paf"), tags=("tp", "cm", "s1", "s2", "dv", "rl"))
     assert res["identical"] == res["common"] == 60
+
+
+@pytest.mark.skipif(shutil.which("minimap2") is None, reason="minimap2 not installed")
+@pytest.mark.parametrize("args", [["-x", "map-ont"], ["-cx", "map-ont", "--cs"], ["-cx", "map-ont", "--cs=long"],
+                                  ["-cx", "map-ont", "--MD", "--eqx"]])
+def test_qstrand_paf_identical_to_live_minimap2(args):
+    """--qstrand (the query kept on its strand: reverse hits' target coordinates from the contig's end, cs/MD
+    against the reverse-complemented target), PAF byte for byte as minimap2 2.24's, on the CPU and on the GPU."""
+    gold = subprocess.run(["minimap2", *args, "--qstrand", str(REF), str(READS)], capture_output=True,
+                          check=True).stdout
+    assert b"\t-\t" in gold and b"\t+\t" in gold
+    devices = ["cpu"]
+    from g3align.aligner.mmsketch_gpu import gpu_available
+    if gpu_available():
+        devices.append("gpu")
+    for dev in devices:
+        r = g3map([*args, "--qstrand", "--device", dev, REF, READS])
+        assert r.returncode == 0, r.stderr.decode()
+        assert r.stdout == gold, dev
 
 
 def test_index_x_builds_minimizer_index_found_by_prefix(tmp_path):
