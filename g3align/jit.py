@@ -491,7 +491,8 @@ def precompile(jobs, threads: int | None = None, log=None) -> float:
 
 def _compile_stdin() -> None:
     """A precompile process: compile the entries (JSON on stdin) into the cache. An entry that no longer resolves
-    (renamed, a closure) is skipped; a CUDA module is built only where CuPy sees a device."""
+    (renamed, a closure) or no longer compiles (argument types the code has changed) is skipped; a CUDA module is
+    built only where CuPy sees a device."""
     import base64
     import importlib
     import json
@@ -518,7 +519,12 @@ def _compile_stdin() -> None:
         except (ImportError, AttributeError, pickle.UnpicklingError, TypeError, ValueError):
             continue
         if hasattr(obj, "compile"):
-            obj.compile(sig)
+            try:
+                obj.compile(sig)
+            except Exception:  # noqa: BLE001 (a stale entry: its types no longer fit the code)
+                # skipped, as an entry that no longer resolves: a failed process would leave the job unmarked, and
+                # every later run would start the compile processes again
+                continue
 
 
 # ------------------------------------------------------------------------------------------------ njit

@@ -226,6 +226,21 @@ def test_manifest_entries_resolve():
     assert n > 20
 
 
+def test_precompile_skips_an_entry_that_no_longer_compiles(tmp_path):
+    """A manifest entry whose argument types the code no longer accepts (a stale manifest) is skipped by the compile
+    process, which still succeeds: the job is marked done instead of compiling again at every run."""
+    import base64
+    import json
+    import pickle
+
+    from numba.core import types
+    stale = {"m": "g3align.aligner.select", "f": "hash_64", "s": 1.0,
+             "sig": base64.b64encode(pickle.dumps((types.unicode_type,))).decode()}
+    r = subprocess.run([sys.executable, "-c", "from g3align.jit import _compile_stdin; _compile_stdin()"],
+                       input=json.dumps([stale]), env=_env(tmp_path / "cache"), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
 _FIRST_RUNS = {
     "mem-pe": (["mem", "--device", "cpu", "{idx}", str(ROOT / "data/lambda_R1.fq.gz"),
                 str(ROOT / "data/lambda_R2.fq.gz")], "lambda_pe.bwa.sam.gz", []),
