@@ -5,7 +5,8 @@
 #   tests     tests/test_alt.py and tests/test_memchain.py with a GPU
 #   scale     an ALT-heavy reference made from 10 Mbp of chr20 (tests/test_alt.py's generator: 2 primary contigs, a
 #             decoy, 5 ALT contigs of 0-4 % divergence, 8.8 Mbp of ALT) with PAIRS simulated pairs: `bwa mem`,
-#             g3align on the GPU and on the CPU, on bwa's index files and PREFIX.alt; records compared, wall times
+#             g3align on the GPU and on the CPU (twice each: the first run of a fresh box compiles), on bwa's index
+#             files and PREFIX.alt; records compared, wall times
 #   qstrand   `map --qstrand` on the GPU against minimap2 2.24 (PAF, cs, MD) on lambda pbsim and E. coli ONT reads
 #
 #   bash scripts/gpu_parity.sh pack    # here: .devdata/alt (bwa, minimap2, chr20 piece, E. coli, wheels)
@@ -92,6 +93,7 @@ for mode in pe se; do
     run "bwa-$mode" bwa mem -t "$T" "$W/altref.fa" "${reads[@]}"
     run "gpu-$mode-1" $G3 --device gpu "$W/altref.fa" "${reads[@]}"
     run "gpu-$mode" $G3 --device gpu "$W/altref.fa" "${reads[@]}"
+    run "cpu-$mode-1" $G3 --device cpu "$W/altref.fa" "${reads[@]}"
     run "cpu-$mode" $G3 --device cpu "$W/altref.fa" "${reads[@]}"
     run "bwa-$mode-2" bwa mem -t "$T" "$W/altref.fa" "${reads[@]}"
     for x in gpu cpu; do
