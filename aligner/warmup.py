@@ -78,6 +78,11 @@ def make_data(d: Path, seed: int = 11) -> dict:
             a = acgt[rng.integers(0, 4, 150)].tobytes()
         r1.append(_fq(f"p{i}/1", a))
         r2.append(_fq(f"p{i}/2", b))
+    # a pair of 1.2 kb reads: the GPU path chains such reads with the CPU twin (memstage.chain_reads)
+    p = int(rng.integers(0, len(ref["chrA"]) - 1600))
+    frag = ref["chrA"][p:p + 1600]
+    r1.append(_fq("long/1", _mutate(rng, frag[:1200], 0.01, 0.002)))
+    r2.append(_fq("long/2", _mutate(rng, frag[-1200:].translate(_COMP)[::-1], 0.01, 0.002)))
     (d / "r1.fq").write_text("".join(r1))
     (d / "r2.fq").write_text("".join(r2))
 
