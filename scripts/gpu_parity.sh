@@ -4,7 +4,7 @@
 #             compiled into the same cache for the phases after it
 #   tests     tests/test_alt.py and tests/test_memchain.py with a GPU
 #   scale     an ALT-heavy reference made from 10 Mbp of chr20 (tests/test_alt.py's generator: 2 primary contigs, a
-#             decoy, 5 ALT contigs of 0-4 % divergence, 8.8 Mbp of ALT) with PAIRS simulated pairs: `bwa mem`,
+#             decoy, 5 ALT contigs of 0-4 % divergence, 6.8 Mbp of ALT) with PAIRS simulated pairs: `bwa mem`,
 #             g3align on the GPU and on the CPU (twice each: the first run of a fresh box compiles), on bwa's index
 #             files and PREFIX.alt; records compared, wall times
 #   qstrand   `map --qstrand` on the GPU against minimap2 2.24 (PAF, cs, MD) on lambda pbsim and E. coli ONT reads
