@@ -35,6 +35,7 @@ from g3align.aligner.mmseed import seed_hits, seed_read
 from g3align.aligner.nbshare import unowned
 from g3align.aligner.pinned import on_stream
 from g3align.aligner.reads import frag_offsets
+from g3align.aligner.sdust import dust_batch
 
 from g3align.jit import njit
 
@@ -43,8 +44,8 @@ from g3align.jit import njit
  I_MAX_CHAIN_ITER, I_MIN_CNT, I_MIN_CHAIN_SCORE, I_RMQ_SIZE_CAP, I_RMQ_INNER_DIST, I_RMQ_RESCUE_SIZE,
  I_MASK_LEN, I_BEST_N, I_A, I_B, I_Q, I_E, I_Q2, I_E2, I_SC_AMBI, I_ZDROP, I_ZDROP_INV, I_END_BONUS,
  I_MIN_DP_MAX, I_MIN_KSW_LEN, I_ANCHOR_EXT_LEN, I_ANCHOR_EXT_SHIFT, I_MID_OCC, I_MAX_OCC, I_MAX_MAX_OCC,
- I_OCC_DIST, I_MAX_SW_MAT, I_K, I_W, I_HPC, I_RANK_MIN_LEN, I_PE_ORI, I_PE_BONUS) = range(42)
-NI = 42
+ I_OCC_DIST, I_MAX_SW_MAT, I_K, I_W, I_HPC, I_RANK_MIN_LEN, I_PE_ORI, I_PE_BONUS, I_SDUST) = range(43)
+NI = 43
 # float options (C floats)
 (F_CHAIN_GAP_SCALE, F_CHAIN_SKIP_SCALE, F_RMQ_RESCUE_RATIO, F_MASK_LEVEL, F_PRI_RATIO, F_ALT_DROP,
  F_MAX_CLIP_RATIO, F_Q_OCC_FRAC, F_RANK_FRAC) = range(9)
@@ -66,7 +67,7 @@ def pack_opts(o: MO.MapOpt) -> tuple[np.ndarray, np.ndarray]:
                    (I_ANCHOR_EXT_SHIFT, o.anchor_ext_shift), (I_MID_OCC, o.mid_occ), (I_MAX_OCC, o.max_occ),
                    (I_MAX_MAX_OCC, o.max_max_occ), (I_OCC_DIST, o.occ_dist), (I_MAX_SW_MAT, o.max_sw_mat),
                    (I_K, o.k), (I_W, o.w), (I_HPC, int(o.is_hpc)), (I_RANK_MIN_LEN, o.rank_min_len),
-                   (I_PE_ORI, o.pe_ori), (I_PE_BONUS, o.pe_bonus)):
+                   (I_PE_ORI, o.pe_ori), (I_PE_BONUS, o.pe_bonus), (I_SDUST, o.sdust_thres)):
         iv[idx] = v
     fv = np.zeros(NF, np.float32)
     for idx, v in ((F_CHAIN_GAP_SCALE, o.chain_gap_scale), (F_CHAIN_SKIP_SCALE, o.chain_skip_scale),
@@ -182,7 +183,8 @@ def map_one_pre(q, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, dual_s
     else:
         mv, a, rep_len, mini_pos = seed_read(q, seg_off, iv[I_W], iv[I_K], iv[I_HPC] != 0, iv[I_MID_OCC],
                                              iv[I_MAX_MAX_OCC], iv[I_OCC_DIST], fv[F_Q_OCC_FRAC], flag, b,
-                                             bkt_off, keys, key_off, pos, ref_len, diag_rid, dual_skip)
+                                             bkt_off, keys, key_off, pos, ref_len, diag_rid, dual_skip,
+                                             iv[I_SDUST])
     max_gap = iv[I_MAX_GAP]
     max_gap_qry, max_gap_ref, pen_gap, pen_skip = _chain_params(iv, fv, is_sr, qlen)
     if fp_on and not is_rmq:
@@ -307,7 +309,7 @@ def map_frag(qc, seg_off, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len,
     hsh = LC.read_hash(hname, qlen_sum, iv[I_SEED])
     mv, a, rep_len, mini_pos = seed_read(qc, seg_off, iv[I_W], iv[I_K], iv[I_HPC] != 0, iv[I_MID_OCC],
                                          iv[I_MAX_MAX_OCC], iv[I_OCC_DIST], fv[F_Q_OCC_FRAC], flag, b, bkt_off, keys,
-                                         key_off, pos, ref_len, diag_rid, dual_skip)
+                                         key_off, pos, ref_len, diag_rid, dual_skip, iv[I_SDUST])
     max_gap = iv[I_MAX_GAP]
     max_gap_qry, max_gap_ref, pen_gap, pen_skip = _chain_params(iv, fv, is_sr, qlen_sum)
     a, u = _chain(iv, is_rmq, max_gap_qry, max_gap_ref, pen_gap, pen_skip, n_segs, a)
@@ -807,9 +809,14 @@ class MapAligner:
         opts = (int(iv[I_MID_OCC]), int(iv[I_MAX_MAX_OCC]), int(iv[I_OCC_DIST]), float(fv[F_Q_OCC_FRAC]),
                 int(iv[I_FLAG]))
         b, bkt_off, keys, key_off, pos = idx_arrays
+        sdust = int(iv[I_SDUST])
         if self.device == "gpu":
             t0 = time.perf_counter()
             mz, mz_off = SK.sketch_batch_gpu(seq, seq_off, w, k, hpc, to_host=False)
+            if sdust > 0:  # -T: SDUST masking on the host (mm_dust_minier)
+                import cupy as cp
+                mz, mz_off = dust_batch(cp.asnumpy(mz), cp.asnumpy(mz_off), seq, seq_off, sdust)
+                mz, mz_off = cp.asarray(mz), cp.asarray(mz_off)
             t1 = time.perf_counter()
             sd = SG.seed_batch_gpu(mz, mz_off, seq_off, *opts, b, *self._idx_dev, self.ref_len, diag,
                                    self.dual_skip, to_host=False)  # on the device: see _batch_stages
@@ -817,6 +824,9 @@ class MapAligner:
             trace_event("seed lookup+sort", t1, time.perf_counter())
         else:
             mz, mz_off = SK.sketch_batch_cpu(seq, seq_off, w, k, hpc)
+            if sdust > 0:
+                mz, mz_off = dust_batch(mz, mz_off, np.ascontiguousarray(seq, np.uint8),
+                                        np.ascontiguousarray(seq_off, np.int64), sdust)
             sd = SG.seed_batch_cpu(mz, mz_off, seq_off, *opts, b, bkt_off, keys, key_off, pos, self.ref_len, diag,
                                    self.dual_skip)
         rep = sd.rep_len if self.device == "gpu" else np.asarray(sd.rep_len, np.int64)  # (int64 on the GPU)

@@ -23,6 +23,7 @@ map-hifi and sr (options.c), :func:`resolve_mid_occ` the ``mid_occ`` of ``mm_map
 from __future__ import annotations
 
 import numpy as np
+from g3align.aligner.sdust import dust_segments
 
 from g3align.jit import njit
 
@@ -534,12 +535,14 @@ def seed_hits(mv, qlen, max_occ, max_max_occ, occ_dist, flag, b, bkt_off, keys, 
 
 @njit(cache=True, nogil=True)
 def seed_read(seq, seg_off, w, k, is_hpc, mid_occ, max_max_occ, occ_dist, q_occ_frac, flag,
-              b, bkt_off, keys, key_off, pos, ref_len, diag_rid, dual_skip):
-    """The seeding part of mm_map_frag for one fragment: minimizers, query-occurrence filter, anchors
-    at the mid_occ cut. Returns (mv, a, rep_len, mini_pos); ``mv`` is kept for a re-seed at max_occ
-    (call :func:`seed_hits` again). A fragment of total length 0 gives nothing."""
+              b, bkt_off, keys, key_off, pos, ref_len, diag_rid, dual_skip, sdust_thres=0):
+    """The seeding part of mm_map_frag for one fragment: minimizers (SDUST-masked with -T), query-occurrence
+    filter, anchors at the mid_occ cut. Returns (mv, a, rep_len, mini_pos); ``mv`` is kept for a re-seed at
+    max_occ (call :func:`seed_hits` again). A fragment of total length 0 gives nothing."""
     qlen = seg_off[seg_off.shape[0] - 1] - seg_off[0]
     mv = collect_minimizers(seq, seg_off, w, k, is_hpc)
+    if sdust_thres > 0:
+        mv = dust_segments(mv, seq, seg_off, sdust_thres)
     if qlen == 0:
         return mv, np.empty((0, 2), np.uint64), 0, np.empty(0, np.uint64)
     if np.float32(q_occ_frac) > np.float32(0.0):
