@@ -24,11 +24,7 @@ W=${WORK:-/tmp/g3multi}; OUT=${OUT:-gpu_out}; PAIRS=${PAIRS:-2000000}; DEPTH=${D
 THREADS=${THREADS:-$(nproc)}; ONLY=${ONLY:-pe se map dask}
 mkdir -p "$W" "$OUT"
 say() { echo "[multi] $(date +%T) $*" | tee -a "$OUT/progress.log"; }
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$B"/whl/*.whl >/dev/null 2>&1 || true
-mkdir -p /tmp/pkg/g3align
-for f in g3align/*; do ln -sfn "$PWD/$f" /tmp/pkg/g3align/; done
-for d in aligner index kernels; do ln -sfn "$PWD/$d" /tmp/pkg/g3align/$d; done
-export PYTHONPATH=/tmp/pkg:/tmp/site PYTHONSAFEPATH=1 PATH="$PWD/$B/bin:/tmp/site/bin:$PATH"
+. scripts/box_env.sh "$B"
 if [ ! -d /tmp/wc ]; then  # a numba cache built on the VM for Python 3.12 (G3ALIGN_CPU=portable), if carried
     if [ -f .devcache/wc.txz ]; then tar xJf .devcache/wc.txz -C /tmp; elif [ -f .devcache/wc.tgz ]; then tar xzf .devcache/wc.tgz -C /tmp; fi
 fi

@@ -33,11 +33,7 @@ ONLY=${ONLY:-manifest tests scale qstrand}
 on() { [[ " $ONLY " == *" $1 "* ]]; }
 mkdir -p "$OUT" "$W"
 say() { echo "[parity] $(date +%T) $*" | tee -a "$OUT/parity.log"; }
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$B"/whl/*.whl >/dev/null 2>&1 || true
-mkdir -p /tmp/pkg/g3align
-for f in g3align/*; do ln -sfn "$PWD/$f" /tmp/pkg/g3align/; done
-for d in aligner index kernels; do ln -sfn "$PWD/$d" /tmp/pkg/g3align/$d; done
-export PYTHONPATH=/tmp/pkg:/tmp/site PYTHONSAFEPATH=1 PATH="$PWD/$B/bin:/tmp/site/bin:$PATH"
+. scripts/box_env.sh "$B"
 if on manifest; then
     t=$(date +%s)
     cp g3align/jit_manifest.json "$OUT/jit_manifest.json"
