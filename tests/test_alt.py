@@ -217,3 +217,19 @@ def test_alt_on_g3align_index_and_gpu(altref):
             g, _ = _g3([prefix, *rs], device="gpu")
             c, _ = _g3([prefix, *rs], device="cpu")
             assert _body(g) == _body(c)
+
+
+@pytest.mark.skipif(not HAVE_BWA, reason="bwa not on PATH")
+def test_alt_two_workers_equal_one_process(altref, tmp_path):
+    """The sharded path (--gpus N's worker processes, here on the CPU): the same header (AH:*) and records as one
+    process at the same -K, paired-end and single-end."""
+    from test_shard import K, body, run_workers
+    d, fa = altref
+    prefix = str(fa)
+    if not os.path.exists(prefix + ".bwt"):
+        subprocess.run(["bwa", "index", prefix], check=True, capture_output=True)
+    for reads in ([str(d / "r1.fq"), str(d / "r2.fq")], [str(d / "r1.fq")]):
+        one, _ = _g3(["-t", "2", "-K", K, prefix, *reads])
+        got = run_workers(tmp_path, prefix, reads, [None, None])
+        assert b"AH:*" in got and b"pa:f:" in got
+        assert body(got) == body(one)
