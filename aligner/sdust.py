@@ -195,38 +195,36 @@ def dust_minimizers(mv, n0, n, seq, st, en, T):
 
 
 @njit(cache=True, nogil=True)
+def _dust_groups(mv, off, seq, st, en, T):
+    """Rows [off[g], off[g+1]) of mv are the minimizers of seq[st[g]:en[g]]: each group masked (dust_minimizers).
+    Returns the kept rows and their group offsets (new arrays)."""
+    n = off.shape[0] - 1
+    out = np.empty_like(mv)
+    new_off = np.zeros(n + 1, np.int64)
+    m = 0
+    for g in range(n):
+        a = off[g]
+        b = off[g + 1]
+        out[m:m + b - a] = mv[a:b]
+        m = dust_minimizers(out, m, m + b - a, seq, st[g], en[g], T)
+        new_off[g + 1] = m
+    return out[:m].copy(), new_off
+
+
+@njit(cache=True, nogil=True)
 def dust_segments(mv, seq, seg_off, T):
-    """SDUST masking of collect_minimizers' output for a fragment (segment s: the minimizers whose y >> 32 is s,
-    in order). Returns the kept rows (a new array)."""
-    mv = mv.copy()
-    n = mv.shape[0]
-    out = 0
-    j = 0
-    for s in range(seg_off.shape[0] - 1):
-        j0 = j
-        while j < n and (mv[j, 1] >> np.uint64(32)) == np.uint64(s):
-            j += 1
-        # squeeze segment s's rows [j0, j) down to `out`
-        for x in range(j0, j):
-            mv[out + x - j0, 0] = mv[x, 0]
-            mv[out + x - j0, 1] = mv[x, 1]
-        out = dust_minimizers(mv, out, out + j - j0, seq, seg_off[s], seg_off[s + 1], T)
-    return mv[:out].copy()
+    """SDUST masking of collect_minimizers' output for a fragment (segment s: the rows whose y >> 32 is s, in
+    order). Returns the kept rows."""
+    n_seg = seg_off.shape[0] - 1
+    off = np.zeros(n_seg + 1, np.int64)
+    for j in range(mv.shape[0]):
+        off[np.int64(mv[j, 1] >> np.uint64(32)) + 1] += 1
+    for s in range(n_seg):
+        off[s + 1] += off[s]
+    return _dust_groups(mv, off, seq, seg_off[:n_seg], seg_off[1:], T)[0]
 
 
 @njit(cache=True, nogil=True)
 def dust_batch(mz, off, seq, seq_off, T):
     """SDUST masking of a batch's minimizers (CSR per read, each read one segment). Returns (mz, off) new arrays."""
-    n = off.shape[0] - 1
-    out = mz.copy()
-    new_off = np.zeros(n + 1, np.int64)
-    m = 0
-    for r in range(n):
-        a = off[r]
-        b = off[r + 1]
-        for x in range(a, b):
-            out[m + x - a, 0] = mz[x, 0]
-            out[m + x - a, 1] = mz[x, 1]
-        m = dust_minimizers(out, m, m + b - a, seq, seq_off[r], seq_off[r + 1], T)
-        new_off[r + 1] = m
-    return out[:m].copy(), new_off
+    return _dust_groups(mz, off, seq, seq_off[:-1], seq_off[1:], T)
