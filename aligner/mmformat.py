@@ -41,6 +41,7 @@ from g3align.aligner.mm_types import (
     TRANS_STRAND,
     bits_f32,
 )
+from g3align.aligner.mmalign import _getseq2
 from g3align.aligner.samout import _reserve, put_bytes, put_char, put_int
 
 from g3align.jit import njit
@@ -206,16 +207,9 @@ def _ref_and_query(R, i, qcodes, ref_seq, ref_off, qstrand):
     re = R[i, RE]
     qs = R[i, QS]
     qe = R[i, QE]
-    base = ref_off[R[i, RID]]
+    t = np.empty(re - rs, np.uint8)
+    _getseq2(ref_seq, ref_off, qstrand and R[i, REV] != 0, R[i, RID], rs, re, t)
     q = np.empty(qe - qs, np.uint8)
-    if qstrand and R[i, REV] != 0:
-        ln = ref_off[R[i, RID] + 1] - base
-        t = np.empty(re - rs, np.uint8)
-        for k in range(base + ln - re, base + ln - rs):
-            c = ref_seq[k]
-            t[base + ln - rs - 1 - k] = c if c >= 4 else 3 - c
-    else:
-        t = ref_seq[base + rs:base + re].copy()
     if R[i, REV] == 0 or qstrand:
         q[:] = qcodes[qs:qe]
     else:
