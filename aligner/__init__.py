@@ -7,8 +7,8 @@ import time
 # every stage lap of mem's and map's pipelines and of every item their reader threads make; None: nothing kept
 TRACE: list | None = None
 _TIMES_LOCK = threading.Lock()
-# written to a pipeline's sink after each batch's records when the pipeline runs with marks=True (aligner/shard.py's
-# workers cut their output into units there)
+# written to a pipeline's sink after each batch's records when the pipeline runs with marks=True
+# (aligner/runtime/shard.py's workers cut their output into units there)
 BATCH_END = object()
 
 

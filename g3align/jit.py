@@ -35,23 +35,31 @@ import sys
 import threading
 from pathlib import Path
 
-_PKGS = ("g3align", "g3align.aligner", "g3align.index")  # the packages whose modules hold compiled kernels
+_PKGS = ("g3align", "g3align.aligner", "g3align.index")  # the packages whose modules (and sub-packages') hold kernels
 _lock = threading.Lock()
 _tree: str | None = None
-_dirs: tuple | None = None
+_dirs: dict | None = None
 
 
-def _pkg_dirs() -> tuple:
-    """The directories of g3align's Python packages (a source tree or an install: setuptools maps them)."""
+def _pkg_dirs() -> dict:
+    """The directories of g3align's Python packages and their sub-packages (a source tree or an install: setuptools
+    maps them), each with its short name: 'g3align', 'aligner', 'aligner.mem.gpu', 'index', ..."""
     global _dirs
     if _dirs is None:
         import importlib.util
-        out = []
+        out: dict = {}
         for name in _PKGS:
             spec = importlib.util.find_spec(name)
             for loc in (spec.submodule_search_locations or []) if spec else []:
-                out.append(os.path.realpath(loc))
-        _dirs = tuple(dict.fromkeys(out))
+                root = os.path.realpath(loc)
+                short = name.removeprefix("g3align.")
+                for d, subs, fs in sorted(os.walk(root)):
+                    # g3align's own folder holds the others in an install: each is walked from its own root
+                    subs[:] = [] if name == "g3align" else sorted(s for s in subs if not s.startswith((".", "_")))
+                    if "__init__.py" in fs:
+                        rel = os.path.relpath(d, root)
+                        out.setdefault(d, short if rel == "." else f"{short}.{rel.replace(os.sep, '.')}")
+        _dirs = out
     return _dirs
 
 
@@ -60,9 +68,9 @@ def tree_hash() -> str:
     global _tree
     if _tree is None:
         h = hashlib.sha256()
-        for d in _pkg_dirs():
+        for d, short in sorted(_pkg_dirs().items(), key=lambda kv: kv[1]):
             for p in sorted(Path(d).glob("*.py")):
-                h.update(f"{Path(d).name}/{p.name}\0".encode())
+                h.update(f"{short}/{p.name}\0".encode())
                 h.update(p.read_bytes())
                 h.update(b"\0")
         _tree = h.hexdigest()
@@ -263,7 +271,7 @@ def _install_locator() -> None:
         def __init__(self, py_func, py_file):
             self._lineno = py_func.__code__.co_firstlineno
             self._py_file = py_file  # numba's warnings name it
-            self._path = str(cache_dir() / Path(py_file).parent.name)
+            self._path = str(cache_dir() / _pkg_dirs()[os.path.dirname(os.path.realpath(py_file))])
 
         def ensure_cache_path(self):
             if _READ_ONLY is None:  # the shipped kernels, read-only: loaded, never written (see njit)
@@ -450,7 +458,7 @@ def precompile(jobs, threads: int | None = None, log=None) -> float:
     env.pop("G3ALIGN_JIT_RECORD", None)
     import tempfile
 
-    from g3align.aligner import stop
+    from g3align.aligner.runtime import stop
     procs = []
     for share in shares:
         err, job = tempfile.TemporaryFile(), tempfile.TemporaryFile()
@@ -499,7 +507,7 @@ def _compile_stdin() -> None:
     import pickle
     import signal
 
-    from g3align.aligner import stop
+    from g3align.aligner.runtime import stop
     signal.pthread_sigmask(signal.SIG_UNBLOCK, stop.SIGNALS)  # the parent's block (stop.install) is inherited
     for e in json.loads(sys.stdin.read()):
         if "cupy" in e:

@@ -6,9 +6,9 @@ import os
 import sys
 import time
 
-from .fasta import read_fasta
-from .fm import build_fm
-from .store import save_index
+from g3align.index.fasta import read_fasta
+from g3align.index.fm import build_fm
+from g3align.index.store import save_index
 
 __all__ = ["build_index"]
 

@@ -28,11 +28,10 @@ import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
+from g3align.index.store import IndexFormatError
 from numba import prange
 
 from g3align.jit import njit
-
-from .store import IndexFormatError
 
 __all__ = [
     "INT32_MAX",
@@ -841,7 +840,7 @@ def save_mm_index(path, idx: MMIndex) -> str:
         hlen = len(hdr) + 256
     hdr = hdr + b" " * (hlen - len(hdr))
     tmp = f"{path}.tmp{os.getpid()}"
-    from g3align.aligner import stop
+    from g3align.aligner.runtime import stop
     stop.TEMP.add(tmp)  # removed if the run is stopped while writing
     try:
         with open(tmp, "wb") as fh:

@@ -26,9 +26,8 @@ import struct
 import zlib
 
 import numpy as np
-
-from .fasta import Reference
-from .fm import OCC_SHIFT, FMIndex, occ_stride
+from g3align.index.fasta import Reference
+from g3align.index.fm import OCC_SHIFT, FMIndex, occ_stride
 
 __all__ = [
     "FORMAT_VERSION",
@@ -117,7 +116,7 @@ def save_index(prefix, ref: Reference, fm: FMIndex) -> str:
         hlen = len(hdr) + 256
     hdr = hdr + b" " * (hlen - len(hdr))
     tmp = f"{path}.tmp{os.getpid()}"
-    from g3align.aligner import stop
+    from g3align.aligner.runtime import stop
     stop.TEMP.add(tmp)  # removed if the run is stopped while writing
     try:
         with open(tmp, "wb") as fh:

@@ -1,5 +1,5 @@
 // minimap2 2.24's ksw_extd2_sse (extension / global alignment with two affine gap models and Z-drop) for
-// a batch of jobs: ONE WARP PER JOB, bit-exact with aligner/ksw2.py's extd2 (its CPU twin and the oracle
+// a batch of jobs: ONE WARP PER JOB, bit-exact with aligner/map/ksw2.py's extd2 (its CPU twin and the oracle
 // of the tests; that module explains the SSE kernel's layout).
 //
 // Thread mapping. The DP is filled one anti-diagonal r = t + j at a time (t target, j query), as the SSE
@@ -30,7 +30,7 @@
 // All give the same results (the host builds of the tests run the default, KSW2_SCALAR, KSW2_FUSED_S and
 // KSW2_IX64).
 //
-// Scratch per job (global memory at geo[j*3], 16-aligned; sizes from aligner/ksw2_gpu.py job_geometry):
+// Scratch per job (global memory at geo[j*3], 16-aligned; sizes from aligner/map/gpu/ksw2.py job_geometry):
 // u v x y x2 y2 s (T bytes each, T = tlen rounded up to 16), the target's bases (T) and the query's backwards
 // with padding ((qlen + 47) / 16 * 16 bytes), H (int32 x T, exact-maximum mode only), the
 // checkpoints (one per G anti-diagonals, 7 x ckw bytes each) and the block's direction rows (G x pw bytes;
@@ -72,7 +72,7 @@ typedef signed char i8;
 typedef unsigned int u32;
 
 #define KSW2_NEG_INF (-0x40000000)
-// ez fields (aligner/mm_types.py)
+// ez fields (aligner/map/types.py)
 #define EZ_MAX 0
 #define EZ_ZDROPPED 1
 #define EZ_MAX_Q 2
@@ -91,7 +91,7 @@ typedef unsigned int u32;
 #define KSW_EZ_APPROX_DROP 0x10
 #define KSW_EZ_EXTZ_ONLY 0x40
 #define KSW_EZ_REV_CIGAR 0x80
-// job rows (aligner/ksw2_gpu.py J_*): the query is Q[q_off, q_off + q_len) read backwards when
+// job rows (aligner/map/gpu/ksw2.py J_*): the query is Q[q_off, q_off + q_len) read backwards when
 // q_mode & 1 and complemented when q_mode & 2; the target likewise from T
 #define J_Q_OFF 0
 #define J_Q_LEN 1
@@ -211,7 +211,7 @@ __device__ __forceinline__ int edge_val(ix r, const Ksw2Sc& S) {
     return s8(-S.e2);
 }
 
-// One DP cell (aligner/ksw2.py _d2_cells): old u, y, y2 at t and the left neighbour's old x, v, x2 in;
+// One DP cell (aligner/map/ksw2.py _d2_cells): old u, y, y2 at t and the left neighbour's old x, v, x2 in;
 // new values out; returns the direction byte (mode 0: a state wins only when strictly better, else ties go
 // to the later state).
 __device__ __forceinline__ int d2_cell(int mode, const Ksw2Sc& S, int z, int xl, int vl, int x2l, int& u, int& v,
@@ -783,7 +783,7 @@ extern "C" __global__ void KSW2_BOUNDS ksw_extd2_warp(const u8* __restrict__ Q, 
                         ez[EZ_MQE] = H[b.st0];
                         ez[EZ_MQE_T] = b.st0;
                     }
-                    // Z-drop (aligner/ksw2.py _zdrop)
+                    // Z-drop (aligner/map/ksw2.py _zdrop)
                     bool drop = false;
                     if (max_H > ez[EZ_MAX]) {
                         ez[EZ_MAX] = max_H;

@@ -61,7 +61,7 @@ __device__ __forceinline__ i64 chain_scratch_words(i64 n) {
 
 __device__ __forceinline__ int cmp64(i64 a, i64 b) { return (a > b) - (a < b); }
 
-// kbtree emulation (aligner/kbtree.py): keys are chain ids, the key of chain c is rb[first[c]]
+// kbtree emulation (aligner/mem/kbtree.py): keys are chain ids, the key of chain c is rb[first[c]]
 struct Tree {
     int* nkey;
     int* internal;
@@ -189,7 +189,7 @@ __device__ int kb_traverse(const Tree& t, int* out) {
     return m;
 }
 
-// ksort introsort of idx[0:n] (aligner/ksort.py), "less" = heavier chain: lt(a, b) = w[a] > w[b]
+// ksort introsort of idx[0:n] (aligner/mem/ksort.py), "less" = heavier chain: lt(a, b) = w[a] > w[b]
 __device__ __forceinline__ bool w_lt(const int* w, int a, int b) { return w[a] > w[b]; }
 
 __device__ void w_insertsort(int* idx, int s, int t, const int* w) {

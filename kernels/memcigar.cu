@@ -1,7 +1,7 @@
 // Traceback stage of `g3align mem` on the GPU (issue 4): the CIGAR, NM and MD of every alignment region
 // of a part, bwa's mem_reg2aln alignment (bwa_gen_cigar2 = banded global alignment with traceback, the
 // band doubled while the score stays short of the region's true score), one thread per region.
-// Numba twin: aligner/memcigar.py cigar_jobs_range (samout.region_cigar); results must be equal.
+// Numba twin: aligner/mem/gpu/cigar.py cigar_jobs_range (samout.region_cigar); results must be equal.
 //
 // Job j: J[8j..8j+7] = qb, qe, rb, re, truesc, w of a region (query [qb, qe) of the read, reference
 // [rb, re) in forward-reverse coordinates), the read, zoff: byte offset of the job's DP scratch in ws
@@ -70,7 +70,7 @@ __device__ __forceinline__ bool push_op(u32* cig, int& n, int op, int ln) {
 
 __constant__ u8 BASES[5] = {65, 67, 71, 84, 78};  // "ACGTN"
 
-// bwa_gen_cigar2 (aligner/ksw.py gen_cigar2): query q[0, lq) against reference [rb, re)
+// bwa_gen_cigar2 (aligner/mem/ksw.py gen_cigar2): query q[0, lq) against reference [rb, re)
 __device__ CgOut gen_cigar(const int* mat, int o_del, int e_del, int o_ins, int e_ins, i64 w_,
                            const u8* __restrict__ pac, i64 l_pac, int lq, const u8* __restrict__ q, i64 rb,
                            i64 re, u8* ws, u32* cig, u8* md) {
@@ -145,7 +145,7 @@ __device__ CgOut gen_cigar(const int* mat, int o_del, int e_del, int o_ins, int 
             o.ncig = -1;
             return o;
         }
-        // ksw_global2 (aligner/ksw.py ksw_global2_ws)
+        // ksw_global2 (aligner/mem/ksw.py ksw_global2_ws)
         int* hrow = (int*)ws;
         int* erow = hrow + lq + 1;
         u8* z = (u8*)(erow + lq + 1);

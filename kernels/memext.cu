@@ -4,7 +4,7 @@
 // Job j extends seed (query [sq, sq+sl), reference sr) of read j_read[j] inside its chain's reference
 // window [r0, r1) (forward-reverse coordinates, already clipped to one contig and strand): left on the
 // reversed prefixes, then right from the left score; X[8j..8j+6] = qb, rb, qe, re, score, truesc, w,
-// exactly aligner/extend.py's ext_seed (the numba twin, aligner/memstage.ext_jobs_range).
+// exactly aligner/mem/extend.py's ext_seed (the numba twin, aligner/memstage.ext_jobs_range).
 //
 // Scratch: each thread owns one column of (H of the previous row, E) per query position. mem_ext_kernel keeps
 // it in global memory `ws` (int2, interleaved across threads, ws[k * T + tid], so a warp's accesses to the
@@ -332,7 +332,7 @@ extern "C" __global__ void rep_len_kernel(const i64* __restrict__ mb, const i64*
 
 // ------------------------------------------------------------------------------------------------
 // Mate rescue (bwa's mem_matesw): ksw_align2 of the mate (or its reverse complement) against a
-// reference window, one thread per job; the plain (non-striped) recursion of aligner/ksw.py's
+// reference window, one thread per job; the plain (non-striped) recursion of aligner/mem/ksw.py's
 // _sw_pass with its 8-bit (KSW_XBYTE: biased, saturating at 255) or 16-bit emulation and the query
 // padded to the SIMD width, then the reverse pass for the start (KSW_XSTART). Used only when
 // o_ins > 0 (the launcher leaves o_ins <= 0 to the CPU). R[8k..8k+6] = score, te, qe, score2, te2, tb, qb.

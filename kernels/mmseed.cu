@@ -1,13 +1,13 @@
 // Seed lookup for a batch of reads (minimap2 2.24 map.c / seed.c), issue 6 step 2.
 //
-// Byte-identical, read by read, to the CPU twin aligner/mmseed.py:seed_read given that read's
+// Byte-identical, read by read, to the CPU twin aligner/map/seed.py:seed_read given that read's
 // minimizers (the CSR that kernels/mmsketch.cu writes): the minimizers left by the query-occurrence
 // filter (seed_mz_flt), the anchors a (n, 2) uint64 in collect_seed_hits order (in-place MSD radix
 // sort, radix_sort_x) or, with MM_F_HEAP_SORT (preset sr), in collect_seed_hits_heap order, rep_len
 // and mini_pos. Layouts: docs/MM_PORT.md (x = hash << 8 | span, y = seg << 32 | pos << 1 | strand;
 // a[:,0] = rev << 63 | rid << 32 | rpos, a[:,1] = seg << 48 | flags | span << 32 | qpos).
 //
-// Passes (launcher and scans: aligner/mmseed_gpu.py). Every variable-length output is placed by an
+// Passes (launcher and scans: aligner/map/gpu/seed.py). Every variable-length output is placed by an
 // exclusive scan of exact counts, so nothing has a fixed slot that could overflow.
 //   sd_fill_rid     one warp per read: read id of every minimizer (coalesced fill).
 //   sd_qocc_insert  one thread per minimizer of the reads that seed_mz_flt filters (n > q_occ_max):
@@ -41,7 +41,7 @@
 //
 // Cost notes: sd_sort and sd_heap are sequential per read (a read with 10^5 anchors keeps one thread
 // busy); sd_emit writes all occurrences of a seed from one thread.  Correct first; see the module
-// docstring of aligner/mmseed_gpu.py.
+// docstring of aligner/map/gpu/seed.py.
 
 typedef unsigned long long u64;
 typedef long long i64;
@@ -325,7 +325,7 @@ __device__ __forceinline__ int sd_skip(i64 flag, u64 r, i64 qpos, i64 diag_rid, 
     return 0;
 }
 
-// _anchor of aligner/mmseed.py (collect_seed_hits' fill).
+// _anchor of aligner/map/seed.py (collect_seed_hits' fill).
 __device__ __forceinline__ ulonglong2 sd_anchor(u64 r, i64 qpos, i64 span, i64 seg, int tan, int is_self, i64 qlen,
                                                 i64 flag, const i64* ref_len)
 {

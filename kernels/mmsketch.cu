@@ -1,7 +1,7 @@
 // Minimizer extraction for a batch of reads (minimap2 2.24 mm_sketch), issue 6 step 1.
 //
 // Byte-identical to the CPU twin index/mmidx.py:sketch_into with rid = 0 (what
-// aligner/mmseed.py:collect_minimizers gives for a one-segment read):
+// aligner/map/seed.py:collect_minimizers gives for a one-segment read):
 //   x = hash64(canonical k-mer, mask) << 8 | span,  y = (pos << 1 & 0xffffffff) | strand.
 // Invertible hash restricted to 2k bits, homopolymer compression (MM_HPC), symmetric k-mers
 // skipped (no window step), span capped (span >= 256 is no candidate), window of MM_W candidates

@@ -1,6 +1,6 @@
 // kernels/pairwise.cu -- pairwise DP alignment (global / semiglobal / local; affine or linear gaps).
 //
-// Launcher and CPU twin (the oracle, same recurrences, same tie-breaking): aligner/pairwise.py.
+// Launcher and CPU twin (the oracle, same recurrences, same tie-breaking): aligner/pairwise/engine.py.
 // Recurrences follow Gotoh as written in ksw2/bwa (ksw_extend2, ksw_global2): rows i = query
 // (1..m), columns j = target (1..n), gap of length L costs GO + L*GE (GO = 0: linear gaps).
 //   E(i,j) = max(E(i,j-1) - GE, H(i,j-1) - GO - GE)        gap in the query  -> CIGAR D
@@ -623,7 +623,7 @@ pw_tb(const u8* __restrict__ qseq, const long long* __restrict__ qoff,
 // N-padded: such cells never beat a real cell (every value there derives from a real cell with a
 // strict decrease), so only the end-cell extraction (global / semiglobal) masks by the pair's n.
 // The launcher sends a pair here only when a bound computed from m, n and the scores shows that
-// every DP value stays inside (NEG16, 32767] (aligner/pairwise.py: fits16); otherwise the 32-bit
+// every DP value stays inside (NEG16, 32767] (aligner/pairwise/engine.py: fits16); otherwise the 32-bit
 // kernel runs.  Same recurrences and tie-breaking as above, so results are identical.
 #define NEG16 (-30000)
 
@@ -1212,7 +1212,7 @@ pw_chain(const u8* __restrict__ q, int m, const u8* __restrict__ t, int n,
 // Work items are (pair, strip); W persistent warps, warp w runs items w, w+W, w+2W, ... in
 // increasing order, each one dp_strip<true> as in pw_chain.  items[k] = (pair a, strip s, prev,
 // next): prev = the item of strip s-1 of pair a (< k; -1 for s = 0), next = the item of strip s+1
-// (-1 for the last strip), built by the launcher (aligner/pairwise.py: chain_items).  The launcher
+// (-1 for the last strip), built by the launcher (aligner/pairwise/engine.py: chain_items).  The launcher
 // interleaves a group of pairs strip by strip (all pairs' strip 0, then strip 1, ...) so that
 // several pairs fill the pipeline at once; pair-major order (prev = k-1) is the group size 1.
 // Item k writes its bottom row to ring slot k % W (`slot` int2 per slot: max n + 1 of the launch)

@@ -1,4 +1,4 @@
-// Pairwise engine input and output on the GPU (aligner/pwio.py; CPU twins there, same names without "pw_"):
+// Pairwise engine input and output on the GPU (aligner/pairwise/pwio.py; CPU twins there, same names without "pw_"):
 //   pw_encode_text  sequences joined by '\n' (ASCII text) -> CSR codes 0..4, invalid characters located
 //   pw_unpack2      2-bit packed bases -> codes 0..3
 //   pw_gather_runs  per pair, cnt[p] words from src + src_off[p] -> dst + dst_off[p] (CIGAR compaction)

@@ -1,12 +1,12 @@
 // GPU seeding: bwa mem's mem_collect_intv() by backward-only double-step SMEM search, and seed
-// positions (sampled SA rows -> text positions) -- exact ports of aligner/smem.py, aligner/ksort.py,
-// aligner/chain.py:make_seeds and index/fm.py's queries. Outputs equal the CPU twins bit for bit.
+// positions (sampled SA rows -> text positions) -- exact ports of aligner/mem/smem.py, aligner/mem/ksort.py,
+// aligner/mem/chain.py:make_seeds and index/fm.py's queries. Outputs equal the CPU twins bit for bit.
 //
 // Thread mapping
 //   collect_intv_kernel: one thread per read (simple first version; warps diverge freely). Each thread
 //     keeps its intervals in a private slot of `cap` records in global scratch, laid out interleaved
 //     (record j of thread t at j*nthreads + t, like local memory) so that lock-step writes coalesce;
-//     records are sorted in place by bwa's introsort (ksort.h, same element moves as aligner/ksort.py)
+//     records are sorted in place by bwa's introsort (ksort.h, same element moves as aligner/mem/ksort.py)
 //     and the count is written to n_out[t] (-1 = the slot overflowed: the host re-runs that read with a
 //     larger slot). No shared memory beyond the 29 index parameters.
 //   compact_kernel: one thread per read, copies its sorted slot into the CSR output (b, e, k, s).
@@ -49,7 +49,7 @@ __device__ unsigned long long g_lookups;
 #define OCC_INTV 64
 #define NIB_LO 0x1111111111111111ULL
 
-// Index scalars, packed by aligner/smem_gpu.py:fm_params_array (int64[29]).
+// Index scalars, packed by aligner/mem/gpu/smem.py:fm_params_array (int64[29]).
 #define P_N 0
 #define P_PRIMARY 1
 #define P_ROW_SA1 2
@@ -182,7 +182,7 @@ __device__ i64 fm_sa(const FM& fm, i64 row) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// SMEM search (aligner/smem.py). A read is q[0..L) (codes 0..4); its reverse complement is read on
+// SMEM search (aligner/mem/smem.py). A read is q[0..L) (codes 0..4); its reverse complement is read on
 // the fly: rc[i] = comp(q[L-1-i]).
 // ------------------------------------------------------------------------------------------------
 
@@ -314,7 +314,7 @@ __device__ int seed_strategy1(const FM& fm, const Read& rd, int x, int min_len, 
     return r;
 }
 
-// ksort.h introsort over the slot's records [0, n), comparing keys (aligner/ksort.py, same moves).
+// ksort.h introsort over the slot's records [0, n), comparing keys (aligner/mem/ksort.py, same moves).
 __device__ void slot_insertsort(Slot& sl, int s, int t) {
     for (int i = s + 1; i < t; ++i)
         for (int j = i; j > s && sl.K(j) < sl.K(j - 1); --j) sl.swap(j, j - 1);
@@ -479,7 +479,7 @@ extern "C" __global__ void compact_kernel(
 }
 
 // ------------------------------------------------------------------------------------------------
-// Seed positions (aligner/chain.py make_seeds): interval i yields c_i = min(ceil(s/step), max_occ)
+// Seed positions (aligner/mem/chain.py make_seeds): interval i yields c_i = min(ceil(s/step), max_occ)
 // occurrences, step = s > max_occ ? s / max_occ : 1, rows mk + j*step. One thread per occurrence;
 // occ_off is the exclusive scan of c_i (n_intv + 1 entries).
 // ------------------------------------------------------------------------------------------------

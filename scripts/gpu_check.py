@@ -23,10 +23,10 @@ import time
 
 import g3align.aligner as ag
 import numpy as np
-from g3align.aligner import pipeline
-from g3align.aligner.options import MemOpt
-from g3align.aligner.pipeline import MemAligner, run_mem_pe, run_mem_se, se_chunk
-from g3align.aligner.reads import read_batches, read_pair_batch_parts, read_pair_batches
+from g3align.aligner.io.reads import read_batches, read_pair_batch_parts, read_pair_batches
+from g3align.aligner.mem import pipeline
+from g3align.aligner.mem.options import MemOpt
+from g3align.aligner.mem.pipeline import MemAligner, run_mem_pe, run_mem_se, se_chunk
 from g3align.index.fasta import read_fasta
 from g3align.index.fm import build_fm
 

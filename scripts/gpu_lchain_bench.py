@@ -23,10 +23,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 
 def real_sets(ref, specs):
-    from g3align.aligner import lchain as LC
-    from g3align.aligner import mmopt as MO
-    from g3align.aligner import mmpipeline as MP
-    from g3align.aligner.reads import read_all
+    from g3align.aligner.io.reads import read_all
+    from g3align.aligner.map import lchain as LC
+    from g3align.aligner.map import options as MO
+    from g3align.aligner.map import pipeline as MP
     from g3align.index import mmidx
     out = []
     for spec in specs:
@@ -98,7 +98,7 @@ def main():
     ap.add_argument("--dense-anchors", type=int, default=8000)
     a = ap.parse_args()
     import cupy as cp
-    from g3align.aligner import lchain_gpu as LG
+    from g3align.aligner.map.gpu import lchain as LG
     os.makedirs(a.out, exist_ok=True)
     sets = real_sets(a.ref, [s for s in a.reads.split(",") if s]) if a.ref else []
     sets.append(dense_set(a.dense_reads, a.dense_anchors))

@@ -5,13 +5,13 @@
 
 Builds the minimizer index of the reference (index/mmidx.py; or loads a g3align minimizer index,
 `g3align map -d`), resolves mid_occ as `g3align map` does, reads the FASTQ/FASTA in batches of
---batch-bases bases (aligner/reads.py, as `g3align map`), and per batch runs
+--batch-bases bases (aligner/io/reads.py, as `g3align map`), and per batch runs
 
   * GPU: sketch_batch_gpu -> seed_batch_gpu, minimizers and index resident on the device
-    (aligner/mmsketch_gpu.py, aligner/mmseed_gpu.py; CUDA-event times of the device part, best of
+    (aligner/map/gpu/sketch.py, aligner/map/gpu/seed.py; CUDA-event times of the device part, best of
     --reps, plus one end-to-end call: reads H2D, every seed array D2H);
   * CPU twin: sketch_batch_cpu -> seed_batch_cpu (numba prange over reads, NUMBA_NUM_THREADS threads);
-  * the per-read loop: aligner/mmseed.py:seed_read for every read (one thread; --loop-reads limits it),
+  * the per-read loop: aligner/map/seed.py:seed_read for every read (one thread; --loop-reads limits it),
 
 and asserts that all three give identical arrays (mv, anchors in order, rep_len, mini_pos). Prints
 one table; writes OUT/gpu_mmseed_check.json and .md when --out is given. Exit status 1 on any
@@ -38,7 +38,7 @@ def log(*a):
 
 
 def load_index(path, preset, save=None):
-    from g3align.aligner import mmseed
+    from g3align.aligner.map import seed as mmseed
     from g3align.index import mmidx
 
     P = mmseed.seed_params(preset)
@@ -77,7 +77,7 @@ def first_diff(x: dict, y: dict, n_reads: int):
 
 def per_read(seq, seq_off, idx, o, n_loop):
     """seed_read for reads [0, n_loop): SeedBatch-like dict of host arrays."""
-    from g3align.aligner.mmseed import seed_read
+    from g3align.aligner.map.seed import seed_read
 
     b, bkt, keys, koff, pos = idx.arrays()
     dual = np.zeros(0, np.uint8)
@@ -134,10 +134,10 @@ def main(argv=None) -> int:
 
     import cupy as cp
     import numba
-    from g3align.aligner import mmseed
-    from g3align.aligner import mmseed_gpu as sg
-    from g3align.aligner import mmsketch_gpu as mg
-    from g3align.aligner.reads import read_batches
+    from g3align.aligner.io.reads import read_batches
+    from g3align.aligner.map import seed as mmseed
+    from g3align.aligner.map.gpu import seed as sg
+    from g3align.aligner.map.gpu import sketch as mg
 
     dev = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
     idx, P, t_idx = load_index(a.ref, a.preset, a.save_index)

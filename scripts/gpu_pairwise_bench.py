@@ -18,7 +18,7 @@ import time
 import traceback as tbmod
 
 import numpy as np
-from g3align.aligner import pairwise as pw
+from g3align.aligner.pairwise import engine as pw
 
 ROWS: list[dict] = []
 FAILS: list[str] = []

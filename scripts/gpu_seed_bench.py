@@ -23,8 +23,8 @@ import sys
 import time
 
 import numpy as np
-from g3align.aligner import smem_gpu as sg
-from g3align.aligner.options import MemOpt
+from g3align.aligner.mem.gpu import smem as sg
+from g3align.aligner.mem.options import MemOpt
 from g3align.index.fasta import read_fasta
 from g3align.index.fm import build_fm
 

@@ -23,7 +23,7 @@ TAG=$([ "${TRIM:-1}" = 0 ] && echo keep || echo trim)
 # the sampled run: host RSS of the process (and any children) and the GPU's used memory, once a second
 sampled() {
     local run="$G3"
-    [ "$TAG" = trim ] || run="${PY:-python3} -c 'import sys; import g3align.aligner.pipeline as p; p.POOL_TRIM = False; \
+    [ "$TAG" = trim ] || run="${PY:-python3} -c 'import sys; import g3align.aligner.mem.pipeline as p; p.POOL_TRIM = False; \
 from g3align.aligner.cli import entry; sys.argv[0] = \"g3align\"; entry()'"
     ts=$(date +%s.%N)
     local x=""; [ "${TWICE:-0}" = 1 ] && x=x2

@@ -18,11 +18,11 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from g3align.aligner import memstage as ms  # noqa: E402
-from g3align.aligner.options import MemOpt  # noqa: E402
-from g3align.aligner.pipeline import MemAligner  # noqa: E402
-from g3align.aligner.reads import read_pair_batches  # noqa: E402
-from g3align.aligner.smem_gpu import collect_intv_batch_gpu, seed_pos_batch_gpu  # noqa: E402
+from g3align.aligner.io.reads import read_pair_batches  # noqa: E402
+from g3align.aligner.mem.gpu import stage as ms  # noqa: E402
+from g3align.aligner.mem.gpu.smem import collect_intv_batch_gpu, seed_pos_batch_gpu  # noqa: E402
+from g3align.aligner.mem.options import MemOpt  # noqa: E402
+from g3align.aligner.mem.pipeline import MemAligner  # noqa: E402
 from gpu_check import reference_and_reads  # noqa: E402
 
 
@@ -83,7 +83,7 @@ def main():
     ms.EXT_SHARED = True
     # mate rescue: the part's jobs as the pipeline makes them
     low, high, failed, _, _ = pes
-    from g3align.aligner.pair import rescue_jobs_range
+    from g3align.aligner.mem.pair import rescue_jobs_range
     sw_off, key, jb = ms.assemble_rescue(n // 2, [rescue_jobs_range(p, al.offsets, al.l_pac, low, high, failed,
                                                                     seq_off, st[2], st[3], 0, n // 2)])
     lm = np.diff(seq_off)[jb[0]]
@@ -92,7 +92,7 @@ def main():
         bench(f"mate rescue SW, {len(jb[0])} jobs ({'warp' if warp else 'thread'} per job)",
               lambda w=warp: ms.rescue_sw_gpu(p, al.mat, al._pac_dev, al.l_pac, seq_d, off_d, jb, warp=w), cells)
     # traceback: CIGAR, NM, MD of every region of the part (memcigar.py)
-    from g3align.aligner.memcigar import cigar_jobs_gpu, cigar_keys
+    from g3align.aligner.mem.gpu.cigar import cigar_jobs_gpu, cigar_keys
     keys, j_read = cigar_keys(st[2], st[3])
     bench(f"traceback (cigar_jobs_gpu), {len(keys)} regions",
           lambda: cigar_jobs_gpu(p, al.mat, al._pac_dev, al.l_pac, seq_d, off_d, keys, j_read))

@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from g3align.aligner import warmup
+from g3align.aligner.cli import warmup
 
 from g3align import jit
 

@@ -1,4 +1,4 @@
-/* Oracle harness for aligner/ksw2.py: compiled against minimap2 v2.24 sources (not part of this
+/* Oracle harness for aligner/map/ksw2.py: compiled against minimap2 v2.24 sources (not part of this
  * repository), see tests/test_ksw2.py (build_harness).  Reads one case per line on stdin:
  *   d qlen tlen q e q2 e2 w zdrop end_bonus flag mat[25] qseq tseq     (extd2)
  *   z qlen tlen q e w zdrop end_bonus flag mat[25] qseq tseq            (extz2)

@@ -29,10 +29,10 @@ import numpy as np
 
 
 def dump(args):
-    from g3align.aligner import ksw2_gpu as KG
-    from g3align.aligner import mmopt as MO
-    from g3align.aligner.mmpipeline import MapAligner
-    from g3align.aligner.reads import read_all
+    from g3align.aligner.io.reads import read_all
+    from g3align.aligner.map import options as MO
+    from g3align.aligner.map.gpu import ksw2 as KG
+    from g3align.aligner.map.pipeline import MapAligner
     from g3align.index import mmidx
     opt, _, _ = MO.parse_map_args(["-cx", args.x, args.ref, args.reads])
     idx = mmidx.build_mm_index(mmidx.read_mm_ref(args.ref), opt.k, opt.w, opt.is_hpc, opt.bucket_bits)
@@ -58,7 +58,7 @@ PHASES = ["init", "checkpoints", "fwd score row", "fwd cells", "fwd max/Z-drop",
 
 def bench(args):
     import cupy as cp
-    from g3align.aligner import ksw2_gpu as KG
+    from g3align.aligner.map.gpu import ksw2 as KG
     from g3align.kernels.loader import get_module
     grids = [int(g) for g in args.grids.split(",")]
     variants = [v.strip() for v in args.variants.split(";") if v.strip()]

@@ -27,7 +27,7 @@ import sys
 import time
 
 import numpy as np
-from g3align.aligner import pairwise as pw
+from g3align.aligner.pairwise import engine as pw
 
 ROWS: list[dict] = []
 
@@ -202,9 +202,9 @@ def stage_prof(out, pairs):
 def stage_cliprof(out, k, tmp="/tmp/pw_cli"):
     """Where the CLI's time goes, in process: the two files parsed alone (aligner.align_cli._chunks), then each
     chunk aligned, formatted and written, one after the other (no overlap)."""
-    from g3align.aligner import align_cli
+    from g3align.aligner.cli import align as align_cli
     qf, tf = cli_files(k, tmp)
-    from g3align.aligner import reads
+    from g3align.aligner.io import reads
     t0 = time.perf_counter()
     n1 = sum(b.n for b in reads.iter_pieces(qf, trim_readno=False, keep_raw=False))
     t_one = time.perf_counter() - t0

@@ -47,7 +47,7 @@ from multiprocessing import Pool
 from pathlib import Path
 
 import numpy as np
-from g3align.aligner import pairwise as pw
+from g3align.aligner.pairwise import engine as pw
 
 ROOT = Path(__file__).resolve().parents[1]
 SCORINGS = [  # (name, match, mismatch, gap_open, gap_extend)

@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from g3align.aligner import pairwise as pw
+from g3align.aligner.pairwise import engine as pw
 
 ROOT = Path(__file__).resolve().parents[1]
 # (name, query length, target length, pairs at --scale 1).  Sized so that each workload takes about

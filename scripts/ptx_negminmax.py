@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 
-from g3align.aligner.ksw2_gpu import parse_defines
+from g3align.aligner.map.gpu.ksw2 import parse_defines
 from g3align.kernels.loader import define_lines, kernel_source
 
 _NEG = re.compile(r"\s*neg\.s32\s+(%r\d+),")

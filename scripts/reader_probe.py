@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from g3align.aligner import reads
+from g3align.aligner.io import reads
 
 
 def _timed(name, fn, repeat):

@@ -68,7 +68,7 @@ def cpu_lines(trace_path: str, step: float) -> list:
 
 
 def task_clock_lines(ev) -> list:
-    """With TASK_CLOCK's kernel events in the trace (aligner/taskclock.py): per pool task name, where the tasks'
+    """With TASK_CLOCK's kernel events in the trace (aligner/runtime/taskclock.py): per pool task name, where the tasks'
     wall time went: before the kernel (Python call, numba dispatch, the GIL), in the kernel on a CPU, in the kernel
     off a CPU, after the kernel (the GIL again, boxing the result). Sums in thread-seconds, means in ms."""
     tasks, kern, kcpu = {}, {}, {}

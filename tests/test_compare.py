@@ -1,11 +1,11 @@
-"""Tests for aligner/compare.py: per-read concordance of two SAM/BAM files."""
+"""Tests for aligner/io/compare.py: per-read concordance of two SAM/BAM files."""
 import gzip
 import json
 from pathlib import Path
 
 import pysam
 import pytest
-from g3align.aligner.compare import (
+from g3align.aligner.io.compare import (
     FIELDS,
     NotGroupedError,
     compare_sam,

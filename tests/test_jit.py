@@ -104,7 +104,7 @@ def _env(cache: Path) -> dict:
 def test_compile_note_once_then_cached(tmp_path):
     """The first process compiles (one note on stderr, the cache in G3ALIGN_CACHE_DIR); the second loads."""
     code = ("import numpy as np\n"
-            "from g3align.aligner.bns import pos2rid\n"
+            "from g3align.aligner.mem.bns import pos2rid\n"
             "print(pos2rid(np.array([0, 10, 30], np.int64), 30, 12))\n")
     outs = [subprocess.run([sys.executable, "-c", code], env=_env(tmp_path), capture_output=True, text=True)
             for _ in range(2)]
@@ -234,7 +234,7 @@ def test_precompile_skips_an_entry_that_no_longer_compiles(tmp_path):
     import pickle
 
     from numba.core import types
-    stale = {"m": "g3align.aligner.select", "f": "hash_64", "s": 1.0,
+    stale = {"m": "g3align.aligner.mem.primary", "f": "hash_64", "s": 1.0,
              "sig": base64.b64encode(pickle.dumps((types.unicode_type,))).decode()}
     r = subprocess.run([sys.executable, "-c", "from g3align.jit import _compile_stdin; _compile_stdin()"],
                        input=json.dumps([stale]), env=_env(tmp_path / "cache"), capture_output=True, text=True)

@@ -1,8 +1,8 @@
-"""aligner/kbtree.py: bwa's chain B-tree. Exactness against klib's C kbtree was checked with a C harness
+"""aligner/mem/kbtree.py: bwa's chain B-tree. Exactness against klib's C kbtree was checked with a C harness
 (random insert/query sequences with many equal keys: 300 trials, 0 differences); here the properties
 any B-tree must have, on the same kind of sequences."""
 import numpy as np
-from g3align.aligner.kbtree import MAXK, T, interval_lower, new_tree, put, traverse
+from g3align.aligner.mem.kbtree import MAXK, T, interval_lower, new_tree, put, traverse
 
 
 def test_tree_order_and_lookup():

@@ -2,9 +2,9 @@
 (ksort.introsort, which reproduces bwa's element moves; tied keys included)."""
 import numpy as np
 import pytest
-from g3align.aligner.extend import NF
-from g3align.aligner.ksort import STACK_ROWS, introsort, introsort_ws, sort_distinct_u64
-from g3align.aligner.select import KEY_HASH, KEY_HASH2, KEY_RE, KEY_SCORE_RB_QB, _row_key, _sort_rows
+from g3align.aligner.mem.extend import NF
+from g3align.aligner.mem.ksort import STACK_ROWS, introsort, introsort_ws, sort_distinct_u64
+from g3align.aligner.mem.primary import KEY_HASH, KEY_HASH2, KEY_RE, KEY_SCORE_RB_QB, _row_key, _sort_rows
 
 
 def test_sort_distinct_u64_sorts_short_and_long():
@@ -31,7 +31,7 @@ def test_introsort_ws_moves_as_introsort():
 def test_sort_rows_shortcuts_match_introsort(kind):
     """_sort_rows' shortcuts (rows already in order; up to 16 rows with distinct keys sorted in place) give the
     rows in the order its introsort path gives, with and without tied keys."""
-    from g3align.aligner.extend import HASH, IS_ALT, RB, RE, SCORE
+    from g3align.aligner.mem.extend import HASH, IS_ALT, RB, RE, SCORE
 
     rng = np.random.default_rng(3 + kind)
     for trial in range(300):

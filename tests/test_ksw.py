@@ -1,4 +1,4 @@
-"""Regression tests for g3align.aligner.ksw (bwa 0.7.17 ksw.c / bwa_gen_cigar2).
+"""Regression tests for g3align.aligner.mem.ksw (bwa 0.7.17 ksw.c / bwa_gen_cigar2).
 
 Two kinds of checks, neither needing bwa at test time:
 
@@ -36,7 +36,7 @@ import os
 
 import numpy as np
 import pytest
-from g3align.aligner import ksw
+from g3align.aligner.mem import ksw
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "ksw_golden.npz")
 NEG = -(1 << 30)

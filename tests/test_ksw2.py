@@ -1,4 +1,4 @@
-"""aligner/ksw2.py against minimap2 2.24's ksw2 SSE kernels.
+"""aligner/map/ksw2.py against minimap2 2.24's ksw2 SSE kernels.
 
 Stored vectors (tests/data/ksw2_vectors.txt.gz, produced by the C harness scripts/ksw2_harness.c on
 the original sources) are checked for exact equality of every ez field and the CIGAR.  When gcc and
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from g3align.aligner import ksw2
-from g3align.aligner.mm_types import (
+from g3align.aligner.map import ksw2
+from g3align.aligner.map.types import (
     EZ_MAX,
     EZ_N,
     EZ_SCORE,

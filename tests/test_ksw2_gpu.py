@@ -1,4 +1,4 @@
-"""kernels/ksw2.cu (ksw_extd2 with a warp per job and gridded traceback) against its twin aligner/ksw2.py.
+"""kernels/ksw2.cu (ksw_extd2 with a warp per job and gridded traceback) against its twin aligner/map/ksw2.py.
 
 1. The kernel compiled as host C++ (kernels/warp.cuh's host build: a warp's 32 lanes in lock step, one
    warp after another) == ksw2.extd2 on every extd2 case of the stored minimap2 vectors (tests/data), the
@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from g3align.aligner import ksw2
-from g3align.aligner import ksw2_gpu as kg
-from g3align.aligner.mm_types import KSW_EZ_GENERIC_SC
-from g3align.aligner.mmsketch_gpu import gpu_available
+from g3align.aligner.map import ksw2
+from g3align.aligner.map.gpu import ksw2 as kg
+from g3align.aligner.map.gpu.sketch import gpu_available
+from g3align.aligner.map.types import KSW_EZ_GENERIC_SC
 from test_ksw2 import _load_vectors, parse_line, random_case, tricky_cases
 
 CU = Path(__file__).resolve().parent.parent / "kernels" / "ksw2.cu"

@@ -1,4 +1,4 @@
-"""Chaining (aligner/lchain.py) and region bookkeeping (aligner/mmhit.py) against minimap2 2.24.
+"""Chaining (aligner/map/lchain.py) and region bookkeeping (aligner/map/hit.py) against minimap2 2.24.
 
 * live: `minimap2 --print-seeds` prints each read's anchors (SD lines) and, after mm_gen_regs, the
   chains (CN lines). We rebuild anchors from SD lines, run our chaining + gen_regs with the preset's
@@ -13,9 +13,9 @@ import subprocess
 
 import numpy as np
 import pytest
-from g3align.aligner import lchain as lc
-from g3align.aligner import mmhit
-from g3align.aligner.mm_types import AS, CIG_OFF, CNT, NR, SEG_ID, SEG_SPLIT
+from g3align.aligner.map import hit as mmhit
+from g3align.aligner.map import lchain as lc
+from g3align.aligner.map.types import AS, CIG_OFF, CNT, NR, SEG_ID, SEG_SPLIT
 
 DATA = "/work/shared/data"
 HERE = os.path.dirname(os.path.abspath(__file__))

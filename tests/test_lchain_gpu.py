@@ -1,4 +1,4 @@
-"""GPU DP chaining scores (kernels/lchain.cu, aligner/lchain_gpu.py) against the numba twin and minimap2.
+"""GPU DP chaining scores (kernels/lchain.cu, aligner/map/gpu/lchain.py) against the numba twin and minimap2.
 
 Input: every mg_lchain_dp call dumped from minimap2 2.24 in tests/data/mmhit_*.bin.gz (ONT, PacBio, HiFi,
 sr, sr paired-end, random reads, random chains), batched per preset in CSR form.
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from g3align.aligner import lchain as lc
-from g3align.aligner import lchain_gpu as lg
-from g3align.aligner.mmsketch_gpu import gpu_available
+from g3align.aligner.map import lchain as lc
+from g3align.aligner.map.gpu import lchain as lg
+from g3align.aligner.map.gpu.sketch import gpu_available
 from g3align.kernels import loader
 from test_lchain import HERE, STORED, pair_records, read_records
 

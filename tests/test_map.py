@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from g3align.aligner.compare import compare_sam
+from g3align.aligner.io.compare import compare_sam
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"
@@ -150,7 +150,7 @@ def test_qstrand_paf_identical_to_live_minimap2(args):
                           check=True).stdout
     assert b"\t-\t" in gold and b"\t+\t" in gold
     devices = ["cpu"]
-    from g3align.aligner.mmsketch_gpu import gpu_available
+    from g3align.aligner.map.gpu.sketch import gpu_available
     if gpu_available():
         devices.append("gpu")
     for dev in devices:
@@ -217,9 +217,9 @@ def test_picard_validates_sam(tmp_path):
 # ---- batch seeding (the GPU path's seeds, here through their CPU twins; on a GPU box also the GPU) ----
 
 def _map_outputs(ref, reads, preset_args, devices):
-    from g3align.aligner import mmopt as MO
-    from g3align.aligner.mmpipeline import MapAligner
-    from g3align.aligner.reads import read_batches
+    from g3align.aligner.io.reads import read_batches
+    from g3align.aligner.map import options as MO
+    from g3align.aligner.map.pipeline import MapAligner
     from g3align.index import mmidx
     opt, _, _ = MO.parse_map_args(preset_args + [str(ref), str(reads)])
     idx = mmidx.build_mm_index(mmidx.read_mm_ref(str(ref)), opt.k, opt.w, opt.is_hpc, opt.bucket_bits)
@@ -237,7 +237,7 @@ def _map_outputs(ref, reads, preset_args, devices):
                                     ["-x", "sr", "-a"]])
 def test_batch_seeding_gives_the_same_output(preset):
     """Batch seeding with and without the batch DP chaining scores (lchain_gpu's twin) and the staged base
-    alignment (aligner/mmext.py, ksw2_gpu's twin) == per-read mapping."""
+    alignment (aligner/map/align_batch.py, ksw2_gpu's twin) == per-read mapping."""
     outs = _map_outputs(REF, READS, preset, [("cpu", False), ("cpu", True), ("cpu", True, None, True),
                                              ("cpu", True, False, True)])
     assert outs[0] and all(o == outs[0] for o in outs[1:])
@@ -271,7 +271,7 @@ def test_staged_alignment_ecoli_pacbio(tmp_path):
 
 
 def _gpu():
-    from g3align.aligner.mmsketch_gpu import gpu_available
+    from g3align.aligner.map.gpu.sketch import gpu_available
     return gpu_available()
 
 
@@ -299,9 +299,9 @@ def test_part_pipeline_does_not_change_the_output(device, monkeypatch):
     """run_map over reads.read_batch_parts: parts of any size, mapped up to MAP_DEPTH at once (worker threads,
     their own CUDA streams on the GPU; MAP_QUEUED more handed over ahead), give the records of one batch mapped per
     read, in input order."""
-    from g3align.aligner import mmopt as MO
-    from g3align.aligner import mmpipeline as MP
-    from g3align.aligner.reads import read_batch_parts, read_batches
+    from g3align.aligner.io.reads import read_batch_parts, read_batches
+    from g3align.aligner.map import options as MO
+    from g3align.aligner.map import pipeline as MP
     from g3align.index import mmidx
     opt, _, _ = MO.parse_map_args(["-ax", "map-pb", "-t", "3", str(REF), str(READS)])
     idx = mmidx.build_mm_index(mmidx.read_mm_ref(str(REF)), opt.k, opt.w, opt.is_hpc, opt.bucket_bits)
@@ -309,7 +309,8 @@ def test_part_pipeline_does_not_change_the_output(device, monkeypatch):
     ref_out = b"".join(MP.MapAligner(idx, opt, device="cpu").map_batch(bt, 1)
                        for bt in read_batches(str(READS), chunk_size=1 << 30, trim_readno=False))
     assert ref_out.count(b"\n") >= 52
-    from g3align.aligner import mmext, pinned
+    from g3align.aligner.gpu import pinned
+    from g3align.aligner.map import align_batch as mmext
     # at_once: the GPU's ksw2 batches 1, 2 or any number at once, each from the step gate_from on; ksw2_stream: the
     # workers' ksw2 batches on streams of their own (MAP_KSW2_STREAM); drain: host copies wait by a stream
     # synchronize first (pinned.DRAIN)
@@ -340,7 +341,7 @@ def _fifo_gate_run(width: int):
     import threading
     import time
 
-    from g3align.aligner.mmext import FifoGate
+    from g3align.aligner.map.align_batch import FifoGate
     gate, lock = FifoGate(width), threading.Lock()
     inside, most, gone, gone_at_entry = [0], [0], [0], {}
 
@@ -392,8 +393,8 @@ def test_map_tune_cli():
 
 def test_gpu_align_is_the_gpu_default():
     """MapAligner: staged base alignment with device gpu unless --cpu-align; with the CPU only on --gpu-align."""
-    from g3align.aligner import mmopt as MO
-    from g3align.aligner.mmpipeline import MapAligner
+    from g3align.aligner.map import options as MO
+    from g3align.aligner.map.pipeline import MapAligner
     from g3align.index import mmidx
     idx = mmidx.build_mm_index(mmidx.read_mm_ref(str(REF)), 19, 10, True, 14)
     for extra, dev, staged in (([], "gpu", True), (["--cpu-align"], "gpu", False), (["--gpu-align"], "gpu", True),
@@ -419,7 +420,7 @@ def test_device_auto_without_gpu_notes_cpu():
 def test_u_to_t_copies_only_rna_reads():
     """U/u print as T/t (as minimap2 does); reads without U are passed through without a copy."""
     import numpy as np
-    from g3align.aligner.mmpipeline import _u_to_t
+    from g3align.aligner.map.pipeline import _u_to_t
     dna = np.frombuffer(b"ACGTNacgtn", np.uint8)
     assert _u_to_t(dna) is dna
     rna = np.frombuffer(b"ACGUuNacg", np.uint8)
@@ -452,8 +453,8 @@ def test_worker_streams(ksw2_stream, monkeypatch):
     import types
 
     import cupy as cp
-    from g3align.aligner import mmpipeline as MP
-    from g3align.aligner.pinned import on_stream
+    from g3align.aligner.gpu.pinned import on_stream
+    from g3align.aligner.map import pipeline as MP
     monkeypatch.setattr(MP, "MAP_KSW2_STREAM", ksw2_stream)
     got = {}
 

@@ -14,8 +14,8 @@ import sys
 
 import numpy as np
 import pytest
-from g3align.aligner.compare import compare_sam
-from g3align.aligner.mmsketch_gpu import gpu_available
+from g3align.aligner.io.compare import compare_sam
+from g3align.aligner.map.gpu.sketch import gpu_available
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data")
@@ -632,7 +632,7 @@ def test_pair_salt_is_bwa_int_arithmetic(tmp_path):
     """mem_pair's tie-break hash mixes in `id<<8` computed on bwa's `int id`: past pair 2^23 (read 2^24 of a run) it
     wraps within 32 bits and is sign-extended. Our pair_salt against the same C expression compiled here (a 10M-pair
     run differed from bwa from read 16,777,216 on before this was matched)."""
-    from g3align.aligner.pair import pair_salt
+    from g3align.aligner.mem.pair import pair_salt
     ids = [0, 1, 255, (1 << 23) - 1, 1 << 23, (1 << 23) + 5, (1 << 24) - 1, 1 << 24, 12_345_678, (1 << 31) - 1,
            1 << 31, (1 << 32) + 7, 3_000_000_000]
     src = tmp_path / "salt.c"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from g3align.aligner import memstage as ms
-from g3align.aligner.options import MemOpt, score_matrix
-from g3align.aligner.reads import ReadBatch
+from g3align.aligner.io.reads import ReadBatch
+from g3align.aligner.mem.gpu import stage as ms
+from g3align.aligner.mem.options import MemOpt, score_matrix
 from g3align.index.fasta import pack_fasta_bytes
 from g3align.index.fm import build_fm
 from g3align.kernels import loader

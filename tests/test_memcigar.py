@@ -1,4 +1,4 @@
-"""Traceback stage of `g3align mem` (aligner/memcigar.py, kernels/memcigar.cu).
+"""Traceback stage of `g3align mem` (aligner/mem/gpu/cigar.py, kernels/memcigar.cu).
 
 1. The twin (cigar_jobs_cpu) == samout.region_cigar region by region, on the regions the staged pipeline
    makes (SE, PE and noisy reads of tests/test_memstage.py's data, three scoring variants) plus synthetic
@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from g3align.aligner import memcigar as mc
-from g3align.aligner.extend import QB, QE, RB, RE, TRUESC
-from g3align.aligner.pair import regions_range
-from g3align.aligner.pipeline import MemAligner
-from g3align.aligner.samout import region_cigar
+from g3align.aligner.mem.extend import QB, QE, RB, RE, TRUESC
+from g3align.aligner.mem.gpu import cigar as mc
+from g3align.aligner.mem.pair import regions_range
+from g3align.aligner.mem.pipeline import MemAligner
+from g3align.aligner.mem.samout import region_cigar
 from g3align.kernels import loader
 from test_memstage import VARIANTS, _opt, _per_read_sam, _run, _Sink, make_data
 
@@ -314,7 +314,7 @@ def test_fields_are_the_key():
 def test_run_mem_se_staged(data):
     """run_mem_se on the staged path (regions + traceback of batch k+1 beside the SAM of batch k) over three
     batches == the per-read SAM of the whole batch."""
-    from g3align.aligner import pipeline
+    from g3align.aligner.mem import pipeline
 
     want = _per_read_sam(data, "default", "se")
     b = data["se"]
@@ -333,7 +333,7 @@ def test_gpu_upload_large(shape, dtype, chunk):
     """memstage.upload_large (the index at start-up): the same bytes on the device, for sizes below, at and
     across the pinned pieces."""
     cp = _gpu()
-    from g3align.aligner.memstage import upload_large
+    from g3align.aligner.mem.gpu.stage import upload_large
 
     a = np.random.default_rng(1).integers(0, 1 << 31, shape).astype(dtype)
     d = upload_large(a, chunk)

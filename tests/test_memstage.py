@@ -1,4 +1,4 @@
-"""Staged `g3align mem` (aligner/memstage.py, kernels/memext.cu) against the per-read path.
+"""Staged `g3align mem` (aligner/mem/gpu/stage.py, kernels/memext.cu) against the per-read path.
 
 1. MemAligner(staged=True) (CPU twins of every stage) == MemAligner(staged=False), full SAM bytes, SE and
    PE, -t 1 and -t 2, default and non-default scoring, on random references with repeats and N runs and
@@ -24,18 +24,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from g3align.aligner import memstage as ms
-from g3align.aligner import pinned
-from g3align.aligner import smem_gpu as sg
-from g3align.aligner.bns import get_seq
-from g3align.aligner.chain import chain_seeds, rep_len
-from g3align.aligner.extend import X_QB, X_QE, X_RB, X_RE, X_W, XF, chain_window, flt_chained_seeds
-from g3align.aligner.ksw import ksw_align2
-from g3align.aligner.options import MemOpt, score_matrix
-from g3align.aligner.pair import _rc as mate_rc
-from g3align.aligner.pair import pestat, regions_range, rescue_jobs_range
-from g3align.aligner.pipeline import MemAligner, user_pestat
-from g3align.aligner.reads import ReadBatch, read_batches, read_pair_batches
+from g3align.aligner.gpu import pinned
+from g3align.aligner.io.reads import ReadBatch, read_batches, read_pair_batches
+from g3align.aligner.mem.bns import get_seq
+from g3align.aligner.mem.chain import chain_seeds, rep_len
+from g3align.aligner.mem.extend import X_QB, X_QE, X_RB, X_RE, X_W, XF, chain_window, flt_chained_seeds
+from g3align.aligner.mem.gpu import smem as sg
+from g3align.aligner.mem.gpu import stage as ms
+from g3align.aligner.mem.ksw import ksw_align2
+from g3align.aligner.mem.options import MemOpt, score_matrix
+from g3align.aligner.mem.pair import _rc as mate_rc
+from g3align.aligner.mem.pair import pestat, regions_range, rescue_jobs_range
+from g3align.aligner.mem.pipeline import MemAligner, user_pestat
 from g3align.index.fasta import pack_fasta_bytes, read_fasta
 from g3align.index.fm import build_fm
 from g3align.kernels import loader
@@ -890,7 +890,7 @@ class _Sink:
 
 def _pe_in_parts(al, batch, n_parts, group_bases, monkeypatch):
     """run_mem_pe over one -K batch cut into n_parts parts, mate rescue in groups of group_bases bases."""
-    from g3align.aligner import pipeline
+    from g3align.aligner.mem import pipeline
 
     monkeypatch.setattr(pipeline, "RESCUE_GROUP_BASES", group_bases)
     n_pairs = batch.n // 2
@@ -1042,7 +1042,7 @@ def test_ahead_keeps_order_and_raises_in_place(workers, depth):
     import threading
     import time as _t
 
-    from g3align.aligner.pipeline import ahead
+    from g3align.aligner.mem.pipeline import ahead
 
     rng = random.Random(workers)
     delays = [rng.random() * 0.004 for _ in range(40)]
@@ -1072,7 +1072,7 @@ def test_priority_pool_runs_waiting_tasks_by_priority():
     raised at its result; shutdown with cancel_futures drops waiting tasks and returns."""
     import threading
 
-    from g3align.aligner.pipeline import PRIO_PAIRING, PRIO_REGIONS, _PriorityPool
+    from g3align.aligner.mem.pipeline import PRIO_PAIRING, PRIO_REGIONS, _PriorityPool
 
     pool = _PriorityPool(1)
     gate = threading.Event()

@@ -1,4 +1,4 @@
-"""aligner/mmalign.py (minimap2 2.24's align.c) against minimap2 itself.
+"""aligner/map/align.py (minimap2 2.24's align.c) against minimap2 itself.
 
 The vectors ``tests/data/mmalign_<name>.npz`` were made with a patched copy of minimap2 v2.24 (built
 outside the repository) whose map.c ``align_regs`` writes, for every read, the input of
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from g3align.aligner import mmalign
-from g3align.aligner.mm_types import CIG_OFF, HAS_P, N_CIGAR, new_regs
+from g3align.aligner.map import align as mmalign
+from g3align.aligner.map.types import CIG_OFF, HAS_P, N_CIGAR, new_regs
 
 DATA = Path(__file__).parent / "data"
 SETS = ["map-ont", "map-pb", "map-hifi", "sr", "map-ont-eqx", "syn-ont", "syn-pb", "qstrand", "opts", "extz2"]
@@ -61,8 +61,8 @@ def _run(h, ref, ref_off, qseq, rin, a, jc=None):
 
 def _run_staged(h, ref, ref_off, qseq, rin, a, counts):
     """The staged path on one read: plan (keys of the ksw calls), the jobs through the batch twin
-    (aligner/ksw2_gpu.py), then the replay served from their results."""
-    from g3align.aligner import mmext
+    (aligner/map/gpu/ksw2.py), then the replay served from their results."""
+    from g3align.aligner.map import align_batch as mmext
     jc = mmalign.jc_new(mmalign.JC_PLAN, int(rin[:, 3].sum()) + 2 * rin.shape[0] + 4 if rin.shape[0] else 4)
     _run(h, ref, ref_off, qseq, rin, a, jc)
     nk = int(jc[0][2])

@@ -1,4 +1,4 @@
-"""Minimizer index (index/mmidx.py) and query seeding (aligner/mmseed.py) against minimap2 2.24.
+"""Minimizer index (index/mmidx.py) and query seeding (aligner/map/seed.py) against minimap2 2.24.
 
 * stored: tests/data/mm_sketch_golden.npz holds mm_sketch output (values and order) of a one-off C
   harness linked with minimap2 2.24's sketch.c for 200 random sequences (N runs, homopolymers, short
@@ -18,7 +18,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from g3align.aligner import mmseed
+from g3align.aligner.map import seed as mmseed
 from g3align.index import mmidx
 from g3align.index.mmidx import IndexFormatError, MMRefFormatError
 

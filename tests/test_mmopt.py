@@ -1,6 +1,6 @@
-"""Tests for aligner/mmopt.py: minimap2 2.24 presets and command-line syntax."""
+"""Tests for aligner/map/options.py: minimap2 2.24 presets and command-line syntax."""
 import pytest
-from g3align.aligner import mmopt as M
+from g3align.aligner.map import options as M
 
 
 def test_combined_short_options_and_preset_first():

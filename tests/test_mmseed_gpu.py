@@ -1,4 +1,4 @@
-"""Batch seed lookup (issue 6 step 2): aligner/mmseed_gpu.py and kernels/mmseed.cu.
+"""Batch seed lookup (issue 6 step 2): aligner/map/gpu/seed.py and kernels/mmseed.cu.
 
 1. The CPU batch twin (seed_batch_cpu on sketch_batch_cpu's minimizers) equals per-read ``seed_read``
    (mv, anchors in order, rep_len, mini_pos) on a synthetic reference built to stress every branch
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from g3align.aligner import mmseed
-from g3align.aligner import mmseed_gpu as sg
-from g3align.aligner.mmsketch_gpu import sketch_batch_cpu
+from g3align.aligner.map import seed as mmseed
+from g3align.aligner.map.gpu import seed as sg
+from g3align.aligner.map.gpu.sketch import sketch_batch_cpu
 from g3align.index import mmidx
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -569,7 +569,7 @@ def test_gpu_equals_cpu(synth, preset, over):
 def test_gpu_device_resident_pipeline(preset):
     """sketch_batch_gpu's device CSR straight into seed_batch_gpu (index on the device) == CPU twins."""
     import cupy as cp
-    from g3align.aligner.mmsketch_gpu import sketch_batch_gpu
+    from g3align.aligner.map.gpu.sketch import sketch_batch_gpu
 
     idx, seq, seq_off, o = _lambda_pbsim(preset)
     want = _batch_cpu(seq, seq_off, idx, o)

@@ -1,4 +1,4 @@
-"""Batch minimizer sketch (issue 6 step 1): aligner/mmsketch_gpu.py and kernels/mmsketch.cu.
+"""Batch minimizer sketch (issue 6 step 1): aligner/map/gpu/sketch.py and kernels/mmsketch.cu.
 
 1. The CPU batch twin equals per-read ``collect_minimizers`` (one segment), slot overflow included.
 2. nvcc -arch=sm_90 -cubin compiles the kernel for the presets' k/w/hpc (needs nvcc, no GPU).
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from g3align.aligner import mmsketch_gpu as mg
-from g3align.aligner.mmseed import collect_minimizers
+from g3align.aligner.map.gpu import sketch as mg
+from g3align.aligner.map.seed import collect_minimizers
 from g3align.index.mmidx import parse_mm_seqs
 
 ROOT = Path(__file__).resolve().parent.parent

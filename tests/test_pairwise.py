@@ -1,4 +1,4 @@
-"""Pairwise DP engine (aligner/pairwise.py, kernels/pairwise.cu).
+"""Pairwise DP engine (aligner/pairwise/engine.py, kernels/pairwise.cu).
 
 CPU twin vs exhaustive enumeration on tiny pairs, vs parasail on random / real-derived pairs
 (all modes x linear/affine), every CIGAR re-scored, bad input, GPU == CPU when a GPU is present,
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from g3align.aligner.pairwise import align_pairs, encode_seqs, gpu_available, rescore_cigar
+from g3align.aligner.pairwise.engine import align_pairs, encode_seqs, gpu_available, rescore_cigar
 
 ROOT = Path(__file__).resolve().parents[1]
 GAPS = [(6, 1), (0, 2), (3, 2)]             # (gap_open, gap_extend): affine, linear, affine
@@ -244,7 +244,7 @@ def test_loader_defines():
 
 def test_align_cli(tmp_path):
     from click.testing import CliRunner
-    from g3align.aligner.align_cli import align_cmd
+    from g3align.aligner.cli.align import align_cmd
     (tmp_path / "q.fa").write_text(">q1\nACGTACGT\n>q2\nACGGT\n>q3\n\n")
     (tmp_path / "t.fa").write_text(">t1\nACGACGT\n>t2\nTTAC\nGTT\n>t3\nAC\n")
     res = CliRunner().invoke(align_cmd, ["--mode", "global", "--traceback", "--device", "cpu",
@@ -268,7 +268,7 @@ def test_align_cli(tmp_path):
 # ---- 16-bit packed path: selection and pairing (CPU), exactness and width switch (GPU) ---------
 
 def test_fits16_bound():
-    from g3align.aligner.pairwise import fits16
+    from g3align.aligner.pairwise.engine import fits16
     m = np.array([150, 1000, 1200, 1200, 14000, 20000])
     n = np.array([150, 1000, 1200, 1200, 14000, 20000])
     ok = fits16(m, n, (1, 32), 1, 4, 6, 1)
@@ -280,7 +280,7 @@ def test_fits16_bound():
 
 
 def test_pair_up():
-    from g3align.aligner.pairwise import pair_up
+    from g3align.aligner.pairwise.engine import pair_up
     m = np.array([5, 5, 5, 7, 9, 9, 4])
     plist = np.array([6, 0, 1, 2, 3, 4, 5])            # sorted by m: 4, 5, 5, 5, 7, 9, 9
     o = pair_up(plist, m).reshape(-1, 2)
@@ -341,7 +341,7 @@ def test_cpu_grid_traceback_equals_full(mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_gpu_grid_traceback_equals_cpu(mode):
     import cupy as cp
-    from g3align.aligner import pairwise as pw
+    from g3align.aligner.pairwise import engine as pw
     rng = np.random.default_rng(17)
     qs, ts = rand_pairs(rng, 200, 0, 900)
     f = ("score", "q_end", "t_end", "q_start", "t_start", "cigar", "cigar_off")
@@ -367,7 +367,7 @@ def test_gpu_grid_traceback_equals_cpu(mode):
 # ---- 16-bit traceback of short pairs in shared memory (pw_tb16) ---------------------------------
 
 def test_fits_tb16():
-    from g3align.aligner.pairwise import fits_tb16, tb16_rows
+    from g3align.aligner.pairwise.engine import fits_tb16, tb16_rows
     m = np.array([1, 32, 33, 150, 256, 257, 150, 150, 256])
     n = np.array([1, 40, 10, 150, 192, 100, 307, 308, 193])       # TB16_SMEM = 48 KB
     assert tb16_rows(m).tolist() == [1, 1, 2, 5, 8, 9, 5, 5, 8]
@@ -389,10 +389,10 @@ def test_gpu_tb16_equals_cpu(mode):
     qs += ["ACGT" * 30, "A" * 150, "ACGTN" * 20, "T"]
     ts += ["ACGT" * 30, "A" * 140, "CCGTN" * 21, "TTTTTTTT"]
     f = ("score", "q_end", "t_end", "q_start", "t_start", "cigar", "cigar_off")
-    from g3align.aligner.pairwise import fits_tb16
+    from g3align.aligner.pairwise.engine import fits_tb16
     m = np.array([len(x) for x in qs])
     n = np.array([len(x) for x in ts])
-    from g3align.aligner.pairwise import MODES as MD
+    from g3align.aligner.pairwise.engine import MODES as MD
     for go, ge, mt, mm in ((6, 1, 1, 4), (0, 2, 1, 4), (5, 2, 2, 3), (11, 1, 3, 7), (9, 2, 20, 30)):
         want = int((fits_tb16(m, n, mt, mm, go, ge, MD[mode]) & (m > 0) & (n > 0)).sum())
         assert want > 50
@@ -411,7 +411,7 @@ def test_gpu_tb16_equals_cpu(mode):
 
 @pytest.mark.parametrize("group", [1, 2, 3, 7, 50])
 def test_chain_items(group):
-    from g3align.aligner.pairwise import chain_items
+    from g3align.aligner.pairwise.engine import chain_items
     ns = np.array([3, 1, 5, 5, 2, 8, 1, 4])
     it = chain_items(ns, group).astype(np.int64)
     K = int(ns.sum())
@@ -439,7 +439,7 @@ def test_chain_batch_ring_protocol(W, group):
     for the reader r of the row in its slot (next of the warp's last item that wrote one) to finish
     when r belongs to another pair.  No boundary row may be overwritten before its reader has read it,
     and every run must finish (no deadlock)."""
-    from g3align.aligner.pairwise import chain_items
+    from g3align.aligner.pairwise.engine import chain_items
     rng = np.random.default_rng(W * 100 + group)
     ns = np.array([4, 1, 3, 6, 2, 5])
     it = chain_items(ns, group)
@@ -481,7 +481,7 @@ def test_chain_batch_ring_protocol(W, group):
 
 
 def test_chain_batch_pairs():
-    from g3align.aligner import pairwise as pw
+    from g3align.aligner.pairwise import engine as pw
     nsm = 4
     m = np.array([100, 9000, 20000, 70000, 8191, 30000])
     n = np.array([100, 9000, 20000, 70000, 8191, 30000])
@@ -515,7 +515,7 @@ def test_chain_batch_pairs():
 @pytest.mark.parametrize("mode", MODES)
 def test_gpu_chain_batch_equals_cpu(mode):
     import cupy as cp
-    from g3align.aligner import pairwise as pw
+    from g3align.aligner.pairwise import engine as pw
     rng = np.random.default_rng(29)
     qs, ts = [], []
     for m, n in ((5000, 5300), (7000, 6500), (9000, 12000), (12000, 11000)):

@@ -1,9 +1,9 @@
-"""aligner/pinned.py's reserve_pool and staged transfers with a stand-in CuPy (no GPU needed)."""
+"""aligner/gpu/pinned.py's reserve_pool and staged transfers with a stand-in CuPy (no GPU needed)."""
 import sys
 import types
 
 import numpy as np
-from g3align.aligner import pinned
+from g3align.aligner.gpu import pinned
 
 
 def _fake_cupy(free: int, log: list):

@@ -1,4 +1,5 @@
-"""The pairwise engine's input forms and result transport (aligner/pwio.py, kernels/pwio.cu, aligner/pairwise.py).
+"""The pairwise engine's input forms and result transport (aligner/pairwise/pwio.py, kernels/pwio.cu,
+aligner/pairwise/engine.py).
 
 Every input form gives the same codes and the same alignments (CPU); bad text is named by sequence and position;
 2-bit packing round-trips; on a GPU, each pwio kernel equals its CPU twin, every input form and output="cupy"
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from g3align.aligner import pwio
-from g3align.aligner.pairwise import align_pairs, gpu_available
+from g3align.aligner.pairwise import pwio
+from g3align.aligner.pairwise.engine import align_pairs, gpu_available
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = ("score", "q_end", "t_end", "q_start", "t_start", "cigar", "cigar_off")
@@ -190,7 +191,7 @@ def test_align_cli_streams_in_chunks(tmp_path, monkeypatch):
     """The TSV does not depend on the chunk size; FASTQ targets read like FASTA ones; uneven files are one error
     line naming both."""
     from click.testing import CliRunner
-    from g3align.aligner import align_cli
+    from g3align.aligner.cli import align as align_cli
     rng = np.random.default_rng(8)
     qs, ts = rand_seqs(rng, 41, 0, 60, "ACGTN"), rand_seqs(rng, 41, 0, 60)
     (tmp_path / "q.fa").write_text("".join(f">q{k} x\n{s}\n" for k, s in enumerate(qs)))
@@ -214,7 +215,7 @@ def test_align_cli_streams_in_chunks(tmp_path, monkeypatch):
 def test_gpu_slabs_equal_cpu(monkeypatch):
     """Host code arrays big enough for slabs (made small here) go through the overlapped slab uploads: the CPU
     twin's results byte for byte, empty sequences included."""
-    from g3align.aligner import pairwise as pw
+    from g3align.aligner.pairwise import engine as pw
     monkeypatch.setattr(pw, "SLAB_BYTES", 1 << 12)
     rng = np.random.default_rng(10)
     q = pwio.host_codes(rand_seqs(rng, 2000, 0, 300, "ACGTN"))

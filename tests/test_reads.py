@@ -1,4 +1,4 @@
-"""Tests for aligner/reads.py: FASTQ/FASTA parsing, errors, block and -K chunking, paired input."""
+"""Tests for aligner/io/reads.py: FASTQ/FASTA parsing, errors, block and -K chunking, paired input."""
 import gzip
 import io
 import random
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from g3align.aligner.reads import (
+from g3align.aligner.io.reads import (
     NT4,
     ReadBatch,
     ReadFormatError,
@@ -514,7 +514,7 @@ def test_prefetch_now_starts_at_once_and_keeps_order():
     import threading
     import time
 
-    from g3align.aligner.reads import Prefetched, prefetch, prefetch_now
+    from g3align.aligner.io.reads import Prefetched, prefetch, prefetch_now
     started = threading.Event()
 
     def items():
@@ -540,7 +540,7 @@ def test_prefetch_now_starts_at_once_and_keeps_order():
 
 
 def test_prefetch_now_raises_where_the_error_happened():
-    from g3align.aligner.reads import ReadFormatError, prefetch_now
+    from g3align.aligner.io.reads import ReadFormatError, prefetch_now
 
     def items():
         yield 1
@@ -557,7 +557,7 @@ def test_names_and_comments_made_on_first_use_only(tmp_path):
     """The parser keeps names and comments as bytes + offsets (mem never makes strings of them); `names` and
     `comments` make them on first use, equal to the header's words, through slice, concat (also with a batch
     that holds only strings), interleave and deinterleave."""
-    from g3align.aligner.reads import ReadBatch, deinterleave, interleave, iter_pieces
+    from g3align.aligner.io.reads import ReadBatch, deinterleave, interleave, iter_pieces
     recs = [(f"r{i}/1", f"c {i}\tx" if i % 3 else "") for i in range(50)]
     p = tmp_path / "a.fq"
     p.write_text("".join(f"@{n}{' ' + c if c else ''}\nACGT\n+\nIIII\n" for n, c in recs))
@@ -603,7 +603,7 @@ def _same_both_ways(monkeypatch, path, block, trim, keep_raw, raw_kept_alike=Tru
     """The pieces of `path` parsed by the block kernels and by the Python path are equal field for field (several
     blocks' worth). raw_kept_alike False: the raw letters are compared only when asked for (the FASTA Python path
     keeps them anyway)."""
-    from g3align.aligner import reads
+    from g3align.aligner.io import reads
     got = {}
     for kernel in (True, False):
         monkeypatch.setattr(reads, "PARSE_KERNEL", kernel)
@@ -627,7 +627,7 @@ def test_fasta_kernel_equals_python_path(tmp_path, monkeypatch, trim, keep_raw):
     """reads._fasta_block (a block in one nogil call, on the parse pool) == the Python path, field for field:
     multi-line and empty sequences, blank lines, CRLF, names with /1 and comments; an invalid base in a later
     block is reported with its record and line either way."""
-    from g3align.aligner import reads
+    from g3align.aligner.io import reads
     rng = random.Random(6)
     recs = []
     for i in range(3000):
@@ -659,7 +659,7 @@ def test_fasta_kernel_equals_python_path(tmp_path, monkeypatch, trim, keep_raw):
 def test_interleave_split_copies_equal(tmp_path, monkeypatch, split):
     """interleave copies bases and qualities in INTERLEAVE_SPLIT pair ranges on threads at once: the same
     batch (mates of unequal lengths, names and comments) whatever the split."""
-    from g3align.aligner import reads
+    from g3align.aligner.io import reads
     rng = random.Random(3)
     paths = []
     for mate in (1, 2):

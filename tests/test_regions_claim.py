@@ -6,9 +6,9 @@ import threading
 import numba as nb
 import numpy as np
 import pytest
-from g3align.aligner.nbshare import claim, preload
-from g3align.aligner.pair import regions_claim, regions_range
-from g3align.aligner.pipeline import MemAligner
+from g3align.aligner.mem.pair import regions_claim, regions_range
+from g3align.aligner.mem.pipeline import MemAligner
+from g3align.aligner.runtime.nbshare import claim, preload
 from test_memstage import _opt, make_data
 
 

@@ -1,4 +1,4 @@
-"""Tests for aligner/samhdr.py: header text as bwa mem prints it, -R/-H parsing, the output sink."""
+"""Tests for aligner/io/sam.py: header text as bwa mem prints it, -R/-H parsing, the output sink."""
 import gzip
 import shutil
 import subprocess
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pysam
 import pytest
-from g3align.aligner.samhdr import (
+from g3align.aligner.io.sam import (
     HD_LINE,
     OutputSink,
     bwa_escape,

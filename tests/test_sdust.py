@@ -1,4 +1,4 @@
-"""SDUST masking (aligner/sdust.py, `map -T`): the regions equal minimap2 2.24's sdust.c on sequences with tandem
+"""SDUST masking (aligner/map/sdust.py, `map -T`): the regions equal minimap2 2.24's sdust.c on sequences with tandem
 repeats, N runs and lowercase bases (tests/data/sdust_golden.npz: `sdust -t T` built from sdust.c with -D_SDUST_MAIN,
 on golden_seqs()); `map -T` gives minimap2's output (live minimap2), on the CPU and on the GPU where there is one."""
 import gzip
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from g3align.aligner.sdust import dust_minimizers, sdust
+from g3align.aligner.map.sdust import dust_minimizers, sdust
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLD = Path(__file__).resolve().parent / "data" / "sdust_golden.npz"
@@ -59,7 +59,7 @@ def test_sdust_regions_equal_sdust_c(T):
 def test_dust_minimizers_drops_those_half_masked():
     """mm_dust_minier's rule against a direct count: a minimizer goes when more than half its span is in SDUST
     regions (golden_seqs, w 10, k 15; positions shifted as minimap2 leaves them)."""
-    from g3align.aligner.mmseed import collect_minimizers
+    from g3align.aligner.map.seed import collect_minimizers
     kept = dropped = 0
     for s in golden_seqs()[:120]:
         c = _codes(s)
@@ -85,7 +85,7 @@ def test_dust_minimizers_on_a_tandem_repeat():
     """A read with a 300 bp microsatellite: the minimizers inside it go, the others stay."""
     rng = np.random.default_rng(4)
     s = np.concatenate([rng.integers(0, 4, 400), np.tile([0, 1], 150), rng.integers(0, 4, 400)]).astype(np.uint8)
-    from g3align.aligner.mmseed import collect_minimizers
+    from g3align.aligner.map.seed import collect_minimizers
     mv = collect_minimizers(s, np.array([0, len(s)], np.int64), 10, 15, False)
     n = dust_minimizers(mv.copy(), 0, mv.shape[0], s, 0, len(s), 20)
     pos = (mv[:, 1] & np.uint64(0xFFFFFFFF)) >> np.uint64(1)
@@ -120,7 +120,7 @@ def test_map_T_identical_to_minimap2(tmp_path, args):
                            check=True).stdout
     assert want != plain
     devices = ["cpu"]
-    from g3align.aligner.mmsketch_gpu import gpu_available
+    from g3align.aligner.map.gpu.sketch import gpu_available
     if gpu_available():
         devices.append("gpu")
     for dev in devices:

@@ -1,5 +1,5 @@
-"""`mem` over several workers (aligner/shard.py): `--gpus N` (worker processes; here CPU workers, the same code the
-GPU workers run) and `--scheduler ADDRESS` (a Dask LocalCluster of two worker processes).
+"""`mem` over several workers (aligner/runtime/shard.py): `--gpus N` (worker processes; here CPU workers, the same
+code the GPU workers run) and `--scheduler ADDRESS` (a Dask LocalCluster of two worker processes).
 
 Every run's output must equal the one-process run's byte for byte with the same -K (the demo pairs cut into ~10
 batches), also when a worker fails at start or dies mid-run (its batches redone by the others, nothing written
@@ -8,7 +8,8 @@ import os
 import time
 
 import pytest
-from g3align.aligner import cli, shard
+from g3align.aligner import cli
+from g3align.aligner.runtime import shard
 from test_mem import g3  # the CLI in a subprocess (pytest puts tests/ on sys.path)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -150,9 +151,9 @@ def lam_map():
 
 def run_map_workers(tmp_path, args, gpus, **test):
     """The CLI's sharded map path (cli._run_map_sharded) with the given workers; returns the output bytes."""
-    from g3align.aligner import mmopt as MO
-    from g3align.aligner import reads
-    from g3align.aligner.reads import prefetch_now, read_batch_parts, read_pair_batch_parts
+    from g3align.aligner.io import reads
+    from g3align.aligner.io.reads import prefetch_now, read_batch_parts, read_pair_batch_parts
+    from g3align.aligner.map import options as MO
     out = tmp_path / "map.sam"
     args = [*args[:-3], "-o", str(out), *args[-3:]] if args[1] == "sr" else [*args[:-2], "-o", str(out), *args[-2:]]
     opt, pos, _ = MO.parse_map_args(args)
@@ -189,7 +190,7 @@ def test_map_dask_cli(lam_map, cluster):
 def test_pipeline_hands_on_results_while_input_idles():
     """A worker's input arrives unit by unit, the next only after results went back: a None item (no input
     waiting) must let pipeline.ahead hand on what is done, with one thread and with several (the GPU path's 3)."""
-    from g3align.aligner.pipeline import ahead
+    from g3align.aligner.mem.pipeline import ahead
     for workers in (1, 3):
         got = []
 

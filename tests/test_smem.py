@@ -1,4 +1,4 @@
-"""Backward-only double-step SMEM search (aligner/smem.py) against two oracles:
+"""Backward-only double-step SMEM search (aligner/mem/smem.py) against two oracles:
 
 1. a brute-force SMEM finder built on naive occurrence counting (the definition bwa's bwt_smem1
    implements: for every right end e the leftmost start b(e) with >= min_intv occurrences, kept when
@@ -11,7 +11,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from g3align.aligner.smem import collect_intv, smem1
+from g3align.aligner.mem.smem import collect_intv, smem1
 from g3align.index.fasta import pack_fasta_bytes
 from g3align.index.fm import build_fm, fm_sa, fm_step1
 

@@ -1,4 +1,4 @@
-"""GPU seeding (kernels/smem.cu, aligner/smem_gpu.py) against the CPU twins.
+"""GPU seeding (kernels/smem.cu, aligner/mem/gpu/smem.py) against the CPU twins.
 
 1. CPU batch twins == per-read smem.collect_intv / chain.make_seeds (random refs with repeats and N
    holes, reads of length 0, 1, k-1, k, k+1, 150, 301, N bases, homopolymers).
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from g3align.aligner import smem_gpu as sg
-from g3align.aligner.chain import make_seeds
-from g3align.aligner.options import MemOpt
-from g3align.aligner.smem import collect_intv
+from g3align.aligner.mem.chain import make_seeds
+from g3align.aligner.mem.gpu import smem as sg
+from g3align.aligner.mem.options import MemOpt
+from g3align.aligner.mem.smem import collect_intv
 from g3align.index.fm import build_fm
 from g3align.kernels import loader
 

@@ -1,11 +1,11 @@
-"""TASK_CLOCK (aligner/taskclock.py): clocked kernels return what the kernels return, their clocks are the
+"""TASK_CLOCK (aligner/runtime/taskclock.py): clocked kernels return what the kernels return, their clocks are the
 process's, and trace_timeline.task_clock_lines splits a task's time as documented."""
 import os
 import sys
 import time
 
 import numpy as np
-from g3align.aligner import taskclock
+from g3align.aligner.runtime import taskclock
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "scripts"))
 from trace_timeline import task_clock_lines  # noqa: E402
