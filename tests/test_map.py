@@ -381,8 +381,7 @@ def test_map_tune_cli():
     outs = set()
     for tune in ("MAP_DEPTH=1", "MAP_PART_BASES=2000,MAP_DEPTH=4", "MAP_PART_BASES=2000,MAP_QUEUED=0",
                  "MAP_PART_BASES=3000,KSW2_AT_ONCE=0", "MAP_PART_BASES=3000,KSW2_AT_ONCE=2",
-                 "MAP_EARLY_READER=0", "MAP_PART_BASES=3000,KSW2_GATE_FROM=prep",
-                 "MAP_KSW2_DEFINES=KSW2_SCALAR=1:KSW2_MIN_BLOCKS=6"):
+                 "MAP_READ_AHEAD=1,MAP_PART_BASES=3000"):
         r = g3map(["-ax", "map-pb", "-t", "2", REF, READS], env={**os.environ, "G3ALIGN_TUNE": tune})
         assert r.returncode == 0, r.stderr.decode()
         outs.add(b"\n".join(_records(r.stdout)))
@@ -435,7 +434,7 @@ def test_gpu_map_does_not_import_cupyx(tmp_path):
     operator between a CuPy array and a Python number (`a > 0`, `a * 2`): 0.27-0.46 s in the first part's seeding
     (scripts/cupy_startup_probe.py). `map --device gpu` avoids it."""
     from conftest import run_spying_cupyx
-    r = run_spying_cupyx("from g3align.aligner.cli import _run_map\n"
+    r = run_spying_cupyx("from g3align.aligner.cli.map import _run_map\n"
                          f"_run_map(['-ax', 'map-pb', '--device', 'gpu', '-o', {str(tmp_path / 'o.sam')!r}, "
                          f"{str(REF)!r}, {str(READS)!r}])")
     assert r.returncode == 0, r.stderr

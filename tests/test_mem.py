@@ -482,7 +482,7 @@ def test_cpu_rows_columns():
 
 def test_device_arg():
     """map's --device read from its raw arguments before they are parsed (the CUDA driver's early start)."""
-    from g3align.aligner.cli import _device_arg
+    from g3align.aligner.cli.startup import device_arg as _device_arg
     assert _device_arg(["-ax", "map-pb", "r.fa", "q.fq"]) == "auto"
     assert _device_arg(["--device", "cpu", "r.fa"]) == "cpu"
     assert _device_arg(["--device=gpu", "r.fa"]) == "gpu"
@@ -490,7 +490,7 @@ def test_device_arg():
 
 def test_detached_worker(lambda_index, tmp_path):
     """G3ALIGN_DETACH=1 (the default on a GPU machine): the run is a forked worker whose parent returns once the
-    output is closed (cli._detach). Same SAM, with the trace's CPU line; an error still gives the worker's
+    output is closed (cli/startup.py detach). Same SAM, with the trace's CPU line; an error still gives the worker's
     one-line message and exit status; a reader that leaves early ends it quietly; SIGTERM reaches the worker."""
     import signal
     import time
@@ -521,7 +521,7 @@ def test_tune_reads_and_pipeline_constants(lambda_index):
     pipeline's (after its import) give the same SAM; an unknown name is a one-line error."""
     r1, r2 = os.path.join(DATA, "lambda_R1.fq.gz"), os.path.join(DATA, "lambda_R2.fq.gz")
     plain = g3("mem", "-t", "2", "--device", "cpu", lambda_index, r1, r2).stdout
-    env = dict(os.environ, G3ALIGN_TUNE="PART_BASES=30000,ASYNC_WRITE=0")
+    env = dict(os.environ, G3ALIGN_TUNE="PART_BASES=30000,PE_AHEAD=2")
     p = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "mem", "-t", "2", "--device", "cpu",
                         lambda_index, r1, r2], capture_output=True, env=env)
     assert p.returncode == 0, p.stderr.decode()
@@ -611,12 +611,12 @@ def test_smart_pairing_and_xr_against_bwa(tmp_path, k):
 
 
 def test_numba_imported_without_scipy_and_coverage():
-    """cli._import_numba: numba comes in without importing scipy or coverage (unused start-up cost), the blocking
-    entries leave sys.modules again (no None entry stays to stop a later import of either), and the CPU target is
-    set up as usual. scipy is no dependency of g3align, so the test imports neither."""
+    """cli/startup.py's import_numba: numba comes in without importing scipy or coverage (unused start-up cost), the
+    blocking entries leave sys.modules again (no None entry stays to stop a later import of either), and the CPU
+    target is set up as usual. scipy is no dependency of g3align, so the test imports neither."""
     code = ("import sys\n"
-            "from g3align.aligner import cli\n"
-            "cli._numba_start()\n"
+            "from g3align.aligner.cli import startup\n"
+            "startup.numba_start()\n"
             "assert 'numba' in sys.modules and 'numba.np.arraymath' in sys.modules\n"
             "assert 'scipy' not in sys.modules and 'coverage' not in sys.modules, "
             "[m for m in ('scipy', 'coverage') if m in sys.modules]\n"

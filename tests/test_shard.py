@@ -8,7 +8,9 @@ import os
 import time
 
 import pytest
-from g3align.aligner import cli
+from g3align.aligner.cli import common as cli_common
+from g3align.aligner.cli import map as map_cli
+from g3align.aligner.cli import mem as mem_cli
 from g3align.aligner.runtime import shard
 from test_mem import g3  # the CLI in a subprocess (pytest puts tests/ on sys.path)
 
@@ -34,13 +36,13 @@ def body(sam: bytes) -> bytes:
 
 
 def run_workers(tmp_path, prefix, reads, gpus, capfd=None, **test):
-    """The CLI's sharded path (cli._run_mem_sharded) with the given workers; returns the output bytes."""
+    """The CLI's sharded path (aligner/cli/mem.py run_mem_sharded) with the given workers; returns the output bytes."""
     out = tmp_path / "out.sam"
-    kw = cli.mem_cmd.make_context("mem", ["-t", "2", "-K", K, "-o", str(out), prefix, *reads]).params
+    kw = mem_cli.mem_cmd.make_context("mem", ["-t", "2", "-K", K, "-o", str(out), prefix, *reads]).params
     paired = len(reads) == 2
-    reader = cli._start_reader(kw, int(K))
+    reader = mem_cli.start_reader(kw, int(K))
     try:
-        cli._run_mem_sharded(kw, reader, paired, False, gpus=gpus, test=test or None)
+        mem_cli.run_mem_sharded(kw, reader, paired, False, gpus=gpus, test=test or None)
     finally:
         reader.close()
     return out.read_bytes()
@@ -76,7 +78,7 @@ def test_worker_fails_at_start(lam, tmp_path, capfd):
 
 def test_every_worker_fails(lam, tmp_path):
     prefix, _, _ = lam
-    with pytest.raises(cli.G3Error, match="no worker started: worker 0"):
+    with pytest.raises(cli_common.G3Error, match="no worker started: worker 0"):
         run_workers(tmp_path, prefix, [R1, R2], [None], fail_start=0)
 
 
@@ -122,11 +124,11 @@ def test_dask_cli_equals_one_process(lam, cluster, tmp_path):
 def test_dask_worker_killed(lam, cluster, tmp_path):
     prefix, pe, _ = lam
     marker = str(tmp_path / "died")
-    kw = cli.mem_cmd.make_context("mem", ["-t", "2", "-K", K, "-o", str(tmp_path / "d.sam"), "--scheduler",
+    kw = mem_cli.mem_cmd.make_context("mem", ["-t", "2", "-K", K, "-o", str(tmp_path / "d.sam"), "--scheduler",
                                           cluster[0].scheduler_address, prefix, R1, R2]).params
-    reader = cli._start_reader(kw, int(K))
+    reader = mem_cli.start_reader(kw, int(K))
     try:
-        cli._run_mem_sharded(kw, reader, True, False, test={"die_at": (4, marker)})
+        mem_cli.run_mem_sharded(kw, reader, True, False, test={"die_at": (4, marker)})
     finally:
         reader.close()
     assert os.path.exists(marker)  # a worker process exited in the middle of batch 4
@@ -150,7 +152,8 @@ def lam_map():
 
 
 def run_map_workers(tmp_path, args, gpus, **test):
-    """The CLI's sharded map path (cli._run_map_sharded) with the given workers; returns the output bytes."""
+    """The CLI's sharded map path (aligner/cli/map.py run_map_sharded) with the given workers; returns the output
+    bytes."""
     from g3align.aligner.io import reads
     from g3align.aligner.io.reads import prefetch_now, read_batch_parts, read_pair_batch_parts
     from g3align.aligner.map import options as MO
@@ -166,7 +169,7 @@ def run_map_workers(tmp_path, args, gpus, **test):
                                                       check_names=False), depth=2)
         return prefetch_now(read_batch_parts(q, chunk_size=opt.mini_batch_size, part_bases=reads.MAP_PART_BASES,
                                              trim_readno=False), depth=2)
-    cli._run_map_sharded(args, opt, queries, pos[0], None, None, reader, gpus=gpus, test=test or None)
+    map_cli.run_map_sharded(args, opt, queries, pos[0], None, None, reader, gpus=gpus, test=test or None)
     return out.read_bytes()
 
 

@@ -86,8 +86,8 @@ def align_cmd(queries, targets, mode, match, mismatch, gap_open, gap_extend, tra
     try:
         from g3align import jit
         jit.note_expect("the pairwise kernels", "1")
-        from g3align.aligner.cli import _gpu_machine  # (cli imports this module: not at the top)
-        jit.precompile(f"align-{'gpu' if _gpu_machine(device) else 'cpu'}")
+        from g3align.aligner.cli.startup import gpu_machine
+        jit.precompile(f"align-{'gpu' if gpu_machine(device) else 'cpu'}")
         from g3align.aligner.pairwise.engine import align_pairs  # here: `g3align mem` / `map` need not import it
         try:
             out = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115 (closed below)

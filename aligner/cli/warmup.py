@@ -22,7 +22,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import click
 import numpy as np
+
+from g3align import jit
 
 _COMP = bytes.maketrans(b"ACGTN", b"TGCAN")
 
@@ -191,3 +194,25 @@ def run(threads: int, device: str, log=sys.stderr) -> int:
         shutil.rmtree(work, ignore_errors=True)
     log.write(f"[M::warmup] done in {time.perf_counter() - t0:.1f} s{'' if not failed else f', {failed} failed'}\n")
     return failed
+
+
+@click.command("warmup")
+@click.option("-t", "threads", type=int, default=None, help="processes at once [all cores]")
+@click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
+              help="the paths to compile: auto the CPU's, and the GPU's where there is a GPU")
+@click.option("--clear", is_flag=True, help="remove g3align's compiled kernels of every version first")
+def warmup_cmd(threads, device, clear):
+    """Compile every kernel for this machine now (after an install or upgrade; in a container build). Where the
+    install carries portable kernels (a wheel), these are compiled for this CPU exactly (G3ALIGN_CPU, jit.py)."""
+    import shutil
+
+    if os.environ.get("G3ALIGN_CPU", "auto") == "auto" and jit.cpu_target() == jit.PORTABLE:
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable, "-m", "g3align.aligner.cli", *sys.argv[1:]],
+                  dict(os.environ, G3ALIGN_CPU="native"))  # this process chose the shipped kernels: start over
+    if clear:
+        shutil.rmtree(jit.cache_root() / "numba", ignore_errors=True)
+        click.echo(f"[M::warmup] removed {jit.cache_root() / 'numba'}", err=True)
+    if run(threads or os.cpu_count() or 1, device):
+        sys.exit(1)
+    jit.warmup_done()

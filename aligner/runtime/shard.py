@@ -66,14 +66,15 @@ class _Engine:
         if job.kind == "map":
             self._init_map(job, device)
             return
-        from g3align.aligner import cli
+        from g3align.aligner.cli import common, startup
+        from g3align.aligner.cli import mem as mem_cli
         from g3align.aligner.io.sam import parse_rg
         from g3align.aligner.mem import pipeline as pl
         from g3align.index.store import load_mem_index
         kw = dict(job.kw, threads=job.threads)
-        device = cli._pick_device(device, 1)
-        cli._gil_switch_interval(device, pl.SWITCH_INTERVAL_US)
-        opt = cli._build_mem_options(kw)
+        device = common.pick_device(device, 1)
+        startup.gil_switch_interval(device, pl.SWITCH_INTERVAL_US)
+        opt = mem_cli.build_mem_options(kw)
         rg_id = parse_rg(kw["rg"])[1] if kw["rg"] is not None else ""
         self.pes = pl.user_pestat(kw["insert"]) if kw["insert"] is not None else None
         ref, fm = load_mem_index(kw["prefix"])
@@ -86,14 +87,15 @@ class _Engine:
         self.device = device
 
     def _init_map(self, job: Job, device: str) -> None:
-        from g3align.aligner import cli
+        from g3align.aligner.cli import common, startup
+        from g3align.aligner.cli import map as map_cli
         from g3align.aligner.map import options as MO
         from g3align.aligner.map import pipeline as mp
         opt, _, _ = MO.parse_map_args(job.kw["args"])
         opt.n_threads, opt.verbose, opt.dump = job.threads, 1, None
-        device = cli._pick_device(device, 1, "map")
-        cli._gil_switch_interval(device, mp.MAP_SWITCH_INTERVAL_US)
-        idx = cli._map_index(job.kw["ref_path"], opt)
+        device = common.pick_device(device, 1, "map")
+        startup.gil_switch_interval(device, mp.MAP_SWITCH_INTERVAL_US)
+        idx = map_cli.map_index(job.kw["ref_path"], opt)
         MO.update_mid_occ(opt, idx.cal_max_occ)
         self.ref = {"names": list(idx.ref.names), "lengths": [int(x) for x in idx.ref.lengths], "comments": [],
                     "src_path": getattr(idx.ref, "src_path", ""), "mid_occ": opt.mid_occ}
