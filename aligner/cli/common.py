@@ -100,7 +100,7 @@ def gpu_workers(kw) -> int:
     if v == "all":
         if kw["device"] == "cpu":
             raise G3Error("--gpus all: not with --device cpu")
-        from g3align.aligner.runtime.shard import gpu_count
+        from g3align.aligner.gpu.device import gpu_count
         n = gpu_count()
         if n == 0:
             raise G3Error("--gpus all: no CUDA device visible")
@@ -147,20 +147,19 @@ def mark(trace, stage, t0):
     return t
 
 
-def gpu_available() -> bool:
-    try:
-        import cupy
-        ok = cupy.cuda.runtime.getDeviceCount() > 0
-        import g3align.aligner as ag
-        if ok and ag.TRACE is not None:
-            tracing.cupy_compiles_traced()
-            tracing.cupy_allocs_traced()
-        if ok:  # after the tracing: its events are then the builds, not the waits for another thread's
-            from g3align.kernels.loader import cupy_compile_once
-            cupy_compile_once()
-        return ok
-    except Exception:  # no CuPy, no driver, no device
+def start_gpu() -> bool:
+    """Whether CuPy sees a CUDA device; if so, CuPy set up for g3align's runs: its kernel builds made once per
+    process (kernels/loader.cupy_compile_once) and, with G3ALIGN_TRACE, its builds and allocations traced."""
+    from g3align.aligner.gpu.device import gpu_available
+    if not gpu_available():
         return False
+    import g3align.aligner as ag
+    if ag.TRACE is not None:
+        tracing.cupy_compiles_traced()
+        tracing.cupy_allocs_traced()
+    from g3align.kernels.loader import cupy_compile_once  # after the tracing: its events are then the builds
+    cupy_compile_once()
+    return True
 
 
 def pick_device(choice: str, verbose: int, cmd: str = "mem") -> str:
@@ -170,7 +169,7 @@ def pick_device(choice: str, verbose: int, cmd: str = "mem") -> str:
     from g3align.aligner import log
     if choice == "cpu":
         return "cpu"
-    if gpu_available():
+    if start_gpu():
         return "gpu"
     if choice == "gpu":
         raise G3Error("--device gpu: no CUDA device visible to CuPy (install g3align[cuda12] or [cuda13])")

@@ -150,7 +150,7 @@ def _gpu_present() -> bool:
     """A CUDA device CuPy sees (CuPy is imported only where an NVIDIA driver's device file exists)."""
     if not os.path.exists("/dev/nvidiactl"):
         return False
-    from g3align.aligner.map.gpu.sketch import gpu_available
+    from g3align.aligner.gpu.device import gpu_available
     return gpu_available()
 
 

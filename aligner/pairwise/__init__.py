@@ -8,5 +8,6 @@ codes, 2-bit packed) to the device that aligns them and formats results. The pub
 
 May import: gpu/, runtime/, g3align.kernels, g3align.jit. Not mem/ or map/.
 """
-from g3align.aligner.pairwise.engine import align_pairs, encode_seqs, gpu_available, rescore_cigar  # noqa: F401
+from g3align.aligner.gpu.device import gpu_available  # noqa: F401
+from g3align.aligner.pairwise.engine import align_pairs, encode_seqs, rescore_cigar  # noqa: F401
 from g3align.aligner.pairwise.pwio import Packed2, pack2  # noqa: F401

@@ -67,6 +67,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 from g3align.aligner.gpu import pinned
+from g3align.aligner.gpu.device import gpu_available
 from g3align.aligner.pairwise.pwio import (  # noqa: F401
     Packed2,
     csr,
@@ -586,14 +587,6 @@ def align_cpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
 
 # ---------------------------------------------------------------------------------------------
 # GPU launcher
-
-def gpu_available() -> bool:
-    try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
-
 
 def choose_config(m: int, tb: bool) -> tuple[int, int]:
     """(LANES, R) for queries of length m.

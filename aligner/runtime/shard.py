@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from multiprocessing import connection
 
 from g3align.aligner import BATCH_END
+from g3align.aligner.gpu.device import gpu_count
 
 DASK_CONNECT_S = 20  # seconds to reach the Dask scheduler before giving up
 UNITS_PER_WORKER = 2  # units sent to a worker ahead of its results: the next unit's GPU stages overlap this one's
@@ -263,15 +264,6 @@ def units(items, paired: bool):
         yield uid, it, first, last
         first = last
         uid += last
-
-
-def gpu_count() -> int:
-    """GPUs CUDA can see (without making a context on any)."""
-    try:
-        import cupy
-        return int(cupy.cuda.runtime.getDeviceCount())
-    except Exception:  # no CuPy, no driver, no device
-        return 0
 
 
 def visible_gpus(n: int) -> list[str]:

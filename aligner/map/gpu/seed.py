@@ -38,7 +38,6 @@ from typing import NamedTuple
 import numba as nb
 import numpy as np
 from g3align.aligner import trace_mark
-from g3align.aligner.map.gpu.sketch import gpu_available
 from g3align.aligner.map.seed import (
     MM_F_FOR_ONLY,
     MM_F_HEAP_SORT,
@@ -55,7 +54,7 @@ from g3align.kernels.loader import fit_shared
 
 from g3align.jit import njit
 
-__all__ = ["SeedBatch", "gpu_available", "index_to_device", "seed_batch_cpu", "seed_batch_gpu"]
+__all__ = ["SeedBatch", "index_to_device", "seed_batch_cpu", "seed_batch_gpu"]
 
 _BLOCK = 256       # thread-per-minimizer kernels
 _BLOCK_READ = 64   # thread-per-read kernels

@@ -23,19 +23,10 @@ from g3align.index.mmidx import _check_wk, sketch_into
 
 from g3align.jit import njit
 
-__all__ = ["gpu_available", "slot_caps", "sketch_batch_cpu", "sketch_batch_gpu"]
+__all__ = ["slot_caps", "sketch_batch_cpu", "sketch_batch_gpu"]
 
 _BLOCK = 128
 
-
-def gpu_available() -> bool:
-    """True when CuPy imports and sees at least one CUDA device."""
-    try:
-        import cupy as cp
-
-        return cp.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
 
 
 def slot_caps(seq_off, w: int, cap: int | None = None) -> np.ndarray:
