@@ -76,3 +76,27 @@ def load_script(name: str):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs CuPy and a CUDA device; skipped without one (`pytest -m gpu` runs "
+                                       "only these, `-m 'not gpu'` none of them)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked gpu are skipped where CuPy sees no CUDA device."""
+    from g3align.aligner.gpu.device import gpu_available
+    if any(it.get_closest_marker("gpu") for it in items) and not gpu_available():
+        skip = pytest.mark.skip(reason="no CuPy / CUDA device")
+        for it in items:
+            if it.get_closest_marker("gpu"):
+                it.add_marker(skip)
+
+
+def cupy_or_none():
+    """The cupy module where it sees a CUDA device, else None (for code in GPU tests that needs the module)."""
+    from g3align.aligner.gpu.device import gpu_available
+    if not gpu_available():
+        return None
+    import cupy
+    return cupy

@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 from g3align.aligner.map import ksw2
 from g3align.aligner.map.gpu import ksw2 as kg
-from g3align.aligner.map.gpu.sketch import gpu_available
 from g3align.aligner.map.types import KSW_EZ_GENERIC_SC
 from test_ksw2 import _load_vectors, parse_line, random_case, tricky_cases
 
@@ -310,7 +309,7 @@ def with_random_cases(vector_cases, rng, n):
     return cases
 
 
-@pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
+@pytest.mark.gpu
 @pytest.mark.parametrize("budget,defines", [(2 << 30, None), (1 << 16, None), (2 << 30, {"KSW2_SCALAR": 1}),
                                             (2 << 30, {"KSW2_MIN_BLOCKS": 6}), (2 << 30, {"KSW2_FUSED_S": 1}),
                                             (2 << 30, {"KSW2_IX64": 1})])
@@ -323,7 +322,7 @@ def test_gpu_kernel_equals_twin(vector_cases, budget, defines):
     check(got, want(cases), cases)
 
 
-@pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
+@pytest.mark.gpu
 @pytest.mark.parametrize("budget", [2 << 30, 1 << 16])
 @pytest.mark.parametrize("gate_from", [None, "prep", "launch"])
 def test_gpu_packed_cigars_equal_twin(vector_cases, budget, gate_from):
@@ -359,7 +358,7 @@ def test_default_builds_avoid_the_miscompiled_shape():
     assert len(mod.candidates("ksw2", {"KSW2_NO_OPAQUE": 1})) >= 1  # (3 until session 25, 2 since: both H loops)
 
 
-@pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
+@pytest.mark.gpu
 @pytest.mark.parametrize("n", [1, 5, 1023, 1024, 1025, 4097, 300_001])
 def test_gpu_cig_offsets_equal_cumsum(n):
     """ksw_cig_offsets (the packed CIGARs' offsets, computed behind the launches) == its twin np.cumsum, for job

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 from g3align.aligner.map import lchain as lc
 from g3align.aligner.map.gpu import lchain as lg
-from g3align.aligner.map.gpu.sketch import gpu_available
 from g3align.kernels import loader
 from test_lchain import HERE, STORED, pair_records, read_records
 
@@ -206,7 +205,7 @@ def test_warp_algorithm_dense(seed, max_skip):
     np.testing.assert_array_equal(got[1], want[1])
 
 
-@pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
+@pytest.mark.gpu
 @pytest.mark.parametrize("key", list(BATCHES), ids=[f"{k[0]}-bw{k[1]}" for k in BATCHES])
 def test_gpu_kernel_equals_twin(key):
     args, want = _dump_case(key)
@@ -215,7 +214,7 @@ def test_gpu_kernel_equals_twin(key):
         np.testing.assert_array_equal(got[1], want[1])
 
 
-@pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")
+@pytest.mark.gpu
 @pytest.mark.parametrize("max_skip", [0, 2, 25])
 def test_gpu_warp_kernel_dense(max_skip):
     args = dense_args([it for seed in range(4) for it in dense_reads(seed)], max_skip)

@@ -150,7 +150,7 @@ def test_qstrand_paf_identical_to_live_minimap2(args):
                           check=True).stdout
     assert b"\t-\t" in gold and b"\t+\t" in gold
     devices = ["cpu"]
-    from g3align.aligner.map.gpu.sketch import gpu_available
+    from g3align.aligner.gpu.device import gpu_available
     if gpu_available():
         devices.append("gpu")
     for dev in devices:
@@ -271,11 +271,11 @@ def test_staged_alignment_ecoli_pacbio(tmp_path):
 
 
 def _gpu():
-    from g3align.aligner.map.gpu.sketch import gpu_available
+    from g3align.aligner.gpu.device import gpu_available
     return gpu_available()
 
 
-@pytest.mark.skipif(not _gpu(), reason="no CUDA device / cupy")
+@pytest.mark.gpu
 @pytest.mark.parametrize("preset", [["-x", "map-pb", "-a"], ["-x", "map-ont", "-c"], ["-x", "sr", "-a"]])
 def test_gpu_seeding_gives_the_same_output(preset):
     """--device gpu with the base alignment per read on CPU threads (--cpu-align) and on the GPU
@@ -293,8 +293,7 @@ class _Sink:
         self.chunks.append(bytes(b))
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.skipif(not _gpu(),
-                                                                                     reason="no CUDA device"))])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
 def test_part_pipeline_does_not_change_the_output(device, monkeypatch):
     """run_map over reads.read_batch_parts: parts of any size, mapped up to MAP_DEPTH at once (worker threads,
     their own CUDA streams on the GPU; MAP_QUEUED more handed over ahead), give the records of one batch mapped per
@@ -428,7 +427,7 @@ def test_u_to_t_copies_only_rna_reads():
     assert _u_to_t(np.zeros(0, np.uint8)).shape == (0,)
 
 
-@pytest.mark.skipif(not _gpu(), reason="no CUDA device / cupy")
+@pytest.mark.gpu
 def test_gpu_map_does_not_import_cupyx(tmp_path):
     """CuPy imports cupyx.scipy.special (and cupyx's sparse modules) at the first NumPy-ufunc override, i.e. the first
     operator between a CuPy array and a Python number (`a > 0`, `a * 2`): 0.27-0.46 s in the first part's seeding
@@ -442,7 +441,7 @@ def test_gpu_map_does_not_import_cupyx(tmp_path):
     assert (tmp_path / "o.sam").stat().st_size > 0
 
 
-@pytest.mark.skipif(not _gpu(), reason="no CUDA device")
+@pytest.mark.gpu
 @pytest.mark.parametrize("ksw2_stream", [True, False])
 def test_worker_streams(ksw2_stream, monkeypatch):
     """A part worker's streams (MapAligner.worker_init): its own stream is current (not CuPy's null stream); with

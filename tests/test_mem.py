@@ -15,7 +15,6 @@ import sys
 import numpy as np
 import pytest
 from g3align.aligner.io.compare import compare_sam
-from g3align.aligner.map.gpu.sketch import gpu_available
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data")
@@ -446,7 +445,7 @@ def test_trace_and_broken_pipe(lambda_index, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ GPU start-up
-@pytest.mark.skipif(not gpu_available(), reason="no CUDA device / cupy")
+@pytest.mark.gpu
 @pytest.mark.parametrize("mode", ["se", "pe"])
 def test_gpu_mem_does_not_import_cupyx(lambda_index, tmp_path, mode):
     """mem's twin of test_map.py's test_gpu_map_does_not_import_cupyx: CuPy imports cupyx.scipy.special at the

@@ -240,7 +240,7 @@ def test_host_chain_kernel_many_seeds(rep, lib, name):
 def test_nvcc_compiles(nvcc_spill_free):
     nvcc_spill_free(CU, ("chain_kernel", "chain_compact_kernel"))
 
-needs_gpu = pytest.mark.skipif(_gpu() is None, reason="no CuPy/GPU")
+needs_gpu = pytest.mark.gpu
 
 
 def _chain_gpu(d, batch, opt, read_base=0, host=False):

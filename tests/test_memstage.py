@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import cupy_or_none
 from g3align.aligner.gpu import pinned
 from g3align.aligner.io.reads import ReadBatch, read_batches, read_pair_batches
 from g3align.aligner.mem.bns import get_seq
@@ -931,15 +932,10 @@ def test_nvcc_compiles(nvcc_spill_free):
 # ------------------------------------------------------------------------------------------------
 
 def _gpu():
-    try:
-        import cupy as cp
-
-        return cp if cp.cuda.runtime.getDeviceCount() > 0 else None
-    except Exception:
-        return None
+    return cupy_or_none()
 
 
-needs_gpu = pytest.mark.skipif(_gpu() is None, reason="no CuPy/GPU")
+needs_gpu = pytest.mark.gpu
 
 
 @needs_gpu

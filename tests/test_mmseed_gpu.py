@@ -550,7 +550,7 @@ def test_nvcc_compiles(nvcc_spill_free):
 # 4. GPU == CPU (skipped without a GPU)
 # ------------------------------------------------------------------------------------------------
 
-needs_gpu = pytest.mark.skipif(not sg.gpu_available(), reason="no CuPy/GPU")
+needs_gpu = pytest.mark.gpu
 
 
 @needs_gpu

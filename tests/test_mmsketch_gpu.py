@@ -127,7 +127,7 @@ def test_nvcc_compiles(tmp_path):
 # GPU == CPU (skipped without a GPU)
 # ------------------------------------------------------------------------------------------------
 
-needs_gpu = pytest.mark.skipif(not mg.gpu_available(), reason="no CuPy/GPU")
+needs_gpu = pytest.mark.gpu
 
 
 @needs_gpu

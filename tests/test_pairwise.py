@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from g3align.aligner.pairwise.engine import align_pairs, encode_seqs, gpu_available, rescore_cigar
+from g3align.aligner.pairwise.engine import align_pairs, encode_seqs, rescore_cigar
 
 ROOT = Path(__file__).resolve().parents[1]
 GAPS = [(6, 1), (0, 2), (3, 2)]             # (gap_open, gap_extend): affine, linear, affine
@@ -209,7 +209,7 @@ def test_bad_input():
 
 # ---- GPU == CPU -----------------------------------------------------------------------------
 
-@pytest.mark.skipif(not gpu_available(), reason="no CUDA device / cupy")
+@pytest.mark.gpu
 @pytest.mark.parametrize("mode", MODES)
 def test_gpu_equals_cpu(mode):
     rng = np.random.default_rng(11)
@@ -288,7 +288,7 @@ def test_pair_up():
     assert pair_up(np.zeros(0, np.int64), m).size == 0
 
 
-@pytest.mark.skipif(not gpu_available(), reason="no CUDA device / cupy")
+@pytest.mark.gpu
 @pytest.mark.parametrize("mode", MODES)
 def test_gpu16_equals_cpu_and_switches_width(mode):
     rng = np.random.default_rng(5)
@@ -337,7 +337,7 @@ def test_cpu_grid_traceback_equals_full(mode):
                 np.testing.assert_array_equal(getattr(full, x), getattr(g, x), err_msg=f"{x} {grid}")
 
 
-@pytest.mark.skipif(not gpu_available(), reason="no CUDA device / cupy")
+@pytest.mark.gpu
 @pytest.mark.parametrize("mode", MODES)
 def test_gpu_grid_traceback_equals_cpu(mode):
     import cupy as cp
@@ -381,7 +381,7 @@ def test_fits_tb16():
     assert not fits_tb16(m[3:4], n[3:4], 28, 4, 6, 1, 2).any()      # local: 28 * 150 >= 4096
 
 
-@pytest.mark.skipif(not gpu_available(), reason="no CUDA device / cupy")
+@pytest.mark.gpu
 @pytest.mark.parametrize("mode", MODES)
 def test_gpu_tb16_equals_cpu(mode):
     rng = np.random.default_rng(23)
@@ -511,7 +511,7 @@ def test_chain_batch_pairs():
     assert pw.chain_batch_pairs(m16, m16, np.arange(k), nsm, 1, 4, 6, 1, 50).size == 0
 
 
-@pytest.mark.skipif(not gpu_available(), reason="no CUDA device / cupy")
+@pytest.mark.gpu
 @pytest.mark.parametrize("mode", MODES)
 def test_gpu_chain_batch_equals_cpu(mode):
     import cupy as cp

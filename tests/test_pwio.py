@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from g3align.aligner.pairwise import pwio
-from g3align.aligner.pairwise.engine import align_pairs, gpu_available
+from g3align.aligner.pairwise.engine import align_pairs
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = ("score", "q_end", "t_end", "q_start", "t_start", "cigar", "cigar_off")
@@ -127,7 +127,7 @@ def test_pwio_kernels_compile(tmp_path):
     assert " 0 bytes spill stores" in out.stderr
 
 
-@pytest.mark.skipif(not gpu_available(), reason="no CUDA device / cupy")
+@pytest.mark.gpu
 def test_gpu_input_forms_equal_cpu():
     import cupy as cp
     rng = np.random.default_rng(5)
@@ -160,7 +160,7 @@ def test_gpu_input_forms_equal_cpu():
         align_pairs(["AC", "AC"], ["A\nC", "A"], device="gpu")
 
 
-@pytest.mark.skipif(not gpu_available(), reason="no CUDA device / cupy")
+@pytest.mark.gpu
 def test_gpu_gather_and_unpack_equal_twins():
     import cupy as cp
     from g3align.kernels.loader import get_module
@@ -211,7 +211,7 @@ def test_align_cli_streams_in_chunks(tmp_path, monkeypatch):
     assert bad.exit_code == 1 and "t.fa: ends after record 40 while" in bad.output and "q.fa has more" in bad.output
 
 
-@pytest.mark.skipif(not gpu_available(), reason="no CUDA device / cupy")
+@pytest.mark.gpu
 def test_gpu_slabs_equal_cpu(monkeypatch):
     """Host code arrays big enough for slabs (made small here) go through the overlapped slab uploads: the CPU
     twin's results byte for byte, empty sequences included."""

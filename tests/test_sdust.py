@@ -120,7 +120,7 @@ def test_map_T_identical_to_minimap2(tmp_path, args):
                            check=True).stdout
     assert want != plain
     devices = ["cpu"]
-    from g3align.aligner.map.gpu.sketch import gpu_available
+    from g3align.aligner.gpu.device import gpu_available
     if gpu_available():
         devices.append("gpu")
     for dev in devices:

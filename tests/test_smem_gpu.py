@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import cupy_or_none
 from g3align.aligner.mem.chain import make_seeds
 from g3align.aligner.mem.gpu import smem as sg
 from g3align.aligner.mem.options import MemOpt
@@ -268,12 +269,7 @@ def test_nvcc_compiles(tmp_path):
 
 
 def _gpu():
-    try:
-        import cupy as cp
-
-        return cp if cp.cuda.runtime.getDeviceCount() > 0 else None
-    except Exception:
-        return None
+    return cupy_or_none()
 
 
 @pytest.mark.parametrize("cap", [2, 64])
