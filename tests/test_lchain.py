@@ -17,7 +17,7 @@ from g3align.aligner.map import hit as mmhit
 from g3align.aligner.map import lchain as lc
 from g3align.aligner.map.types import AS, CIG_OFF, CNT, NR, SEG_ID, SEG_SPLIT
 
-DATA = "/work/shared/data"
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # preset -> chaining parameters of mm_map_frag (options.c), k of the index

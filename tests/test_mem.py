@@ -55,7 +55,9 @@ def test_golden_single_end(lambda_index, tmp_path):
     ours = [ln for ln in text if ln and not ln.startswith("@")]
     theirs = [ln for ln in gold.read_text().split("\n") if ln and not ln.startswith("@")]
     assert ours == theirs
-    assert res  # the comparator ran on the pair
+    # and the comparator (g3align compare) says so: every read common to both, all identical
+    assert res["common"] == len(ours) - sum(1 for ln in ours if int(ln.split("\t")[1]) & 0x900) > 0
+    assert res["identical"] == res["common"]
 
 
 def test_determinism_K_and_threads(lambda_index):

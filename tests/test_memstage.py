@@ -335,7 +335,7 @@ def test_staged_equals_per_read(data, variant, mode, n_threads):
     _check_sam(got, want)
     st = al.stage_times
     for k in ("seeding", "chaining", "extension"):
-        assert k in st and st[k] >= 0.0
+        assert k in st and st[k] > 0.0  # each stage ran and was timed
     assert st["jobs"] > 0
 
 
