@@ -139,7 +139,7 @@ def test_read_alt_as_bns_restore(tmp_path):
 
 
 def test_pa_tag_is_printf_rounding():
-    from g3align.aligner.mem.samout import put_fixed3
+    from g3align.aligner.io.textbuf import put_fixed3
     rng = np.random.default_rng(3)
     xs = [a / b for a, b in zip(rng.integers(1, 3000, 4000), rng.integers(1, 3000, 4000))]
     xs += [1.0005, 0.0625, 0.9995, 17 / 16, 1 / 8, 0.0005, 2.5e-4, 0.0, 123.4565, 1e-9, 1 / 3, 2 / 3]

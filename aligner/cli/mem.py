@@ -308,14 +308,14 @@ def run_mem_sharded(kw, reader, paired, ignored_r2, gpus=None, test=None):
     def make_sink(ref):
         xr = None
         if kw["ref_hdr"]:
-            from g3align.aligner.mem.samout import xr_table
-            xr = xr_table(ref["names"], ref["comments"])
+            from g3align.aligner.mem.samout import xr_edit
+            xr = xr_edit(ref["names"], ref["comments"])
         alt = ref.get("alt") if not kw["ignore_alt"] else None
         header = sam_header(ref["names"], ref["lengths"], rg_line=rg_line, pg_cmdline=cmdline, extra_lines=hdr_lines,
                             alt=alt)
         fasta = kw["prefix"] if os.path.isfile(kw["prefix"]) else ref["src_path"]
         return OutputSink(kw["output"], header, sort=kw["sort"], sort_mem=kw["sort_mem"], threads=kw["threads"],
-                          xr=xr, reference=cram_reference(kw["output"], fasta))
+                          edit=xr, reference=cram_reference(kw["output"], fasta))
 
     job_kw = dict(kw, prefix=os.path.abspath(kw["prefix"]))
     t0 = time.time()
@@ -374,11 +374,11 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, index):
         mark(trace, "start-up: aligner (index to the GPU)", t)
         xr = None
         if kw["ref_hdr"]:
-            from g3align.aligner.mem.samout import xr_table
-            xr = xr_table(ref.names, ref.comments)
+            from g3align.aligner.mem.samout import xr_edit
+            xr = xr_edit(ref.names, ref.comments)
         fasta = kw["prefix"] if os.path.isfile(kw["prefix"]) else getattr(ref, "src_path", "")
         with OutputSink(kw["output"], header, sort=kw["sort"], sort_mem=kw["sort_mem"], threads=kw["threads"],
-                        xr=xr, reference=cram_reference(kw["output"], fasta)) as sink:
+                        edit=xr, reference=cram_reference(kw["output"], fasta)) as sink:
             if paired:
                 n, dt = run_mem_pe(aligner, reader, sink, verbose, pes)
             else:

@@ -166,7 +166,7 @@ class OutputSink:
     """Where SAM records go: SAM text to stdout or a file, or BAM through pysam.
 
     `write(data)` takes whole SAM lines (str, bytes or a memoryview of bytes, each ending in '\\n'), in output order;
-    with `xr` (`mem -V`) each record gets bwa's XR tag of its reference sequence.
+    with `edit` (a function of such bytes to bytes, e.g. `mem -V`'s XR tags) each write goes through it first.
     The format is `fmt` ('sam', 'bam' or 'cram') or, when None, from the path's extension (output_format); CRAM needs
     `reference`, the reference FASTA (plain, or bgzip with its .fai and .gzi).
 
@@ -176,8 +176,8 @@ class OutputSink:
     written (pysam.index) and the temporary files are removed (by a stop too: aligner/runtime/stop.py)."""
 
     def __init__(self, path: str | None, header: str, fmt: str | None = None, threads: int = 1,
-                 sort: bool = False, sort_mem: str = "768M", xr=None, reference: str | None = None):
-        self._xr = xr  # `mem -V`: samout.xr_table of the reference; each write gets bwa's XR tags (samout.add_xr)
+                 sort: bool = False, sort_mem: str = "768M", edit=None, reference: str | None = None):
+        self._edit = edit  # whole SAM lines -> whole SAM lines, before they are written (None: as they are)
         self.path = path if path not in (None, "") else "-"
         if fmt is None:
             fmt = output_format(self.path)
@@ -228,10 +228,10 @@ class OutputSink:
             self._write(data)
 
     def write_file(self, path: str, chunk: int = 1 << 26) -> None:
-        """write() of a file's whole SAM lines: for SAM text without XR tags the bytes go from file to file in the
+        """write() of a file's whole SAM lines: for SAM text with no edit the bytes go from file to file in the
         kernel (os.sendfile), else through write() in chunks of whole lines."""
         with self._lock, open(path, "rb") as src:
-            if self.fmt == "sam" and self._xr is None and not self._closed:
+            if self.fmt == "sam" and self._edit is None and not self._closed:
                 self._fh.flush()
                 n = os.fstat(src.fileno()).st_size
                 at = 0
@@ -277,9 +277,8 @@ class OutputSink:
             data = data.encode("utf-8", "surrogateescape")
         if not data:
             return
-        if self._xr is not None:
-            from g3align.aligner.mem.samout import add_xr
-            data = add_xr(data, self._xr)
+        if self._edit is not None:
+            data = self._edit(data)
         if self.fmt == "sam":
             self._fh.write(data)
             return

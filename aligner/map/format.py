@@ -10,6 +10,7 @@ the binary value (see `put_f4`), so the text is byte-identical to minimap2's.
 import math
 
 import numpy as np
+from g3align.aligner.io.textbuf import put_bytes, put_char, put_int, reserve
 from g3align.aligner.map.align import _getseq2
 from g3align.aligner.map.types import (
     BLEN,
@@ -42,7 +43,6 @@ from g3align.aligner.map.types import (
     TRANS_STRAND,
     bits_f32,
 )
-from g3align.aligner.mem.samout import _reserve, put_bytes, put_char, put_int
 
 from g3align.jit import njit
 
@@ -339,7 +339,7 @@ def _put_cs_md(buf, n, flag, R, i, cig, qcodes, ref_seq, ref_off):
 def _put_seq(buf, n, s, rev, comp):
     if rev:  # reversed (and complemented): room for all of it first, then one pass
         ln = s.shape[0]
-        buf = _reserve(buf, n, ln)
+        buf = reserve(buf, n, ln)
         for k in range(ln):
             c = s[ln - 1 - k]
             buf[n + k] = COMP[c] if comp and c < 128 else c

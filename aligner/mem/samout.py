@@ -4,9 +4,9 @@ Everything here is numba: the batch kernel formats each read's records into one 
 buffer, so no per-read Python runs on the output path. CIGAR ops are bwa's (len<<4 | op, op in MIDSH
 = 0..4); internal clipping op 3 prints as S, or H for supplementary records unless -Y.
 """
-import math
 
 import numpy as np
+from g3align.aligner.io.textbuf import put_bytes, put_char, put_fixed3, put_int, reserve
 from g3align.aligner.mem.bns import depos, pos2rid
 from g3align.aligner.mem.extend import (
     ALT_SC,
@@ -54,83 +54,6 @@ _LIT12 = np.frombuffer(b"\tXA:Z:", np.uint8).copy()  # b"\tXA:Z:"
 
 _LIT_MC = np.frombuffer(b"\tMC:Z:", np.uint8).copy()
 _LIT_PA = np.frombuffer(b"\tpa:f:", np.uint8).copy()
-
-
-# ---------------------------------------------------------------- byte buffer helpers
-@njit(cache=True, specialize_literals=False)
-def _reserve(buf, n, extra):
-    if n + extra <= buf.shape[0]:
-        return buf
-    cap = buf.shape[0] * 2
-    while cap < n + extra:
-        cap *= 2
-    b2 = np.empty(cap, np.uint8)
-    b2[:n] = buf[:n]
-    return b2
-
-
-@njit(cache=True, specialize_literals=False)
-def put_bytes(buf, n, src):
-    buf = _reserve(buf, n, src.shape[0])
-    buf[n:n + src.shape[0]] = src
-    return buf, n + src.shape[0]
-
-
-@njit(cache=True, specialize_literals=False)
-def put_char(buf, n, c):
-    buf = _reserve(buf, n, 1)
-    buf[n] = c
-    return buf, n + 1
-
-
-@njit(cache=True, specialize_literals=False)
-def put_int(buf, n, v):
-    buf = _reserve(buf, n, 24)
-    v = np.int64(v)
-    if v < 0:
-        buf[n] = 45  # '-'
-        n += 1
-        v = -v
-    k = 1  # digits, then written from the last one back (no scratch array)
-    t = v
-    while t >= 10:
-        t //= 10
-        k += 1
-    for i in range(k - 1, -1, -1):
-        buf[n + i] = 48 + v % 10
-        v //= 10
-    return buf, n + k
-
-
-@njit(cache=True, specialize_literals=False)
-def put_fixed3(buf, n, x):
-    """printf's "%.3f" of the double x (finite): the exact binary value rounded half to even, as glibc does."""
-    buf = _reserve(buf, n, 40)
-    if x < 0:
-        buf[n] = 45  # '-'
-        n += 1
-        x = -x
-    f, e = math.frexp(x)  # x = f * 2**e, 0.5 <= f < 1 (or x == 0)
-    m = np.uint64(f * 9007199254740992.0)  # f * 2**53: exact
-    s = 53 - e  # x = m / 2**s
-    if s <= 0:
-        q = np.uint64(m << np.uint64(-s)) * np.uint64(1000)
-    elif s >= 64:
-        q = np.uint64(0)  # x * 1000 < 2**63 / 2**64: rounds to 0
-    else:
-        big = m * np.uint64(1000)  # < 2**63
-        q = big >> np.uint64(s)
-        r = big - (q << np.uint64(s))
-        half = np.uint64(1) << np.uint64(s - 1)
-        if r > half or (r == half and (q & np.uint64(1)) != 0):
-            q += np.uint64(1)
-    buf, n = put_int(buf, n, np.int64(q // np.uint64(1000)))
-    buf[n] = 46  # '.'
-    frac = np.int64(q % np.uint64(1000))
-    buf[n + 1] = 48 + frac // 100
-    buf[n + 2] = 48 + frac // 10 % 10
-    buf[n + 3] = 48 + frac % 10
-    return buf, n + 4
 
 
 @njit(cache=True, specialize_literals=False)
@@ -479,7 +402,7 @@ def write_record(buf, n, opt, name, seq, qual, has_qual, comment, rg_id, ctg_nam
             buf, n = put_char(buf, n, 9)
             buf, n = put_char(buf, n, 42)
         else:
-            buf = _reserve(buf, n, 2 * (qe - qb) + 2)
+            buf = reserve(buf, n, 2 * (qe - qb) + 2)
             if not is_rev:
                 for i in range(qb, qe):
                     buf[n] = ACGTN[seq[i]]
@@ -672,3 +595,9 @@ def add_xr(data, table) -> bytes:
     out = np.empty(_add_xr(buf, nb, no, xb, xo, slots, None), np.uint8)
     _add_xr(buf, nb, no, xb, xo, slots, out)
     return out.tobytes()
+
+
+def xr_edit(names: list, comments: list):
+    """`mem -V`: the OutputSink edit that adds bwa's XR tags to whole SAM lines, for this reference."""
+    table = xr_table(names, comments)
+    return lambda data: add_xr(data, table)
