@@ -8,7 +8,7 @@ import time
 TRACE: list | None = None
 _TIMES_LOCK = threading.Lock()
 # written to a pipeline's sink after each batch's records when the pipeline runs with marks=True
-# (aligner/runtime/shard.py's workers cut their output into units there)
+# (aligner/cli/shard.py's workers cut their output into units there)
 BATCH_END = object()
 
 

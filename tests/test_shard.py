@@ -1,4 +1,4 @@
-"""`mem` over several workers (aligner/runtime/shard.py): `--gpus N` (worker processes; here CPU workers, the same
+"""`mem` over several workers (aligner/cli/shard.py): `--gpus N` (worker processes; here CPU workers, the same
 code the GPU workers run) and `--scheduler ADDRESS` (a Dask LocalCluster of two worker processes).
 
 Every run's output must equal the one-process run's byte for byte with the same -K (the demo pairs cut into ~10
@@ -11,7 +11,7 @@ import pytest
 from g3align.aligner.cli import common as cli_common
 from g3align.aligner.cli import map as map_cli
 from g3align.aligner.cli import mem as mem_cli
-from g3align.aligner.runtime import shard
+from g3align.aligner.cli import shard
 from test_mem import g3  # the CLI in a subprocess (pytest puts tests/ on sys.path)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -64,12 +64,12 @@ def check_sort(sort: bool, out: str | None, mem: str) -> None:
 
 
 def shard_run(kind, job_kw, paired, threads, scheduler, gpus_kw, items, make_sink, verbose, gpus=None, test=None):
-    """The workers' run of `mem` or `map` (aligner/runtime/shard.py): on the Dask scheduler's workers (-t threads each),
+    """The workers' run of `mem` or `map` (aligner/cli/shard.py): on the Dask scheduler's workers (-t threads each),
     or one process per GPU (gpus: their CUDA_VISIBLE_DEVICES values, None: from --gpus; -t shared). Returns the
     number of units; shard, reader and output errors as one-line G3Errors."""
     from g3align.aligner import log
+    from g3align.aligner.cli import shard
     from g3align.aligner.io.reads import ReadFormatError
-    from g3align.aligner.runtime import shard
 
     def say(m):
         log(m, verbose)

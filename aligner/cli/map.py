@@ -257,7 +257,7 @@ def _map_items(opt, queries, first_parts, reader):
 
 def run_map_sharded(args, opt, queries, ref_path, rg_line, first_parts, reader, gpus=None, test=None):
     """`map --gpus N` / `--scheduler ADDRESS`: this process parses the reads and writes the output; the workers
-    (aligner/runtime/shard.py) map the parts, each worker loading (or building) the index once. gpus / test: as for
+    (aligner/cli/shard.py) map the parts, each worker loading (or building) the index once. gpus / test: as for
     run_mem_sharded."""
     from g3align.aligner import log
     from g3align.aligner.io.sam import OutputSink, sam_header

@@ -243,7 +243,7 @@ def _run_mem_traced(kw, trace, t):
         gpu_guess = kw["device"] == "gpu" or gpu_machine(kw["device"])
         se = se_chunk_for(gpu_guess, chunk)
         reader = start_reader(kw, se, depth=max(2, chunk // se + 1))
-    if kw["scheduler"] is not None or gpu_workers(kw) > 1:  # several workers (aligner/runtime/shard.py)
+    if kw["scheduler"] is not None or gpu_workers(kw) > 1:  # several workers (aligner/cli/shard.py)
         try:
             run_mem_sharded(kw, reader, paired, ignored_r2)
         finally:
@@ -286,7 +286,7 @@ def _mem_header_parts(kw):
 
 def run_mem_sharded(kw, reader, paired, ignored_r2, gpus=None, test=None):
     """`mem --gpus N` / `--scheduler ADDRESS`: this process parses the reads and writes the output; the workers
-    (aligner/runtime/shard.py) align the -K batches. The same records as a one-process run with the same -K.
+    (aligner/cli/shard.py) align the -K batches. The same records as a one-process run with the same -K.
     gpus: the workers' CUDA_VISIBLE_DEVICES values (None: from --gpus; a None item: a CPU worker, for tests);
     test: shard.Job's die_at / fail_start."""
     from g3align.aligner import log

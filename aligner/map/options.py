@@ -134,7 +134,7 @@ class MapOpt:
     # base alignment as batches of ksw2 jobs on the GPU: None = with --device gpu (the default), True = --gpu-align
     # (the same; also the CPU twin's staged path for a batch-seeded CPU aligner), False = --cpu-align (per read)
     gpu_align: bool | None = None
-    gpus: str = "1"           # --gpus N|all: worker processes, one per GPU (aligner/runtime/shard.py)
+    gpus: str = "1"           # --gpus N|all: worker processes, one per GPU (aligner/cli/shard.py)
     scheduler: str | None = None  # --scheduler ADDRESS: the batches on a Dask cluster's workers
     verbose: int = 3
     dump: str | None = None

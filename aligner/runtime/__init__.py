@@ -1,7 +1,7 @@
-"""How g3align's processes and threads run: stopping on signals and closed pipes (stop.py), one command over
-several workers, GPUs or a Dask cluster (shard.py), read-only views of shared arrays for numba threads
-(nbshare.py), and clocks inside pool tasks for traces (taskclock.py).
+"""How g3align's processes and threads run: stopping on signals and closed pipes (stop.py), read-only views of
+shared arrays for numba threads (nbshare.py), the G3ALIGN_TUNE list of pipeline sizes (tune.py), and clocks inside
+pool tasks for traces (taskclock.py).
 
-May import: g3align.jit, g3align.aligner (log, trace), io/; shard.py starts the mem and map pipelines in its
-workers (imported there, at run time).
+May import: g3align.jit, g3align.aligner (log, trace). Nothing of the ports but taskclock.py, which times their
+pool kernels.
 """
