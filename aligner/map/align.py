@@ -41,6 +41,17 @@ import numpy as np
 from g3align.aligner.map.hit import filter_regs, hit_sort, split_reg, squeeze_a
 from g3align.aligner.map.ksw2 import extd2, extz2, gen_simple_mat, ll_i16
 from g3align.aligner.map.lchain import mg_log2
+from g3align.aligner.map.options import (
+    F_EQX,
+    F_FOR_ONLY,
+    F_NO_END_FLT,
+    F_NO_INV,
+    F_QSTRAND,
+    F_REV_ONLY,
+    F_SPLICE,
+    F_SR,
+    I_HPC,
+)
 from g3align.aligner.map.types import (
     AS,
     BLEN,
@@ -96,16 +107,6 @@ from g3align.aligner.runtime.nbshare import keep_alive, unowned
 
 from g3align.jit import njit
 
-# mm_mapopt_t.flag bits read here (minimap.h)
-F_SPLICE = 0x080
-F_SR = 0x1000
-F_FOR_ONLY = 0x100000
-F_REV_ONLY = 0x200000
-F_EQX = 0x4000000
-F_NO_END_FLT = 0x10000000
-F_QSTRAND = 0x100000000
-F_NO_INV = 0x200000000
-I_HPC = 0x1
 PARENT_UNSET = -1
 PARENT_TMP_PRI = -2
 

@@ -11,7 +11,7 @@ forward-reverse reference space, half-open: query [QB, QE), reference [RB, RE).
 import numpy as np
 from g3align.aligner.mem.bns import clip_to_contig, fetch_seq, get_seq
 from g3align.aligner.mem.ksort import sort_distinct_u64
-from g3align.aligner.mem.ksw import ksw_align2, ksw_extend2
+from g3align.aligner.mem.ksw import KSW_XSTART, ksw_align2, ksw_extend2
 
 from g3align.jit import njit
 
@@ -22,7 +22,6 @@ NF = 21  # LREP/QLEN: the region's frac_rep is float32(LREP)/float32(QLEN) (bwa'
 
 MEM_SHORT_EXT = 50
 MEM_SHORT_LEN = 200
-KSW_XSTART = 0x80000  # see ksw.h
 
 
 @njit(cache=True, inline="always")

@@ -33,11 +33,11 @@ from g3align.aligner.mem.extend import (
     SUB,
 )
 from g3align.aligner.mem.ksort import STACK_ROWS, introsort_ws
-from g3align.aligner.mem.ksw import ksw_align2
+from g3align.aligner.mem.ksw import KSW_XBYTE, KSW_XSTART, KSW_XSUBO, ksw_align2
+from g3align.aligner.mem.options import F_ALL, F_NO_RESCUE, F_NOPAIRING, F_PRIMARY5
 from g3align.aligner.mem.primary import approx_mapq_se, hash_64, mark_primary_se, sort_dedup_patch
-from g3align.aligner.mem.samout import F_ALL, cg_empty, cg_slice, gen_alt_one, reg2aln, write_record
+from g3align.aligner.mem.samout import cg_empty, cg_slice, gen_alt_one, reg2aln, write_record
 from g3align.aligner.mem.single import (
-    F_PRIMARY5,
     align1_in_batch,
     reg2sam,
     reorder_primary5,
@@ -46,11 +46,6 @@ from g3align.aligner.runtime.nbshare import claim, keep_alive, owned_text, unown
 
 from g3align.jit import njit
 
-F_NOPAIRING = 0x4
-F_NO_RESCUE = 0x20
-KSW_XBYTE = 0x10000
-KSW_XSUBO = 0x40000
-KSW_XSTART = 0x80000
 MIN_RATIO = 0.8
 MIN_DIR_CNT = 10
 MIN_DIR_RATIO = 0.05

@@ -24,16 +24,11 @@ from g3align.aligner.mem.extend import (
     W,
 )
 from g3align.aligner.mem.ksw import gen_cigar2
-from g3align.aligner.mem.options import contig_is_alt
+from g3align.aligner.mem.options import F_SOFTCLIP, contig_is_alt
 from g3align.aligner.mem.primary import approx_mapq_se
 from g3align.aligner.runtime.nbshare import unowned
 
 from g3align.jit import njit
-
-F_ALL = 0x8
-F_NO_MULTI = 0x10
-F_SOFTCLIP = 0x200
-F_KEEP_SUPP_MAPQ = 0x1000
 
 MIDSH = np.frombuffer(b"MIDSHN", np.uint8)
 ACGTN = np.frombuffer(b"ACGTN", np.uint8)

@@ -22,12 +22,9 @@ from g3align.aligner.mem.extend import (
     chain2aln,
     flt_chained_seeds,
 )
-from g3align.aligner.mem.options import contig_is_alt
+from g3align.aligner.mem.options import F_ALL, F_KEEP_SUPP_MAPQ, F_NO_MULTI, F_PRIMARY5, contig_is_alt
 from g3align.aligner.mem.primary import INT_MAX, mark_primary_se, sort_dedup_patch
 from g3align.aligner.mem.samout import (
-    F_ALL,
-    F_KEEP_SUPP_MAPQ,
-    F_NO_MULTI,
     cg_empty,
     cg_slice,
     gen_alt,
@@ -39,7 +36,6 @@ from g3align.aligner.runtime.nbshare import owned_text, unowned
 
 from g3align.jit import njit
 
-F_PRIMARY5 = 0x800
 _NO_X = np.zeros((0, XF), np.int64)
 
 
