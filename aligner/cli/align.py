@@ -21,7 +21,7 @@ def _chunks(qpath: str, tpath: str, chunk: int):
     """(query batch, target batch) of up to `chunk` pairs, the two files read in lockstep (each parsed in a
     thread of its own, aligner/io/reads.py: FASTA or FASTQ, plain or gzip); a ReadFormatError when they differ
     in record count."""
-    from g3align.aligner.io.reads import ReadBatch, ReadFormatError, _display, iter_pieces, prefetch
+    from g3align.aligner.io.reads import ReadBatch, ReadFormatError, display_path, iter_pieces, prefetch
 
     its = [prefetch(iter_pieces(p, trim_readno=False, keep_raw=False), name="g3align-reader") for p in (qpath, tpath)]
     bufs: list[list] = [[], []]
@@ -40,8 +40,8 @@ def _chunks(qpath: str, tpath: str, chunk: int):
         k = min(have[0], have[1], chunk)
         if done[0] and done[1] and have[0] != have[1] or k == 0 and have[0] + have[1]:
             short, other = (qpath, tpath) if have[0] < have[1] else (tpath, qpath)
-            raise ReadFormatError(f"{_display(short)}: ends after record {n_pairs + min(have)} while "
-                                  f"{_display(other)} has more records (the files must hold an equal number of "
+            raise ReadFormatError(f"{display_path(short)}: ends after record {n_pairs + min(have)} while "
+                                  f"{display_path(other)} has more records (the files must hold an equal number of "
                                   "records: pairs are taken by order)")
         if k == 0:
             return

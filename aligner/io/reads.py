@@ -681,7 +681,8 @@ _DIGIT[ord("0"):ord("9") + 1] = True
 # --------------------------------------------------------------------------------------------------
 # Opening files
 
-def _display(path: str) -> str:
+def display_path(path: str) -> str:
+    """A path as error messages name it (`-`: <stdin>)."""
     return "<stdin>" if path == "-" else str(path)
 
 
@@ -757,7 +758,7 @@ class _Parser:
     """Per-file parsing state: display name, records and lines consumed so far."""
 
     def __init__(self, path: str, trim_readno: bool, keep_raw: bool = True):
-        self.path = _display(path)
+        self.path = display_path(path)
         self.trim_readno = trim_readno
         self.keep_raw = keep_raw
         self.n_rec = 0        # records parsed so far
@@ -1158,8 +1159,8 @@ def _pair_pieces(path1: str, path2: str, block_size: int, trim_readno: bool, kee
             b1.first_id = b2.first_id = n_pairs
             if check_names and not b1.same_names(b2):
                 k = next(i for i, (x, y) in enumerate(zip(b1.names, b2.names)) if x != y)
-                raise ReadFormatError(f"{_display(path1)}, {_display(path2)}: record {n_pairs + k + 1}: mate names "
-                                      f"differ ('{b1.names[k]}' vs '{b2.names[k]}')")
+                raise ReadFormatError(f"{display_path(path1)}, {display_path(path2)}: record {n_pairs + k + 1}: "
+                                      f"mate names differ ('{b1.names[k]}' vs '{b2.names[k]}')")
             if m:
                 yield interleave(b1, b2)
             n_pairs += m
@@ -1174,11 +1175,11 @@ def _pair_pieces(path1: str, path2: str, block_size: int, trim_readno: bool, kee
     rest1 = n1 > 0 or (not done1 and next(it1, None) is not None)
     rest2 = n2 > 0 or (not done2 and next(it2, None) is not None)
     if rest1:
-        raise ReadFormatError(f"{_display(path2)}: ends after record {n_pairs} while {_display(path1)} has more "
-                              f"records (the 2nd file has fewer sequences)")
+        raise ReadFormatError(f"{display_path(path2)}: ends after record {n_pairs} while {display_path(path1)} has "
+                              f"more records (the 2nd file has fewer sequences)")
     elif rest2:
-        raise ReadFormatError(f"{_display(path1)}: ends after record {n_pairs} while {_display(path2)} has more "
-                              f"records (the 1st file has fewer sequences)")
+        raise ReadFormatError(f"{display_path(path1)}: ends after record {n_pairs} while {display_path(path2)} has "
+                              f"more records (the 1st file has fewer sequences)")
 
 
 def read_pair_batches(path1: str, path2: str, chunk_size: int = DEFAULT_CHUNK_SIZE,

@@ -182,7 +182,7 @@ def _getseq(ref_seq, ref_off, rid, st, en, out):
 
 
 @njit(cache=True, nogil=True)
-def _getseq2(ref_seq, ref_off, is_rev, rid, st, en, out):
+def getseq2(ref_seq, ref_off, is_rev, rid, st, en, out):
     """mm_idx_getseq2: as _getseq, or reverse-complemented in reverse-strand coordinates."""
     if not is_rev:
         return _getseq(ref_seq, ref_off, rid, st, en, out)
@@ -1075,7 +1075,7 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
             qrev = qseq0[qb + qs0:qb + qs]
             trev = tseq[:rs - rs0]
         else:
-            _getseq2(ref_seq, ref_off, t_rev, rid, rs0, rs, tseq)
+            getseq2(ref_seq, ref_off, t_rev, rid, rs0, rs, tseq)
             qrev = qseq0[qb + qs0:qb + qs][::-1].copy()
             trev = tseq[:rs - rs0][::-1].copy()
         zd = zdrop_inv if R[ri, SPLIT_INV] else zdrop
@@ -1113,7 +1113,7 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
                 bw1 = qe - qs if qe - qs > re - rs else re - rs
             tseq = _tbuf(tseq, re - rs)
             if not plan:
-                _getseq2(ref_seq, ref_off, t_rev, rid, rs, re, tseq)
+                getseq2(ref_seq, ref_off, t_rev, rid, rs, re, tseq)
             qv = qseq0[qb + qs:qb + qe]
             tv = tseq[:re - rs]
             if is_sr:  # ungapped
@@ -1172,7 +1172,7 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
     if not dropped and qe < qe0 and re < re0:  # right extension
         tseq = _tbuf(tseq, re0 - re)
         if not plan:
-            _getseq2(ref_seq, ref_off, t_rev, rid, re, re0, tseq)
+            getseq2(ref_seq, ref_off, t_rev, rid, re, re0, tseq)
         kr = 0 if fwd and re0 <= rlen else -1
         ez, cig = align_pair(jc, kr, qb + qe, qb + qe0, rid, re, re0, q, e, q2, e2, max_sw_mat,
                              qseq0[qb + qe:qb + qe0], tseq[:re0 - re], mat, bw, end_bonus, zdrop, KSW_EZ_EXTZ_ONLY)
@@ -1195,7 +1195,7 @@ def align1(flag, k, idx_flag, sc_a, sc_b, q, e, q2, e2, zdrop, zdrop_inv, end_bo
     if R[ri, HAS_P]:
         tseq = _tbuf(tseq, re1 - rs1)
         if qstrand:
-            _getseq2(ref_seq, ref_off, R[ri, REV], rid, rs1, re1, tseq)
+            getseq2(ref_seq, ref_off, R[ri, REV], rid, rs1, re1, tseq)
             qv = qseq0[qs1:]
         else:
             _getseq(ref_seq, ref_off, rid, rs1, re1, tseq)

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 from g3align.aligner.io.textbuf import put_bytes, put_char, put_int, reserve
-from g3align.aligner.map.align import _getseq2
+from g3align.aligner.map.align import getseq2
 from g3align.aligner.map.types import (
     BLEN,
     CIG_D,
@@ -208,7 +208,7 @@ def _ref_and_query(R, i, qcodes, ref_seq, ref_off, qstrand):
     qs = R[i, QS]
     qe = R[i, QE]
     t = np.empty(re - rs, np.uint8)
-    _getseq2(ref_seq, ref_off, qstrand and R[i, REV] != 0, R[i, RID], rs, re, t)
+    getseq2(ref_seq, ref_off, qstrand and R[i, REV] != 0, R[i, RID], rs, re, t)
     q = np.empty(qe - qs, np.uint8)
     if R[i, REV] == 0 or qstrand:
         q[:] = qcodes[qs:qe]

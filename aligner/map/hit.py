@@ -8,7 +8,7 @@ past n are garbage). Functions that delete or reorder regions do it in place and
 minimap2 uses float, double where it mixes in double constants).
 """
 import numpy as np
-from g3align.aligner.map.lchain import U32, _span, _to_u64, lo32s, radix_sort_128x, reg_set_coor  # noqa: F401 (re-exported)
+from g3align.aligner.map.lchain import U32, anchor_span, lo32s, radix_sort_128x, reg_set_coor, to_u64  # noqa: F401 (re-exported)
 from g3align.aligner.map.types import (
     AS,
     BLEN,
@@ -130,7 +130,7 @@ def set_parent(mask_level, mask_len, R, n, sub_diff, hard_mask_level, alt_diff_f
                     sj = si
                 if ej > ei:
                     ej = ei
-                cov[n_cov] = (_to_u64(sj) << np.uint64(32)) | (_to_u64(ej) & U32)
+                cov[n_cov] = (to_u64(sj) << np.uint64(32)) | (to_u64(ej) & U32)
                 n_cov += 1
             if n_cov == 0:
                 w[k] = i
@@ -204,7 +204,7 @@ def hit_sort(R, n, alt_diff_frac):
             score = R[i, DP_MAX] if R[i, HAS_P] else R[i, SCORE]
             if R[i, IS_ALT]:
                 score = alt_score(score, alt_diff_frac)
-            ax[n_aux] = (_to_u64(score) << np.uint64(32)) | (np.uint64(R[i, HASH]) & U32)
+            ax[n_aux] = (to_u64(score) << np.uint64(32)) | (np.uint64(R[i, HASH]) & U32)
             ay[n_aux] = np.uint64(i)
             n_aux += 1
     radix_sort_128x(ax, ay, 0, n_aux)
@@ -403,7 +403,7 @@ def squeeze_a(R, n, a):
 @njit(cache=True, nogil=True, error_model="numpy")
 def _for_qpos(qlen, a, k):
     x = lo32s(a[k, 1])
-    q_span = _span(a[k, 1])
+    q_span = anchor_span(a[k, 1])
     if a[k, 0] >> np.uint64(63):
         x = qlen - 1 - (x + 1 - q_span)
     return x
@@ -505,7 +505,7 @@ def _set_inv_mapq(R, n):
     for i in range(n):
         if R[i, PARENT] == i or R[i, PARENT] < 0:
             ay[n_aux] = np.uint64(i)
-            ax[n_aux] = (_to_u64(R[i, RID]) << np.uint64(32)) | (_to_u64(R[i, RS]) & U32)
+            ax[n_aux] = (to_u64(R[i, RID]) << np.uint64(32)) | (to_u64(R[i, RS]) & U32)
             n_aux += 1
     radix_sort_128x(ax, ay, 0, n_aux)
     for i in range(1, n_aux - 1):

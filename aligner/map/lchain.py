@@ -60,7 +60,7 @@ def lo32s(v):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _span(y):
+def anchor_span(y):
     return np.int64((np.uint64(y) >> np.uint64(32)) & np.uint64(0xFF))
 
 
@@ -70,7 +70,7 @@ def _seg(y):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _to_u64(v):
+def to_u64(v):
     """An int64 (possibly negative) as the uint64 with the same bits (C's int -> uint64_t)."""
     return np.uint64(v) if v >= 0 else ~np.uint64(-(v + 1))
 
@@ -204,7 +204,7 @@ def chain_pens(chain_gap_scale, chain_skip_scale, k):
 
 
 @njit(cache=True, nogil=True)
-def _comput_sc(a, i, j, max_dist_x, max_dist_y, bw, pg, ps, is_cdna, n_seg):
+def comput_sc(a, i, j, max_dist_x, max_dist_y, bw, pg, ps, is_cdna, n_seg):
     dq = lo32s(a[i, 1]) - lo32s(a[j, 1])
     sidi = _seg(a[i, 1])
     sidj = _seg(a[j, 1])
@@ -219,7 +219,7 @@ def _comput_sc(a, i, j, max_dist_x, max_dist_y, bw, pg, ps, is_cdna, n_seg):
     if n_seg > 1 and not is_cdna and sidi == sidj and dr > max_dist_y:
         return INT32_MIN
     dg = dr if dr < dq else dq
-    q_span = _span(a[j, 1])
+    q_span = anchor_span(a[j, 1])
     sc = q_span if q_span < dg else dg
     if dd or dg > q_span:
         lin_pen = pg * np.float32(dd) + ps * np.float32(dg)
@@ -243,7 +243,7 @@ def _comput_sc_simple(a, i, j, pg, ps):
     dr = lo32s(a[i, 0] - a[j, 0])
     dd = dr - dq if dr > dq else dq - dr
     dg = dr if dr < dq else dq
-    q_span = _span(a[j, 1])
+    q_span = anchor_span(a[j, 1])
     sc = q_span if q_span < dg else dg
     exact = 1 if (dd == 0 and dg <= q_span) else 0
     if dd or dq > q_span:
@@ -300,7 +300,7 @@ def chain_backtrack(f, p, t, min_cnt, min_sc, max_drop):
     k = 0
     for i in range(n):
         if f[i] >= min_sc:
-            zx[k] = _to_u64(f[i])
+            zx[k] = to_u64(f[i])
             zy[k] = np.uint64(i)
             k += 1
     radix_sort_128x(zx, zy, 0, n_z)
@@ -401,7 +401,7 @@ def dp_scores(max_dist_x, max_dist_y, bw, max_skip, max_iter, pg, ps, is_cdna, n
     max_ii = -1
     for i in range(n):
         max_j = -1
-        max_f = _span(a[i, 1])
+        max_f = anchor_span(a[i, 1])
         n_skip = 0
         xi = a[i, 0]
         while st < i and ((xi >> np.uint64(32)) != (a[st, 0] >> np.uint64(32)) or xi > a[st, 0] + umdx):
@@ -410,7 +410,7 @@ def dp_scores(max_dist_x, max_dist_y, bw, max_skip, max_iter, pg, ps, is_cdna, n
             st = i - max_iter
         j = i - 1
         while j >= st:
-            sc = _comput_sc(a, i, j, max_dist_x, max_dist_y, bw, pg, ps, is_cdna, n_seg)
+            sc = comput_sc(a, i, j, max_dist_x, max_dist_y, bw, pg, ps, is_cdna, n_seg)
             if sc != INT32_MIN:
                 sc += f[j]
                 if sc > max_f:
@@ -434,7 +434,7 @@ def dp_scores(max_dist_x, max_dist_y, bw, max_skip, max_iter, pg, ps, is_cdna, n
                     mx = f[jj]
                     max_ii = jj
         if max_ii >= 0 and max_ii < end_j:
-            tmp = _comput_sc(a, i, max_ii, max_dist_x, max_dist_y, bw, pg, ps, is_cdna, n_seg)
+            tmp = comput_sc(a, i, max_ii, max_dist_x, max_dist_y, bw, pg, ps, is_cdna, n_seg)
             if tmp != INT32_MIN and max_f < tmp + f[max_ii]:
                 max_f = tmp + f[max_ii]
                 max_j = max_ii
@@ -854,7 +854,7 @@ def lchain_rmq(max_dist, max_dist_inner, bw, max_chn_skip, cap_rmq_size, min_cnt
     i0 = 0
     for i in range(n):
         max_j = -1
-        q_span = _span(a[i, 1])
+        q_span = anchor_span(a[i, 1])
         max_f = q_span
         xi = a[i, 0]
         yi = lo32s(a[i, 1])
@@ -1039,12 +1039,12 @@ def x31_hash(name):
     m = np.uint64(0xFFFFFFFF)
     if name.shape[0] == 0 or name[0] == 0:
         return np.uint64(0)
-    h = _to_u64(np.int64(name[0]) - 256 if name[0] >= 128 else np.int64(name[0])) & m
+    h = to_u64(np.int64(name[0]) - 256 if name[0] >= 128 else np.int64(name[0])) & m
     for k in range(1, name.shape[0]):
         c = name[k]
         if c == 0:
             break
-        cv = _to_u64(np.int64(c) - 256 if c >= 128 else np.int64(c)) & m
+        cv = to_u64(np.int64(c) - 256 if c >= 128 else np.int64(c)) & m
         h = ((h << np.uint64(5)) - h + cv) & m
     return h
 
@@ -1080,10 +1080,10 @@ def cal_fuzzy_len(R, r, a):
     if R[r, CNT] <= 0:
         return
     s = R[r, AS]
-    mlen = _span(a[s, 1])
+    mlen = anchor_span(a[s, 1])
     blen = mlen
     for i in range(s + 1, s + R[r, CNT]):
-        span = _span(a[i, 1])
+        span = anchor_span(a[i, 1])
         tl = lo32s(a[i, 0]) - lo32s(a[i - 1, 0])
         ql = lo32s(a[i, 1]) - lo32s(a[i - 1, 1])
         blen += tl if tl > ql else ql
@@ -1099,7 +1099,7 @@ def cal_fuzzy_len(R, r, a):
 def reg_set_coor(R, r, qlen, a, is_qstrand):
     """mm_reg_set_coor: REV RID RS RE QS QE (and MLEN/BLEN) of row r from AS and CNT."""
     k = R[r, AS]
-    q_span = _span(a[k, 1])
+    q_span = anchor_span(a[k, 1])
     rev = np.int64(a[k, 0] >> np.uint64(63))
     R[r, REV] = rev
     R[r, RID] = np.int64((a[k, 0] << np.uint64(1)) >> np.uint64(33))
@@ -1190,7 +1190,7 @@ def seg_gen(hash, qlens, R0, n0, a):
     na = np.zeros(n_segs, np.int64)
     for s in range(n_segs):
         for i in range(n0):
-            us[s, i] = _to_u64(R0[i, SCORE]) << np.uint64(32)
+            us[s, i] = to_u64(R0[i, SCORE]) << np.uint64(32)
     for i in range(n0):
         for j in range(R0[i, CNT]):
             sid = _seg(a[R0[i, AS] + j, 1])

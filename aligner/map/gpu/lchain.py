@@ -8,7 +8,7 @@ what lchain.dp_scores computes per read; lchain.dp_chains then backtracks each r
 from __future__ import annotations
 
 import numpy as np
-from g3align.aligner.map.lchain import INT32_MIN, _comput_sc, _span, dp_limits, dp_scores
+from g3align.aligner.map.lchain import INT32_MIN, anchor_span, comput_sc, dp_limits, dp_scores
 
 from g3align.jit import njit
 
@@ -110,7 +110,7 @@ def warp_emulate(mdx, mdy, bw, max_skip, max_iter, pg, ps, is_cdna, n_seg, a, f,
             st += 1
         if i - st > max_iter:
             st = i - max_iter
-        max_f = _span(a[i, 1])
+        max_f = anchor_span(a[i, 1])
         max_j = -1
         end_j = st - 1
         n_skip = 0
@@ -122,7 +122,7 @@ def warp_emulate(mdx, mdy, bw, max_skip, max_iter, pg, ps, is_cdna, n_seg, a, f,
                 valid[ln] = False
                 s[ln] = 0
                 if j >= st:
-                    sc = _comput_sc(a, i, j, mdx, mdy, bw, pg, ps, is_cdna, n_seg)
+                    sc = comput_sc(a, i, j, mdx, mdy, bw, pg, ps, is_cdna, n_seg)
                     if sc != INT32_MIN:
                         valid[ln] = True
                         s[ln] = sc + f[j]
@@ -164,7 +164,7 @@ def warp_emulate(mdx, mdy, bw, max_skip, max_iter, pg, ps, is_cdna, n_seg, a, f,
                     bi = mi
             max_ii = bi
         if max_ii >= 0 and max_ii < end_j:
-            tmp = _comput_sc(a, i, max_ii, mdx, mdy, bw, pg, ps, is_cdna, n_seg)
+            tmp = comput_sc(a, i, max_ii, mdx, mdy, bw, pg, ps, is_cdna, n_seg)
             if tmp != INT32_MIN and max_f < tmp + f[max_ii]:
                 max_f = tmp + f[max_ii]
                 max_j = max_ii
