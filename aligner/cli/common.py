@@ -27,11 +27,8 @@ def split_pair(value: str, name: str, conv=int):
     return parts[0], parts[-1]
 
 
-
-
-
-
 def fail(msg: str):
+    """The one-line error (`[E::g3align] msg`) and exit status 1."""
     click.echo(f"[E::g3align] {msg}", err=True)
     if startup.FAST_EXIT:  # the command line program: out now, not through a teardown beside running reader threads
         from g3align.aligner.runtime import stop
@@ -141,6 +138,7 @@ def in_background(fn, *args, name: str, trace=None):
 
 
 def mark(trace, stage, t0):
+    """A start-up step from t0 to now into the trace (when kept); returns now."""
     t = time.perf_counter()
     if trace is not None:
         trace.append((stage, "MainThread", t0, t))
