@@ -1,5 +1,5 @@
 #!/bin/bash
-# The benchmark suite (scripts/bench_suite.py) on the GPU box, in two device calls, and the pack of what it needs.
+# The benchmark suite (scripts/bench_suite.py) on the GPU box (two runs there) and the pack of what it needs.
 #   bash scripts/gpu_bench.sh pack      here: .devdata/bench (references and real reads from ../shared/data, the
 #                                       first PACBIO real PacBio reads, Debian's bwa, minimap2, dwgsim, wgsim and
 #                                       pbsim with wgsim's libraries and pbsim's CLR model, the click/tqdm/

@@ -211,8 +211,8 @@ def main():
         tr = os.path.join(a.out, f"cli_trace_{k}.json")
         spy = os.path.join(a.out, f"cli_pyspy_{k}.txt") if "py-spy" in name else None
         # every timed run (bwa's too) starts with no dirty pages: each run writes ~0.7 GB of SAM, and earlier runs'
-        # files were all kept; in two runs of step 18's call 5 the SAM writer ended 0.46 and 0.69 s after the last
-        # pairing, against 0.06-0.15 s in the others
+        # files were all kept; in two runs on 2026-11-26 without the sync the SAM writer ended 0.46 and 0.69 s after the
+        # last pairing, against 0.06-0.15 s in the others
         os.sync()
         wall, err = run_cli([*th, prefix, *files], out, env, tr, a.py_spy if spy else None, spy, "--gil" in name)
         proc = [ln for ln in err.splitlines() if "[M::main] Processed" in ln]

@@ -1,5 +1,5 @@
 #!/bin/bash
-# `g3align map --device gpu` on the GPU box (issue 6), in one call; results under $OUT.
+# `g3align map --device gpu` on the GPU box (issue 6), in one run on the box; results under $OUT.
 #   0. (WARM=1) numba's kernels compiled for every mode in parallel processes (WARM_SERIAL=1: one after another;
 #      ~150 s for cpu, 270-290 s for gpu-align on a fresh H100 box: set CMD_TIMEOUT above that), beside pbsim (PBSIM=1)
 #   1. (TESTS=1; off by default) kernels/ksw2.cu under compute-sanitizer (MEMCHECK=0: skipped), then GPU tests: ksw2
@@ -18,12 +18,12 @@
 # alignment on CPU threads), gpu-align (--device gpu, whose default is the base alignment on the GPU too). DEVS default "cpu gpu gpu-align",
 # PB_MODES default "gpu gpu-align cpu"; MODE@NAME=VALUE,... runs MODE with G3ALIGN_TUNE=NAME=VALUE,... (e.g.
 # gpu-align@MAP_DEPTH=1); MODE@env:NAME=VALUE,... sets environment variables instead (G3ALIGN_TUNE=A=1+B=2 among them
-# applies too, '+' standing for ',': knobs with G3ALIGN_KTIME=1 say). PB_REF: another reference for step 4 (default chr20).
+# applies too, '+' standing for ',': knobs with G3ALIGN_KTIME=1 say). PB_REF: another reference for 4. (default chr20).
 # NBCACHE=1: numba's cache carried between calls (.devcache/map/, see below); PYSPY=N: the N-th chr20 run under py-spy
 # (PYSPY_FLAGS, PYSPY_RATE); IMPORTTIME=1: `python -X importtime` of map's modules and CuPy (importtime.txt);
 # TRACE=1: each chr20 run's G3ALIGN_TRACE timeline (trace.N.json in logs.tgz)
 # (wheel in .whl/); each timed run reports its CPU user and sys seconds.
-# Needs .devdata/: ecoli_K12_MG1655.fa.gz, the two E. coli read sets, a minimap2 binary; jobs_*.npz for step 2;
+# Needs .devdata/: ecoli_K12_MG1655.fa.gz, the two E. coli read sets, a minimap2 binary; jobs_*.npz for 2.;
 # for PBSIM=1 also human_GRCh37_chr20.fa.gz, pbsim and model_qc_clr.
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
@@ -43,11 +43,11 @@ if [ "${PYSPY:-0}" != 0 ]; then   # py-spy from its wheel in .whl/ (carried)
     pip install -q --no-index --no-deps --target /tmp/site .whl/py_spy*.whl && export PATH=/tmp/site/bin:$PATH
 fi
 if [ "${IMPORTTIME:-0}" = 1 ]; then   # what map's start-up imports cost on this box (twice: the second is warm)
-    for k in 1 2; do python3 -X importtime -c "import g3align.aligner.cli; from g3align.aligner import mmpipeline, mmseed_gpu, mmext; from g3align.kernels import loader; import cupy; cupy.cuda.runtime.getDeviceCount()" 2> "$OUT/importtime.txt"; done
+    for k in 1 2; do python3 -X importtime -c "import g3align.aligner.cli; from g3align.aligner.map import pipeline, align_batch; from g3align.aligner.map.gpu import seed; from g3align.kernels import loader; import cupy; cupy.cuda.runtime.getDeviceCount()" 2> "$OUT/importtime.txt"; done
 fi
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader 2>/dev/null | tee "$OUT/device.txt"
 PB_REF=${PB_REF:-$D/human_GRCh37_chr20.fa.gz}; R=$W/pb_0001.fastq
-pbsim_and_index() {   # chr20 pbsim reads and both tools' indexes (step 4's inputs)
+pbsim_and_index() {   # chr20 pbsim reads and both tools' indexes (the inputs of 4.)
     zcat -f $PB_REF > $W/ref.fa
     (cd $W && $DA/pbsim --data-type CLR --depth ${PB_DEPTH:-2.5} --model_qc $DA/model_qc_clr --seed 20261125 \
         --prefix pb ref.fa > pbsim.log 2>&1 && rm -f pb_0001.maf pb_0001.ref)
@@ -121,8 +121,8 @@ timed() {
     local rc=0
     s=$( { TIMEFORMAT='%R s (CPU user %U s, sys %S s)'; time env G3ALIGN_TUNE=$tune "${envs[@]}" G3ALIGN_TRACE=$tr NUMBA_DEBUG_CACHE=${CACHE_DEBUG:-0} G3ALIGN_STAGES=1 timeout ${CMD_TIMEOUT:-150} $spy python3 -m g3align.aligner.cli map -t $NT \
         $(mode_opts $m) -ax $x -o $sam $ref $reads > $lg.stdout 2> $lg; } 2>&1 ) || rc=$?   # -o: py-spy's own lines stay out of the SAM
-    # a failed run says so (session 29: a run that died at its workers' start left an empty SAM, which the
-    # comparisons then called equal to another empty one)
+    # a failed run says so (a run that dies at its workers' start leaves an empty SAM, which the comparisons would
+    # call equal to another empty one)
     [ $rc != 0 ] && log "$7 g3align $m FAILED (exit $rc): $(grep -h 'Error' $lg | tail -1)"
     log "$7 g3align $m: $s; $(grep -h 'stage' $lg | tail -1)"
     if [ "${CACHE_DEBUG:-0}" = 1 ]; then   # numba functions compiled (not loaded from the cache) in this run

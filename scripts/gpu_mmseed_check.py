@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU seed lookup of `g3align map` (issue 6 step 2) on the GPU box: GPU == CPU check and timings.
+"""GPU seed lookup of `g3align map` (issue 6) on the GPU box: GPU == CPU check and timings.
 
   python3 scripts/gpu_mmseed_check.py REF.fa[.gz]|REF.g3m READS.fq[.gz] [-x map-ont] [--out DIR]
 
@@ -127,7 +127,8 @@ def main(argv=None) -> int:
                     help="reads per batch checked with the per-read seed_read loop (-1: all, 0: none)")
     ap.add_argument("--reps", type=int, default=3, help="GPU repetitions (best is reported)")
     ap.add_argument("--sort-ab", action="store_true",
-                    help="also time (and check) the anchors' sort by the other kernel (mmseed_gpu.SORT_BLOCK flipped)")
+                    help="also time (and check) the anchors' sort by the other kernel "
+                         "(map/gpu/seed.py's SORT_BLOCK flipped)")
     ap.add_argument("--save-index", default=None, help="write the built index here (g3align minimizer index)")
     ap.add_argument("--out", default=None, help="directory for gpu_mmseed_check.json / .md")
     a = ap.parse_args(argv)

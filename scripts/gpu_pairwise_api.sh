@@ -1,5 +1,5 @@
 #!/bin/bash
-# The pairwise engine end to end on the GPU box (one device call; carry .whl with the click, tqdm and
+# The pairwise engine end to end on the GPU box (one run on the box; carry .whl with the click, tqdm and
 # parasail wheels and .whl/parasail_peer from scripts/build_parasail_peer.sh):
 #   bash scripts/gpu_pairwise_api.sh [bench args...]     e.g. --stages xfer,api,cli --cli-pairs 10000000
 # env: PEER=1 also runs parasail on all cores (scripts/parasail_peer.py, 150 bp and 1 kb, local and global;

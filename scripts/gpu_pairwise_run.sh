@@ -1,5 +1,5 @@
 #!/bin/bash
-# Pairwise engine on the GPU box, one device call (see docs/BENCHMARKS.md, pairwise section):
+# Pairwise engine on the GPU box, one run (see docs/BENCHMARKS.md, "Pairwise DP engine: kernels"):
 #   bash scripts/gpu_pairwise_run.sh "STAGES" [sweep|nosweep] [pytest|nopytest] [peer|nopeer]
 # env: BENCH_TIMEOUT, PEER_TIMEOUT, PYTEST_TIMEOUT (seconds), PYTEST_K (pytest -k expression)
 # carry .whl (parasail wheel; pydivsufsort not needed here; for `peer` also .whl/parasail_peer, built

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU seeding (issue 4 step 1) on the GPU box: GPU == CPU twin check and timings, one script.
+"""GPU seeding (issue 4) on the GPU box: GPU == CPU twin check and timings, one script.
 
   python scripts/gpu_seed_bench.py [--fasta .devdata/human_GRCh37_chr20.fa.gz] [--reads 1000000] [--out DIR]
 

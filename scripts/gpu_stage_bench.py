@@ -91,7 +91,7 @@ def main():
     for warp in (True, False):
         bench(f"mate rescue SW, {len(jb[0])} jobs ({'warp' if warp else 'thread'} per job)",
               lambda w=warp: ms.rescue_sw_gpu(p, al.mat, al._pac_dev, al.l_pac, seq_d, off_d, jb, warp=w), cells)
-    # traceback: CIGAR, NM, MD of every region of the part (memcigar.py)
+    # traceback: CIGAR, NM, MD of every region of the part (aligner/mem/gpu/cigar.py)
     from g3align.aligner.mem.gpu.cigar import cigar_jobs_gpu, cigar_keys
     keys, j_read = cigar_keys(st[2], st[3])
     bench(f"traceback (cigar_jobs_gpu), {len(keys)} regions",

@@ -13,8 +13,8 @@ launches, inputs already on the GPU, best of --reps) and the CPU twin (numba, al
 checks that every GPU result equals the twin's; writes OUT_DIR/ksw2_bench.md (cells = DP cells the kernel
 computed, widened bands and the traceback's recomputation included; GCUPS = cells / kernel time).
 --variants 'default;KSW2_MIN_BLOCKS=6;...': the kernel compiled with each set of defines (':' between
-several, as ksw2_gpu.parse_defines reads them), every variant at every grid; a variant with KSW2_PROFILE=1
-also gets a table of the share of cycles in each phase of the kernel. --no-twin: no CPU twin (no
+several, as aligner/map/gpu/ksw2.py's parse_defines reads them), every variant at every grid; a variant with
+KSW2_PROFILE=1 also gets a table of the share of cycles in each phase of the kernel. --no-twin: no CPU twin (no
 numba compilation on a fresh box); the results are checked against the first variant's at the first grid
 instead.
 """

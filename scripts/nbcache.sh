@@ -1,7 +1,7 @@
-# g3align's compiled-kernel cache carried between GPU-box calls (sourced by scripts/gpu_map_check.sh and
-# gpu_mem_run.sh with NBCACHE=1; a fresh box otherwise compiles for minutes, or run `g3align warmup` there).
+# g3align's compiled-kernel cache carried between GPU-box runs (sourced by scripts/gpu_map_check.sh with NBCACHE=1;
+# a fresh box otherwise compiles for minutes, or run `g3align warmup` there).
 # $NBCACHE_DIR (git-ignored, carried) holds g3cache.tgz.* (parts of one tar of $G3ALIGN_CACHE_DIR/numba/<tree>
-# of an earlier call). The cache is keyed by the whole source tree (g3align/jit.py): entries of another tree
+# of an earlier run). The cache is keyed by the whole source tree (g3align/jit.py): entries of another tree
 # are never used, so nothing has to be checked here; an edited tree compiles again.
 # numba keys cached code by the host's CPU name too. The boxes come with Sapphire Rapids (H100) or Emerald Rapids
 # (H200) CPUs, whose LLVM feature strings are the same: on either, NUMBA_CPU_NAME is pinned to emeraldrapids so
@@ -27,10 +27,10 @@ nbcache_out() {
     echo "kernel cache out: $(du -h /tmp/g3cache.tgz | cut -f1) in $(ls "$OUT"/g3cache.tgz.* | wc -l) parts"
 }
 # Python bytecode, made once per box as `pip install` makes it (BYTECODE=0: not). The boxes run Python with
-# PYTHONDONTWRITEBYTECODE=1, and their numpy came without any (0 of 407 modules, session 22): every process
+# PYTHONDONTWRITEBYTECODE=1, and their numpy came without any (0 of 407 modules): every process
 # compiled numpy's sources again, 0.20-0.25 s of its start-up (`import numpy`: ~250 ms, ~50 ms with bytecode),
-# and g3align's own modules, which the calls run from the checkout. compileall writes bytecode whatever
-# PYTHONDONTWRITEBYTECODE says. # The rest of what map imports had none either (py-spy, session 27: ~0.09 s of a chr20 run's GIL in
+# and g3align's own modules, which the runs use from the checkout. compileall writes bytecode whatever
+# PYTHONDONTWRITEBYTECODE says. The rest of what map imports had none either (py-spy: ~0.09 s of a chr20 run's GIL in
 # _compile_bytecode, over the standard library, numba, CuPy, click and yaml): compiled too, as an installation
 # (pip, Debian's python3) leaves it.
 bytecode_in() {

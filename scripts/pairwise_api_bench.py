@@ -200,7 +200,7 @@ def stage_prof(out, pairs):
 
 
 def stage_cliprof(out, k, tmp="/tmp/pw_cli"):
-    """Where the CLI's time goes, in process: the two files parsed alone (aligner.align_cli._chunks), then each
+    """Where the CLI's time goes, in process: the two files parsed alone (aligner/cli/align.py's _chunks), then each
     chunk aligned, formatted and written, one after the other (no overlap)."""
     from g3align.aligner.cli import align as align_cli
     qf, tf = cli_files(k, tmp)
