@@ -7,7 +7,7 @@
 #   CLI=1 adds the CLI end-to-end runs; with .devdata/minimap2 carried, minimap2 -ax sr runs for context;
 #   PROFILE=1 first profiles the PE pipeline's host time (scripts/gpu_pe_profile.py; carry the py-spy wheel in .whl/),
 #   PE_VARIANTS='WORKER_NICE=0;PE_AHEAD=4' adds GPU PE runs with other pipeline settings (gpu_check --pe-variants)
-#   CLIPROF=1 profiles the CLI end to end (scripts/gpu_cli_profile.py; VARIANTS='ASYNC_WRITE=0;...' A/B runs)
+#   CLIPROF=1 profiles the CLI end to end (scripts/gpu_cli_profile.py; VARIANTS='PREP_WORKERS=2;...' A/B runs of G3ALIGN_TUNE sizes)
 #   REPEAT=3 runs the default and VARIANTS three times, interleaved, and reports medians
 #   BEFORE='python3 scripts/cpu_probe.py' runs a command first, in this script's environment (output: the call's tail)
 #   AFTER='python3 scripts/reader_probe.py /tmp/g3work/r1.fq /tmp/g3work/r2.fq' the same after CLIPROF's runs
@@ -49,7 +49,7 @@ if [ "${CLIPROF:-0}" = 1 ]; then  # the CLI end to end: start-up, traces, A/B va
     SPY=(); ls .whl/py_spy*.whl >/dev/null 2>&1 && pip install -q --no-index --no-deps --target /tmp/site .whl/py_spy*.whl \
         && SPY=(--py-spy /tmp/site/bin/py-spy)
     timeout ${CHECK_TIMEOUT:-420} python3 scripts/gpu_cli_profile.py --fasta .devdata/human_GRCh37_chr20.fa.gz \
-        --pairs ${PAIRS:-1000000} --threads $(nproc) --bwa .devdata/bwa --out "$OUT" --variants "${VARIANTS:-ASYNC_WRITE=0}" --repeat ${REPEAT:-1} \
+        --pairs ${PAIRS:-1000000} --threads $(nproc) --bwa .devdata/bwa --out "$OUT" --variants "${VARIANTS:-}" --repeat ${REPEAT:-1} \
         "${SPY[@]}" 2>&1 | tee "$OUT/gpu_cli_profile.log" | tail -40
 fi
 if [ -n "${AFTER:-}" ]; then  # AFTER='cmd': a probe run after the profile (its inputs are in /tmp/g3work), output: the tail

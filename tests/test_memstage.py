@@ -666,15 +666,13 @@ def test_host_emulated_ext_kernel_shared(data, host_libs, variant, key):
                                f"twin {want[bad[0]]}, job {[int(a[bad[0]]) for a in jobs]}")
 
 
-def test_ext_shared_geometry(monkeypatch):
+def test_ext_shared_geometry():
     """Shared scratch only where the block's columns fit the cap and every score fits 16 bits."""
     assert ms.ext_shared_geometry(150, 1) == (ms.EXT_SH_BLOCK, ms.EXT_SH_BLOCK * 152 * 4)
     assert ms.ext_shared_geometry(150, 1, block=32, cap=32 * 152 * 4) == (32, 32 * 152 * 4)
     assert ms.ext_shared_geometry(150, 1, block=32, cap=32 * 152 * 4 - 1) is None
     assert ms.ext_shared_geometry(301, 109, cap=1 << 30) is None  # 2 * 301 * 109 >= 65535
     assert ms.ext_shared_geometry(300, 109, cap=1 << 30) is not None
-    monkeypatch.setattr(ms, "EXT_SHARED", False)
-    assert ms.ext_shared_geometry(150, 1) is None
 
 
 @pytest.mark.parametrize("variant,key", JOB_SETS, ids=JOB_IDS)
