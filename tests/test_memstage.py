@@ -1102,7 +1102,7 @@ def test_priority_pool_runs_waiting_tasks_by_priority():
 
 def test_pinned_class():
     """Pinned block sizes: enough for the request, at most 1/16 more above 4 KiB, 16 sizes per power of two,
-    so that requests of nearby sizes share blocks; with PINNED_CLASSES off, the request itself."""
+    so that requests of nearby sizes share blocks."""
     rng = np.random.default_rng(1)
     sizes = np.concatenate([np.arange(1, 20000), rng.integers(1, 1 << 34, 20000)])
     got = np.array([pinned.pinned_class(int(n)) for n in sizes])
@@ -1111,9 +1111,3 @@ def test_pinned_class():
     assert (got[big] * 16 <= sizes[big] * 17).all()
     octave = [pinned.pinned_class(n) for n in range(1 << 20, 1 << 21, 997)]
     assert set(octave) == {(1 << 20) + k * (1 << 16) for k in range(17)} and octave == sorted(octave)
-    old = pinned.PINNED_CLASSES
-    try:
-        pinned.PINNED_CLASSES = False
-        assert pinned.pinned_class(12345) == 12345
-    finally:
-        pinned.PINNED_CLASSES = old
