@@ -21,8 +21,6 @@ The batch's chain state travels as one tuple `pre` (see PRE_FIELDS), CSR over re
 """
 from __future__ import annotations
 
-from collections import namedtuple
-
 import numpy as np
 from g3align.aligner.gpu.pinned import empty_pinned, pinned_class, to_device, to_host, upload_large  # noqa: F401
 from g3align.aligner.mem.bns import get_seq
@@ -37,7 +35,6 @@ from g3align.jit import njit
 # ch_seed[cs_off[c]:cs_off[c+1]] (indices into its read's seeds) and X[cs_off[c]:cs_off[c+1]] their
 # extensions; fr: rep_len per read.
 PRE_FIELDS = ("s_off", "s_rbeg", "s_qbeg", "s_len", "s_score", "c_off", "ch_rid", "cs_off", "ch_seed", "X", "fr")
-Pre = namedtuple("Pre", PRE_FIELDS)
 
 
 def empty_pre() -> tuple:
