@@ -1,4 +1,4 @@
-// Chaining for `g3align mem` on the GPU (issue 4): bwa's mem_chain + mem_chain_flt + the chain windows of
+// Chaining for `g3align mem` on the GPU: bwa's mem_chain + mem_chain_flt + the chain windows of
 // mem_chain2aln, one thread per read; exactly aligner/memstage.chain_range (the numba twin, through
 // chain.chain_seeds, kbtree.py, ksort.py, extend.chain_window).
 //

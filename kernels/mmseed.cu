@@ -1,4 +1,4 @@
-// Seed lookup for a batch of reads (minimap2 2.24 map.c / seed.c), issue 6 step 2.
+// Seed lookup for a batch of reads (minimap2 2.24 map.c / seed.c).
 //
 // Byte-identical, read by read, to the CPU twin aligner/map/seed.py:seed_read given that read's
 // minimizers (the CSR that kernels/mmsketch.cu writes): the minimizers left by the query-occurrence

@@ -357,7 +357,7 @@ def test_default_builds_avoid_the_miscompiled_shape():
     # the detector does find the shape: the 32-bit build without KSW2_OPAQUE's barriers (as in 932038d)
     src = CU.read_text()
     assert "#define KSW2_OPAQUE(v) asm" in src
-    assert len(mod.candidates("ksw2", {"KSW2_NO_OPAQUE": 1})) >= 1  # (3 until session 25, 2 since: both H loops)
+    assert len(mod.candidates("ksw2", {"KSW2_NO_OPAQUE": 1})) >= 1  # (one in each H loop)
 
 
 @pytest.mark.skipif(not gpu_available(), reason="no CuPy/GPU")

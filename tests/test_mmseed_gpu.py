@@ -1,4 +1,4 @@
-"""Batch seed lookup (issue 6 step 2): aligner/map/gpu/seed.py and kernels/mmseed.cu.
+"""Batch seed lookup: aligner/map/gpu/seed.py and kernels/mmseed.cu.
 
 1. The CPU batch twin (seed_batch_cpu on sketch_batch_cpu's minimizers) equals per-read ``seed_read``
    (mv, anchors in order, rep_len, mini_pos) on a synthetic reference built to stress every branch

@@ -3,7 +3,7 @@ a few reused staging buffers: fetch / put), and a block of GPU memory for each C
 pool.
 
 A copy from or to pageable memory runs at a fraction of the bus speed and goes through the driver's staging
-buffer; on the box, four map parts copying their seeds back at once took ~0.1 s together (step 19).
+buffer; on the box, four map parts copying their seeds back at once took ~0.1 s together.
 """
 from __future__ import annotations
 

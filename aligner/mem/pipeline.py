@@ -879,8 +879,8 @@ def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3, marks: bool
     t0 = time.time()
     t1 = time.time()
     with AsyncWriter(sink, aligner.stage_times) as out, ag.Progress("mem", verbose) as bar:
-        # SE_PREP_WORKERS batches prepared at once (1: with 3, single-end was slower on the box, 3.33 vs 2.89 s,
-        # 2026-11-26 call 8, although its one prepare thread is busy through the whole run)
+        # SE_PREP_WORKERS batches prepared at once (1: with 3, single-end was slower on the GPU box, 3.33 vs 2.89 s,
+        # although its one prepare thread is busy through the whole run)
         preps = ahead(aligner.prepare, prefetch(batches), name="g3align-prepare",
                       workers=SE_PREP_WORKERS if aligner.device == "gpu" else 1)
         if aligner.staged:  # regions + traceback of batch k+1 beside the SAM records of batch k

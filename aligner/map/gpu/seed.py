@@ -1,4 +1,4 @@
-"""Batch seed lookup on the GPU (kernels/mmseed.cu) and its CPU twin (numba), issue 6 step 2.
+"""Batch seed lookup on the GPU (kernels/mmseed.cu) and its CPU twin (numba).
 
 Input: the minimizers of a batch of reads in CSR form, as :mod:`aligner.mmsketch_gpu` returns them
 (``mz`` (N, 2) uint64, ``mz_off`` int64[n+1]), the batch's ``seq_off`` (read lengths), the seed options

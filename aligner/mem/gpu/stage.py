@@ -1,4 +1,4 @@
-"""Staged `g3align mem` for the GPU path (issue 4, step 3): seeds -> chains -> batch extension -> regions.
+"""Staged `g3align mem` for the GPU path: seeds -> chains -> batch extension -> regions.
 
 The per-read CPU kernel (core.align1_core) seeds, chains and extends one read at a time. On the GPU the
 batch goes through stages instead, each over the whole batch:
