@@ -601,11 +601,3 @@ def fm_from_bwt(B: np.ndarray, primary: int, sa: np.ndarray, sa_shift: int, t0: 
     last = int(B[0])  # row 0 is the suffix '$': the base before it is T[n-1]
     sa = np.asarray(sa, dtype=occ.dtype)
     return _assemble(n, n // 2, primary, row_sa1, int(t0), last, bc, counts, occ, wide, sa, int(sa_shift))
-
-
-def fm_params(fm: FMIndex) -> dict:
-    """Scalar fields of an FMIndex (for storage)."""
-    return {
-        k: int(getattr(fm, k))
-        for k in ("n", "l_pac", "primary", "row_sa1", "t0", "occ_shift", "occ_stride", "occ_wide", "sa_shift")
-    }

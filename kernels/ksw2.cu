@@ -44,14 +44,14 @@
 
 typedef long long i64;
 // ix: positions, lengths and scores of one job, 32-bit as minimap2's int32_t (124 registers; 64-bit, the
-// KSW2_IX64 variant and the default until session 16, takes 144: three 128-thread blocks per SM instead of four,
-// and the 32-bit build ran 14 % faster on chr20 map-pb jobs, docs/BENCHMARKS.md's git history).
+// KSW2_IX64 variant, takes 144: three 128-thread blocks per SM instead of four, and the 32-bit build ran 14 %
+// faster on chr20 map-pb jobs, docs/BENCHMARKS.md's git history).
 // Without KSW2_OPAQUE below, CUDA 13.0's ptxas for sm_90 miscompiled the 32-bit build's loop trip counts: a bound
 // such as b.en0 = min(tlen - 1, r, (r + w) >> 1) reached it in PTX as max(~r, -tlen, ~((r + w) >> 1)), which ptxas
 // fused into one three-input VIMNMX3 that dropped the negation of tlen, and the 4x-unrolled exact-maximum loop
 // read H far past the job's scratch (compute-sanitizer, scripts/ksw2_memcheck.py; the PTX was right, the SASS
 // was not; -G builds were clean). 64-bit min/max have no three-input form. With KSW2_OPAQUE the PTX has no such
-// chain (scripts/ptx_negminmax.py, a test keeps it so), and memcheck and the GPU tests pass (map step 9).
+// chain (scripts/ptx_negminmax.py, a test keeps it so), and memcheck and the GPU tests pass.
 #ifdef KSW2_IX64
 typedef long long ix;
 #else

@@ -1,4 +1,4 @@
-// DP chaining of `g3align map` on the GPU (issue 6): the score pass of minimap2's mg_lchain_dp, one thread
+// DP chaining of `g3align map` on the GPU: the score pass of minimap2's mg_lchain_dp, one thread
 // per read over its anchors, one source anchor at a time (the baseline for the tiled score generation the
 // issue asks for). Exactly aligner/map/lchain.py's dp_scores (the numba twin); backtracking and the chained
 // anchor list stay in the twin (lchain.dp_chains).

@@ -136,7 +136,6 @@ def cupy_cache_dir(compiler) -> str:
 
 
 _ONCE_LOCK = threading.Lock()
-CUPY_ONCE = True  # cupy_compile_once's patches (G3ALIGN_TUNE CUPY_ONCE=0: off, for A/B runs)
 
 
 def cupy_compile_once() -> None:
@@ -156,7 +155,7 @@ def cupy_compile_once() -> None:
     compile), never a kernel."""
     from cupy.cuda import compiler
     with _ONCE_LOCK:
-        if not CUPY_ONCE or getattr(compiler, "_g3align_once", False):
+        if getattr(compiler, "_g3align_once", False):
             return
         build, pre = compiler._compile_module_with_cache, compiler._preprocess
         built: dict = {}

@@ -1,4 +1,4 @@
-// Chaining for `g3align mem` on the GPU (issue 4): bwa's mem_chain + mem_chain_flt + the chain windows of
+// Chaining for `g3align mem` on the GPU: bwa's mem_chain + mem_chain_flt + the chain windows of
 // mem_chain2aln, one thread per read; exactly aligner/memstage.chain_range (the numba twin, through
 // chain.chain_seeds, kbtree.py, ksort.py, extend.chain_window).
 //
@@ -28,12 +28,6 @@ typedef long long i64;
 #define CP_EDEL 7
 #define CP_OINS 8
 #define CP_EINS 9
-
-// reads with more seeds than this are left to the CPU twin (cpu[r] = 1): one GPU thread chains a read, and the
-// few reads of a part with hundreds of seeds (repeats) took most of the kernel's time (memstage.CHAIN_GPU_MAX)
-#ifndef CHAIN_GPU_MAX
-#define CHAIN_GPU_MAX 0x7fffffff
-#endif
 
 // reads with more chains than this (weight kept) are filtered by a warp (chain_flt_warp_kernel): mem_chain_flt
 // compares each chain with every kept one, and one thread took milliseconds for a read in a repeat with hundreds
@@ -501,10 +495,6 @@ extern "C" __global__ void chain_kernel(
     const i64 base = s_off[r];
     const int n = (int)(s_off[r + 1] - base);
     if (n == 0) return;
-    if (n > CHAIN_GPU_MAX) {
-        cpu[r] = 1;
-        return;
-    }
     // a seed on an ALT contig (PREFIX.alt): mem_chain_flt's ALT rule is the CPU twin's (chain_seeds)
     for (int p = 0; p < n && n_alt > 0; ++p) {
         const int c = s_rid[base + p];

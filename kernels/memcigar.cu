@@ -1,4 +1,4 @@
-// Traceback stage of `g3align mem` on the GPU (issue 4): the CIGAR, NM and MD of every alignment region
+// Traceback stage of `g3align mem` on the GPU: the CIGAR, NM and MD of every alignment region
 // of a part, bwa's mem_reg2aln alignment (bwa_gen_cigar2 = banded global alignment with traceback, the
 // band doubled while the score stays short of the region's true score), one thread per region.
 // Numba twin: aligner/mem/gpu/cigar.py cigar_jobs_range (samout.region_cigar); results must be equal.

@@ -1,4 +1,4 @@
-// Seed extension for `g3align mem` on the GPU (issue 4, step 3): bwa's ksw_extend2 with the band
+// Seed extension for `g3align mem` on the GPU: bwa's ksw_extend2 with the band
 // doubling of mem_chain2aln, one thread per job (a seed of a kept chain), and rep_len per read.
 //
 // Job j extends seed (query [sq, sq+sl), reference sr) of read j_read[j] inside its chain's reference

@@ -1,4 +1,4 @@
-// Seed lookup for a batch of reads (minimap2 2.24 map.c / seed.c), issue 6 step 2.
+// Seed lookup for a batch of reads (minimap2 2.24 map.c / seed.c).
 //
 // Byte-identical, read by read, to the CPU twin aligner/map/seed.py:seed_read given that read's
 // minimizers (the CSR that kernels/mmsketch.cu writes): the minimizers left by the query-occurrence
@@ -26,22 +26,24 @@
 //   sd_emit         one thread per kept seed: mini_pos (and the seed's mv index for sd_heap), and (radix
 //                   path) its anchors in occurrence order at the scanned offset, which is
 //                   collect_seed_hits' unsorted order.
-//   sd_sort         one thread per read (longest first): radix_sort_x in place in global memory (same
-//                   in-place cycle walk, so equal keys end where minimap2 leaves them). Instead of a
-//                   stack of pending buckets it keeps one (range, next child) record per level (8 levels);
-//                   buckets are disjoint, so the order they are visited in does not change the result.
+//   sd_sort_block   one block per read (longest first): radix_sort_x on the read's anchors, in shared
+//                   memory where they fit (same in-place cycle walk, so equal keys end where minimap2
+//                   leaves them). The block partitions big ranges; its threads sort the small buckets
+//                   (sd_radix_range: instead of a stack of pending buckets it keeps one (range, next
+//                   child) record per level, 8 levels; buckets are disjoint, so the order they are
+//                   visited in does not change the result).
 //   sd_heap         one thread per read: collect_seed_hits_heap's k-way min-heap merge (scratch hx, hy in
 //                   global memory, reverse-strand anchors through a scratch buffer, appended after).
 //
-// Memory per thread: sd_sort keeps its 2 x 256 bucket pointers and level records in local memory
-// (2144 bytes stack frame), sd_select its heap (1 KB). Thread-per-read kernels run in 64-thread blocks
-// without __launch_bounds__ (with it ptxas aimed at ~40 registers and spilled). No shared memory, no
-// warp intrinsics, no __syncthreads: tests/test_mmseed_gpu.py runs this file as host C++, one thread
-// at a time, through the launcher's own pass order.
+// Memory per thread: sd_radix_range keeps its 2 x 256 bucket pointers and level records in local
+// memory, sd_select its heap (1 KB). Thread-per-read kernels run in 64-thread blocks without
+// __launch_bounds__ (with it ptxas aimed at ~40 registers and spilled). Only sd_sort_block uses shared
+// memory and __syncthreads: tests/test_mmseed_gpu.py runs this file as host C++, one thread at a time
+// (sd_sort_block: a block's threads on host threads), through the launcher's own pass order.
 //
-// Cost notes: sd_sort and sd_heap are sequential per read (a read with 10^5 anchors keeps one thread
-// busy); sd_emit writes all occurrences of a seed from one thread.  Correct first; see the module
-// docstring of aligner/map/gpu/seed.py.
+// Cost notes: sd_heap is sequential per read (a read with 10^5 anchors keeps one thread busy); sd_emit
+// writes all occurrences of a seed from one thread.  Correct first; see the module docstring of
+// aligner/map/gpu/seed.py.
 
 typedef unsigned long long u64;
 typedef long long i64;
@@ -507,25 +509,6 @@ __device__ __noinline__ void sd_radix_range(ulonglong2* a, unsigned p0, unsigned
             sd_insertion(a, p, q);
         }
     }
-}
-
-__device__ __forceinline__ void sd_radix_sort(ulonglong2* a, unsigned n)
-{
-    if (n <= SD_RS_MIN_SIZE)
-        sd_insertion(a, 0, n);
-    else
-        sd_radix_range(a, 0, n, 56);
-}
-
-extern "C" __global__ void sd_sort(const i64* __restrict__ reads, i64 n_reads, const i64* __restrict__ a_off,
-                                   ulonglong2* __restrict__ a)
-{
-    const i64 t = sd_thread();
-    if (t >= n_reads) return;
-    const i64 r = reads ? reads[t] : t;
-    const i64 o = a_off[r];
-    const unsigned n = (unsigned)(a_off[r + 1] - o);
-    if (n > 1) sd_radix_sort(a + o, n);
 }
 
 // radix_sort_x, one block of SD_SB_THREADS per read (reads longest first), the read's anchors in

@@ -1,4 +1,4 @@
-// Minimizer extraction for a batch of reads (minimap2 2.24 mm_sketch), issue 6 step 1.
+// Minimizer extraction for a batch of reads (minimap2 2.24 mm_sketch).
 //
 // Byte-identical to the CPU twin index/mmidx.py:sketch_into with rid = 0 (what
 // aligner/map/seed.py:collect_minimizers gives for a one-segment read):

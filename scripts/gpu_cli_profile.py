@@ -2,7 +2,7 @@
 """Where the time of `g3align mem` goes end to end through the CLI (issue 4), on the GPU box:
 
   python scripts/gpu_cli_profile.py --fasta .devdata/human_GRCh37_chr20.fa.gz --pairs 1000000 \
-      --bwa .devdata/bwa --out $OUT [--py-spy PATH] [--variants 'ASYNC_WRITE=0;...']
+      --bwa .devdata/bwa --out $OUT [--py-spy PATH] [--variants 'PREP_WORKERS=2;...']
 
 Builds the index in-process and saves it as the CLI's PREFIX.g3i, simulates the pairs (gpu_check's
 reference_and_reads), warms the numba and CuPy kernel caches with one small CLI run, then times fresh
@@ -132,7 +132,7 @@ def main():
     ap.add_argument("--bwa", default=None)
     ap.add_argument("--py-spy", default=None)
     ap.add_argument("--device", default="gpu")
-    ap.add_argument("--variants", default="ASYNC_WRITE=0",
+    ap.add_argument("--variants", default="",
                     help="';'-separated G3ALIGN_TUNE values, one PE run each ('se:VALUE': one SE run; "
                          "'env:NAME=VALUE,...': environment variables instead)")
     ap.add_argument("--repeat", type=int, default=1,
@@ -158,9 +158,8 @@ def main():
             fo.writelines(fi.readline() for _ in range(4 * 20000))
     th = ["-t", str(a.threads), "--device", a.device]
     t = time.time()
-    clock = {"G3ALIGN_TUNE": "TASK_CLOCK=1"}  # compiles and caches the clocked kernels too (TASK_CLOCK variants)
-    run_cli([*th, prefix, w1, w2], os.path.join(work, "w.sam"), clock, os.path.join(work, "w.json"))
-    run_cli([*th, prefix, w1], os.path.join(work, "w.sam"), clock, os.path.join(work, "w.json"))
+    run_cli([*th, prefix, w1, w2], os.path.join(work, "w.sam"), {}, os.path.join(work, "w.json"))
+    run_cli([*th, prefix, w1], os.path.join(work, "w.sam"), {}, os.path.join(work, "w.json"))
     for v in filter(None, a.variants.split(";")):  # each variant once: code it alone calls is compiled here
         se = v.startswith("se:")
         run_cli([*th, prefix, w1, *([] if se else [w2])], os.path.join(work, "w.sam"),
@@ -221,12 +220,8 @@ def main():
             CPU[out] = float("nan")  # a detached worker's CPU time is in its trace line only
         else:
             ev, steps, mods, t_first, t_last = summary(tr)
-            from trace_timeline import cpu_lines, task_clock_lines
-            clock = task_clock_lines(ev)  # TASK_CLOCK runs: where the pool tasks' time went
-            ev = [e for e in ev if not e[0].startswith(("kernel ", "kcpu "))]
+            from trace_timeline import cpu_lines
             g = gantt([tuple(e) for e in ev], 0.0, max(e[3] for e in ev))
-            if clock:
-                g += "\n" + "\n".join(clock)
             rows_cpu = cpu_lines(tr, 0.1)  # cores per thread group (the CLI's CPU sampler)
             if rows_cpu:
                 g += "\ncores per thread group (CPU s in all), x0.1 s\n" + "\n".join(rows_cpu)

@@ -11,8 +11,7 @@
 #      mode's SAM must equal the first mode's; concordance with minimap2
 #   4. (PBSIM=1) human chr20, pbsim CLR reads (fixed seed, $PB_DEPTH x): indexes built by both tools, then
 #      mapped by both (-ax map-pb -t 16) in each mode of PB_MODES, with per-stage times of g3align (G3ALIGN_STAGES)
-#   4b. (MMSEED_CHECK=1, with PBSIM=1) scripts/gpu_mmseed_check.py on the chr20 reads: seeds GPU == CPU twin, and
-#      both anchor-sort kernels timed (--sort-ab)
+#   4b. (MMSEED_CHECK=1, with PBSIM=1) scripts/gpu_mmseed_check.py on the chr20 reads: seeds GPU == CPU twin, timed
 #   5. (LCHAIN=1) scripts/gpu_lchain_bench.py: DP chaining kernels on the same anchors (E. coli reads, dense reads)
 # Modes: cpu (--device cpu), gpu (--device gpu --cpu-align: sketch, seeds, chaining scores on the GPU, base
 # alignment on CPU threads), gpu-align (--device gpu, whose default is the base alignment on the GPU too). DEVS default "cpu gpu gpu-align",
@@ -169,8 +168,8 @@ if [ "${PBSIM:-0}" = 1 ]; then
         s=$( { time $D/minimap2 -t $NT -ax map-pb $W/ref.mmi $R > $W/mm2.sam 2>/dev/null; } 2>&1 ); log "chr20 minimap2 -t$NT again: $s s"
     fi
 fi
-if [ "${MMSEED_CHECK:-0}" = 1 ] && [ -e $R ]; then   # the chr20 reads' seeds: GPU == CPU twin, both sort kernels timed
-    timeout ${MMSEED_TIMEOUT:-240} python3 scripts/gpu_mmseed_check.py $W/ref.fa $R -x map-pb --loop-reads 0 --sort-ab \
+if [ "${MMSEED_CHECK:-0}" = 1 ] && [ -e $R ]; then   # the chr20 reads' seeds: GPU == CPU twin, timed
+    timeout ${MMSEED_TIMEOUT:-240} python3 scripts/gpu_mmseed_check.py $W/ref.fa $R -x map-pb --loop-reads 0 \
         --out "$OUT" 2>&1 | tail -14 | tee -a "$OUT/times.txt"; log "mmseed check done"
 fi
 if [ "${LCHAIN:-1}" = 1 ]; then

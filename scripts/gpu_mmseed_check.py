@@ -126,9 +126,6 @@ def main(argv=None) -> int:
     ap.add_argument("--loop-reads", type=int, default=-1,
                     help="reads per batch checked with the per-read seed_read loop (-1: all, 0: none)")
     ap.add_argument("--reps", type=int, default=3, help="GPU repetitions (best is reported)")
-    ap.add_argument("--sort-ab", action="store_true",
-                    help="also time (and check) the anchors' sort by the other kernel "
-                         "(map/gpu/seed.py's SORT_BLOCK flipped)")
     ap.add_argument("--save-index", default=None, help="write the built index here (g3align minimizer index)")
     ap.add_argument("--out", default=None, help="directory for gpu_mmseed_check.json / .md")
     a = ap.parse_args(argv)
@@ -189,22 +186,6 @@ def main(argv=None) -> int:
             res = sg.seed_batch_gpu(mz_d, mo_d, off_d, **o, **dev_idx, to_host=False, timings=tsd)
             best_sk, best_sd = min(best_sk, ts["kernels_ms"]), min(best_sd, tsd["kernels_ms"])
             del mz_d, mo_d, res
-        if a.sort_ab:  # the other sort kernel: its seed time (best of reps) and its anchors against the twin's
-            sg.SORT_BLOCK = not sg.SORT_BLOCK
-            try:
-                best_ab = float("inf")
-                for _ in range(max(1, a.reps)):
-                    tsd = {}
-                    mz_d, mo_d = mg.sketch_batch_gpu(seq_d, off_d, w, k, hpc, to_host=False)
-                    res = sg.seed_batch_gpu(mz_d, mo_d, off_d, **o, **dev_idx, to_host=True, timings=tsd)
-                    best_ab = min(best_ab, tsd["kernels_ms"])
-                    del mz_d, mo_d
-                tot["gpu_seed_other_sort_ms"] = tot.get("gpu_seed_other_sort_ms", 0.0) + best_ab
-                if not np.array_equal(res.a, cpu["a"]):
-                    bad.append(f"batch {bi}: anchors of the other sort kernel != CPU twin")
-                    log("[E] " + bad[-1])
-            finally:
-                sg.SORT_BLOCK = not sg.SORT_BLOCK
         del seq_d, off_d
         # GPU end to end: host reads in, host seeds out
         cp.cuda.Device().synchronize()
@@ -260,8 +241,6 @@ def main(argv=None) -> int:
             f"| GPU seed (device, best of {a.reps}) | {tot['gpu_seed_ms']:.2f} ms | "
             f"{tot['bases'] / max(tot['gpu_seed_ms'], 1e-9) / 1e3:.0f} |",
             f"| GPU sketch + seed | {gpu_ms:.2f} ms | {tot['bases'] / max(gpu_ms, 1e-9) / 1e3:.0f} |",
-            *([f"| GPU seed, sort by {'sd_sort (thread per read)' if sg.SORT_BLOCK else 'sd_sort_block'} "
-               f"(best of {a.reps}) | {tot['gpu_seed_other_sort_ms']:.2f} ms | |"] if a.sort_ab else []),
             f"| GPU end to end (H2D reads, D2H seeds) | {tot['gpu_e2e_s'] * 1e3:.1f} ms | "
             f"{tot['bases'] / max(tot['gpu_e2e_s'], 1e-12) / 1e6:.0f} |",
             f"| CPU twin (sketch + seed) | {tot['cpu_twin_s'] * 1e3:.1f} ms | "

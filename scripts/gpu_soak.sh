@@ -7,8 +7,8 @@
 #              run, then bwa mem started in the background (setsid);
 #   PHASE=cmp  wait for bwa (WAIT seconds at most), compare, summarise.   Results under $OUT.
 # BWA=0: no bwa at all (the memory runs). PHASE=again: the sampled run alone, on the inputs of an earlier PHASE=run.
-# TRIM=0: the sampled run keeps the device pool's free blocks between -K batches (pipeline.POOL_TRIM off); its SAM
-# body is compared with the other kind's. TWICE=1: the reads twice over (a run twice as long).
+# TWICE=1: the reads twice over (a run twice as long). A sampled run's SAM body is compared with the other kinds' (ENVX,
+# TWICE) kept from earlier runs.
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 PAIRS=${PAIRS:-10000000}; T=$(nproc); W=/tmp/soak; S=$PWD/.devdata/soak; REF=${REF:-$S/human_GRCh37_chr20.fa.gz}
@@ -19,12 +19,10 @@ for f in g3align/*; do ln -sfn "$PWD/$f" /tmp/pkg/g3align/; done
 for d in aligner index kernels; do ln -sfn "$PWD/$d" /tmp/pkg/g3align/$d; done
 export PYTHONPATH=/tmp/pkg:/tmp/site PYTHONSAFEPATH=1 PYTHONUNBUFFERED=1 G3ALIGN_DETACH=0
 G3="${PY:-python3} -m g3align.aligner.cli"
-TAG=$([ "${TRIM:-1}" = 0 ] && echo keep || echo trim)
+TAG=trim  # (the device pool's free blocks go back to CUDA after every -K batch: pipeline.trim_pool)
 # the sampled run: host RSS of the process (and any children) and the GPU's used memory, once a second
 sampled() {
     local run="$G3"
-    [ "$TAG" = trim ] || run="${PY:-python3} -c 'import sys; import g3align.aligner.mem.pipeline as p; p.POOL_TRIM = False; \
-from g3align.aligner.cli import entry; sys.argv[0] = \"g3align\"; entry()'"
     ts=$(date +%s.%N)
     local x=""; [ "${TWICE:-0}" = 1 ] && x=x2
     [ -z "$x" ] || [ -f $W/r2x2.fq.gz ] || { cat $W/r1.fq.gz $W/r1.fq.gz > $W/r1x2.fq.gz; cat $W/r2.fq.gz $W/r2.fq.gz > $W/r2x2.fq.gz; }

@@ -73,14 +73,15 @@ def main():
     rl = np.diff(seq_off)[j_read]
     # cells: banded (w) left + right extension, about query length x (2w+1) per job (upper bound)
     cells = float(np.sum(rl * np.minimum(2 * X[:, 6] + 1, rl + 2 * p.w)))
+    sh_max = ms.EXT_SH_MAX
     for shared in (True, False):  # scratch in shared memory (16-bit H, E) where it fits, or in global memory
-        ms.EXT_SHARED = shared
+        ms.EXT_SH_MAX = sh_max if shared else 0  # (a cap of 0 bytes: no read's column fits)
         X2 = ms.ext_jobs_gpu(p, al.mat, al._pac_dev, al.l_pac, seq_d, off_d, jobs)
         assert (X2 == X).all(), "the two extension kernels differ"
         bench(f"seed extension (ext_jobs_gpu, scratch in {'shared' if shared else 'global'} memory)",
               lambda: ms.ext_jobs_gpu(p, al.mat, al._pac_dev, al.l_pac, seq_d, off_d, jobs), cells,
               ", band upper bound")
-    ms.EXT_SHARED = True
+    ms.EXT_SH_MAX = sh_max
     # mate rescue: the part's jobs as the pipeline makes them
     low, high, failed, _, _ = pes
     from g3align.aligner.mem.pair import rescue_jobs_range

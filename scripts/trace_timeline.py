@@ -67,42 +67,6 @@ def cpu_lines(trace_path: str, step: float) -> list:
     return cpu_rows(samples, step, samples[-1][0]) if len(samples) > 1 else []
 
 
-def task_clock_lines(ev) -> list:
-    """With TASK_CLOCK's kernel events in the trace (aligner/runtime/taskclock.py): per pool task name, where the tasks'
-    wall time went: before the kernel (Python call, numba dispatch, the GIL), in the kernel on a CPU, in the kernel
-    off a CPU, after the kernel (the GIL again, boxing the result). Sums in thread-seconds, means in ms."""
-    tasks, kern, kcpu = {}, {}, {}
-    for s, th, a, b in ev:
-        if s.startswith("kernel "):
-            kern.setdefault((s[7:], th), []).append((a, b))
-        elif s.startswith("kcpu "):
-            kcpu.setdefault((s[5:], th), []).append((a, b))
-        elif s.startswith("task "):
-            tasks.setdefault((s[5:], th), []).append((a, b))
-    acc: dict = {}
-    for (name, th), ks in kern.items():
-        ts = sorted(tasks.get((name, th), []))
-        cs = dict(kcpu.get((name, th), []))
-        j = 0
-        for k0, k1 in sorted(ks):
-            while j < len(ts) and ts[j][1] < k1:
-                j += 1
-            if j == len(ts) or ts[j][0] > k0:
-                continue  # no task event holds this kernel (the task wrapper is off)
-            a, b = ts[j]
-            cpu = cs.get(k0, k0) - k0
-            acc.setdefault(name, []).append((b - a, k0 - a, cpu, max(0.0, k1 - k0 - cpu), b - k1))
-    if not acc:
-        return []
-    out = [f"{'task (TASK_CLOCK)':<18} {'n':>6} {'wall':>8} {'before':>15} {'kernel on CPU':>15} "
-           f"{'kernel off CPU':>15} {'after':>15}   (thread-s, then median ms per task)"]
-    for name, rows in sorted(acc.items()):
-        cols = list(zip(*rows))
-        out.append(f"{name:<18} {len(rows):>6} {sum(cols[0]):8.3f} " + " ".join(
-            f"{sum(c):7.3f} {sorted(c)[len(c) // 2] * 1e3:6.3f}ms" for c in cols[1:]))
-    return out
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("trace")
@@ -110,8 +74,6 @@ def main(argv=None):
     args = ap.parse_args(argv)
     from gpu_check import gantt  # scripts/gpu_check.py (this script's folder is on sys.path when run)
     ev = json.load(open(args.trace))  # [stage, thread, t0, t1], seconds from the process start
-    clock = task_clock_lines(ev)
-    ev = [e for e in ev if not e[0].startswith(("kernel ", "kcpu "))]
     print(gantt(ev, 0.0, max((e[3] for e in ev), default=0.0), args.step))
     print()
     print(f"{'stage':<48} {'events':>6} {'sum s':>8} {'union s':>8}")
@@ -124,9 +86,6 @@ def main(argv=None):
     if gpu:
         print(f"{'any GPU kernel (G3ALIGN_KTIME launches)':<48} {len(gpu):>6} {sum(b - a for a, b in gpu):8.3f} "
               f"{union(gpu):8.3f}   first {min(a for a, _ in gpu):.3f} s, last {max(b for _, b in gpu):.3f} s")
-    if clock:
-        print()
-        print("\n".join(clock))
     lines = cpu_lines(args.trace, args.step)
     if lines:
         print()

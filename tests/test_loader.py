@@ -96,11 +96,3 @@ def test_cache_dir_without_get_cache_dir(fake_cupy, monkeypatch, tmp_path):
     loader.cupy_compile_once()
     comp._preprocess("", ("-x",), "90", "nvrtc")
     assert [p.name.startswith("g3align-empty-") for p in (tmp_path / "cc").iterdir()] == [True]
-
-
-def test_off_switch(fake_cupy, monkeypatch):
-    comp = fake_cupy()
-    monkeypatch.setattr(loader, "CUPY_ONCE", False)
-    orig = comp._compile_module_with_cache
-    loader.cupy_compile_once()
-    assert comp._compile_module_with_cache is orig

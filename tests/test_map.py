@@ -308,28 +308,19 @@ def test_part_pipeline_does_not_change_the_output(device, monkeypatch):
     ref_out = b"".join(MP.MapAligner(idx, opt, device="cpu").map_batch(bt, 1)
                        for bt in read_batches(str(READS), chunk_size=1 << 30, trim_readno=False))
     assert ref_out.count(b"\n") >= 52
-    from g3align.aligner.gpu import pinned
     from g3align.aligner.map import align_batch as mmext
-    # at_once: the GPU's ksw2 batches 1, 2 or any number at once, each from the step gate_from on; ksw2_stream: the
-    # workers' ksw2 batches on streams of their own (MAP_KSW2_STREAM); drain: host copies wait by a stream
-    # synchronize first (pinned.DRAIN)
-    for depth, queued, part_bases, chunk, at_once, gate_from, ksw2_stream, drain in (
-            (1, 4, 1 << 30, 1 << 30, 0, "launch", True, True), (3, 4, 3_000, 1 << 30, 2, "launch", True, False),
-            (2, 0, 5_000, 12_000, 0, "prep", False, True), (4, 4, 1, 1 << 30, 1, "launch", True, True),
-            (2, 1, 2_000, 1 << 30, 0, "launch", True, False), (4, 4, 2_000, 1 << 30, 1, "prep", False, True),
-            (3, 4, 3_000, 12_000, 1, "inputs", False, False), (4, 4, 2_000, 1 << 30, 1, "launch", True, True)):
+    # at_once: the GPU's ksw2 batches 1, 2 or any number at once (each from its launches on)
+    for depth, queued, part_bases, chunk, at_once in (
+            (1, 4, 1 << 30, 1 << 30, 0), (3, 4, 3_000, 1 << 30, 2), (2, 0, 5_000, 12_000, 0), (4, 4, 1, 1 << 30, 1),
+            (2, 1, 2_000, 1 << 30, 0), (4, 4, 2_000, 1 << 30, 1), (3, 4, 3_000, 12_000, 1)):
         monkeypatch.setattr(mmext, "KSW2_AT_ONCE", at_once)
-        monkeypatch.setattr(mmext, "KSW2_GATE_FROM", gate_from)
-        monkeypatch.setattr(MP, "MAP_KSW2_STREAM", ksw2_stream)
-        monkeypatch.setattr(pinned, "DRAIN", drain)
         monkeypatch.setattr(MP, "MAP_DEPTH", depth)
         monkeypatch.setattr(MP, "MAP_QUEUED", queued)
         al = MP.MapAligner(idx, opt, device=device, batch_seed=True, batch_align=True)
         sink = _Sink()
         n, _ = MP.run_map(al, read_batch_parts(str(READS), chunk_size=chunk, part_bases=part_bases, block_size=4096,
                                                trim_readno=False), sink, verbose=0)
-        assert n == 52 and b"".join(sink.chunks) == ref_out, (depth, queued, part_bases, chunk, at_once, gate_from,
-                                                              ksw2_stream, drain)
+        assert n == 52 and b"".join(sink.chunks) == ref_out, (depth, queued, part_bases, chunk, at_once)
         if part_bases < 10_000:
             assert len(sink.chunks) > 3  # really cut into parts
 
@@ -442,18 +433,16 @@ def test_gpu_map_does_not_import_cupyx(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("ksw2_stream", [True, False])
-def test_worker_streams(ksw2_stream, monkeypatch):
-    """A part worker's streams (MapAligner.worker_init): its own stream is current (not CuPy's null stream); with
-    MAP_KSW2_STREAM, its own stream has a higher priority than its ksw2 stream, and pinned.on_stream switches to
-    the ksw2 stream and back to the one current before; without, one stream only."""
+def test_worker_streams():
+    """A part worker's streams (MapAligner.worker_init): its own stream is current (not CuPy's null stream) and has
+    a higher priority than its ksw2 stream, and pinned.on_stream switches to the ksw2 stream and back to the one
+    current before."""
     import threading
     import types
 
     import cupy as cp
     from g3align.aligner.gpu.pinned import on_stream
     from g3align.aligner.map import pipeline as MP
-    monkeypatch.setattr(MP, "MAP_KSW2_STREAM", ksw2_stream)
     got = {}
 
     def worker():
@@ -473,10 +462,7 @@ def test_worker_streams(ksw2_stream, monkeypatch):
     th.start()
     th.join()
     assert got["current"] == got["own"] != 0
-    if ksw2_stream:
-        assert got["ksw2"] is not None and got["prio"] < got["ksw2"] and got["in_ksw2"] and got["back"]
-    else:
-        assert got["ksw2"] is None and got["prio"] == 0
+    assert got["ksw2"] is not None and got["prio"] < got["ksw2"] and got["in_ksw2"] and got["back"]
 
 
 def _rc(s: str) -> str:

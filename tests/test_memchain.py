@@ -170,20 +170,6 @@ def test_host_chain_kernel(data, lib, key, name):  # noqa: F811
         assert len(want[0][2]) > 300
 
 
-def test_host_chain_kernel_seed_cap(data, host_cuda):  # noqa: F811
-    """Built with CHAIN_GPU_MAX=8 (memstage.CHAIN_GPU_MAX): reads with more than 8 seeds are left to the CPU
-    twin (cpu = 1) besides the long reads, and the result is still the twin's."""
-    lib8 = host_cuda(CU, SHIM, ("-O2", "-DCHAIN_GPU_MAX=8"))
-    ref, batch, opt = data["ref"], data["main"], OPTS["default"]
-    p = opt.to_numba()
-    seq_off, _, seeds = _seeds(data, batch, p)
-    h, j, cpu = _host(lib8, ref, batch, opt, seeds, seq_off)
-    _check((h, j), _twin(ref, batch, opt, seeds, seq_off))
-    L, ns = np.diff(seq_off), np.diff(seeds[4])
-    short = (L >= p.min_seed_len) & (L <= 301)
-    assert (ns[short] > 8).any() and (cpu[short] == (ns[short] > 8)).all()
-
-
 def _repeat_data(rng):
     """A reference of tandem repeats and their copies, and reads in them: hundreds of seeds per read."""
     units = [rng.integers(0, 4, k).astype(np.uint8) for k in (7, 23, 60)]
@@ -271,28 +257,24 @@ def test_gpu_chain_many_seeds(rep, name):
 
 
 @needs_gpu
-@pytest.mark.parametrize("warp", [True, False])
 @pytest.mark.parametrize("name", ["default", "k15-G200-w10"])
-def test_gpu_chain_flt_warp(rep, data, name, warp, monkeypatch):  # noqa: F811
-    """Reads with more than FLT_WARP_MIN (32) weighty chains are filtered by chain_flt_warp_kernel; with
-    FLT_WARP False every read stays in chain_kernel's thread. Both equal the twin."""
-    monkeypatch.setattr(ms, "FLT_WARP", warp)
+def test_gpu_chain_flt_warp(rep, data, name):  # noqa: F811
+    """Reads with more than FLT_WARP_MIN (32) weighty chains are filtered by chain_flt_warp_kernel, the others in
+    chain_kernel's thread: the result equals the twin."""
     for d, key in ((rep, "rep"), (data, "main"), (data, "noisy")):
         got, want = _chain_gpu(d, d[key], OPTS[name])
         _check(got, want)
 
 
 @needs_gpu
-@pytest.mark.parametrize("cap", [1, 8, 64])
 @pytest.mark.parametrize("key", ["main", "noisy"])
-def test_gpu_chain_heavy_reads_on_cpu(data, rep, key, cap, monkeypatch):  # noqa: F811
-    """CHAIN_GPU_MAX: reads with more seeds are chained by the CPU twin, their slots patched into the device
-    arrays, with or without the caller's host copies of the seeds; the result is the twin's."""
-    monkeypatch.setattr(ms, "CHAIN_GPU_MAX", cap)
-    got, want = _chain_gpu(data, data[key], OPTS["default"])
-    _check(got, want)
-    got, want = _chain_gpu(rep, rep["rep"], OPTS["default"], host=True)
-    _check(got, want)
+def test_gpu_chain_cpu_reads_patched(data, key):  # noqa: F811
+    """Reads the kernel leaves to the CPU twin (long reads: mem_flt_chained_seeds) are chained there, their slots
+    patched into the device arrays, with or without the caller's host copies of the seeds; the result is the
+    twin's."""
+    for host in (False, True):
+        got, want = _chain_gpu(data, data[key], OPTS["default"], host=host)
+        _check(got, want)
 
 
 def _flt_model(cb, ce, wk, mask, drop, max_gap, min2, warp):

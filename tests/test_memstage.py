@@ -667,15 +667,13 @@ def test_host_emulated_ext_kernel_shared(data, host_libs, variant, key):
                                f"twin {want[bad[0]]}, job {[int(a[bad[0]]) for a in jobs]}")
 
 
-def test_ext_shared_geometry(monkeypatch):
+def test_ext_shared_geometry():
     """Shared scratch only where the block's columns fit the cap and every score fits 16 bits."""
     assert ms.ext_shared_geometry(150, 1) == (ms.EXT_SH_BLOCK, ms.EXT_SH_BLOCK * 152 * 4)
     assert ms.ext_shared_geometry(150, 1, block=32, cap=32 * 152 * 4) == (32, 32 * 152 * 4)
     assert ms.ext_shared_geometry(150, 1, block=32, cap=32 * 152 * 4 - 1) is None
     assert ms.ext_shared_geometry(301, 109, cap=1 << 30) is None  # 2 * 301 * 109 >= 65535
     assert ms.ext_shared_geometry(300, 109, cap=1 << 30) is not None
-    monkeypatch.setattr(ms, "EXT_SHARED", False)
-    assert ms.ext_shared_geometry(150, 1) is None
 
 
 @pytest.mark.parametrize("variant,key", JOB_SETS, ids=JOB_IDS)
@@ -1100,7 +1098,7 @@ def test_priority_pool_runs_waiting_tasks_by_priority():
 
 def test_pinned_class():
     """Pinned block sizes: enough for the request, at most 1/16 more above 4 KiB, 16 sizes per power of two,
-    so that requests of nearby sizes share blocks; with PINNED_CLASSES off, the request itself."""
+    so that requests of nearby sizes share blocks."""
     rng = np.random.default_rng(1)
     sizes = np.concatenate([np.arange(1, 20000), rng.integers(1, 1 << 34, 20000)])
     got = np.array([pinned.pinned_class(int(n)) for n in sizes])
@@ -1109,9 +1107,3 @@ def test_pinned_class():
     assert (got[big] * 16 <= sizes[big] * 17).all()
     octave = [pinned.pinned_class(n) for n in range(1 << 20, 1 << 21, 997)]
     assert set(octave) == {(1 << 20) + k * (1 << 16) for k in range(17)} and octave == sorted(octave)
-    old = pinned.PINNED_CLASSES
-    try:
-        pinned.PINNED_CLASSES = False
-        assert pinned.pinned_class(12345) == 12345
-    finally:
-        pinned.PINNED_CLASSES = old

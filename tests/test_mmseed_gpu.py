@@ -1,4 +1,4 @@
-"""Batch seed lookup (issue 6 step 2): aligner/map/gpu/seed.py and kernels/mmseed.cu.
+"""Batch seed lookup: aligner/map/gpu/seed.py and kernels/mmseed.cu.
 
 1. The CPU batch twin (seed_batch_cpu on sketch_batch_cpu's minimizers) equals per-read ``seed_read``
    (mv, anchors in order, rep_len, mini_pos) on a synthetic reference built to stress every branch
@@ -418,7 +418,7 @@ extern "C" int host_launch_smem(const char* name, long long n, unsigned block, l
   try {
 #define K(f) if (!std::strcmp(name, #f)) { emulate(n, block, f, s, nargs); return 0; }
   K(sd_fill_rid) K(sd_qocc_insert) K(sd_qocc_keep) K(sd_compact) K(sd_lookup) K(sd_select) K(sd_count)
-  K(sd_emit) K(sd_sort) K(sd_heap)
+  K(sd_emit) K(sd_heap)
   if (!std::strcmp(name, "sd_sort_block")) { emulate_block(n, block, smem, sd_sort_block, s, nargs); return 0; }
   } catch (int) { return -2; }
   return -1;
@@ -476,10 +476,8 @@ def _synth_case(synth, preset, over):
     return idx, seq_off, o, diag, dual, mz, mz_off, want
 
 
-@pytest.mark.parametrize("sort_block", [True, False], ids=["sort_block", "sort_thread"])
 @pytest.mark.parametrize("preset,over", VARIANTS, ids=VIDS)
-def test_host_emulated_kernels(synth, host_lib, preset, over, sort_block, monkeypatch):
-    monkeypatch.setattr(sg, "SORT_BLOCK", sort_block)
+def test_host_emulated_kernels(synth, host_lib, preset, over):
     idx, seq_off, o, diag, dual, mz, mz_off, want = _synth_case(synth, preset, over)
     for by_len in (True, False):
         _check(_host_seed(host_lib, mz, mz_off, seq_off, o, idx, diag, dual, by_len), want)
@@ -498,7 +496,7 @@ def test_host_emulated_lambda(host_lib):
 
 
 def test_host_emulated_radix_sort_ties(host_lib):
-    """sd_sort alone on keys with many ties and all byte patterns (sizes around 64, deep recursion)
+    """sd_sort_block alone on keys with many ties and all byte patterns (sizes around 64, deep recursion)
     == radix_sort_x."""
     rng = np.random.default_rng(5)
     sizes = [0, 1, 2, 63, 64, 65, 66, 200, 1000, 5000, 30000]
@@ -521,13 +519,8 @@ def test_host_emulated_radix_sort_ties(host_lib):
         seg = want[off[r]:off[r + 1]].copy()
         mmseed.radix_sort_x(seg)
         want[off[r]:off[r + 1]] = seg
-    got = a.copy()
-    slots = np.array([0, len(sizes), off.ctypes.data, got.ctypes.data], np.uint64)
-    assert host_lib.host_launch(b"sd_sort", ctypes.c_longlong(len(sizes)), ctypes.c_uint(64),
-                                slots.ctypes.data_as(ctypes.c_void_p), ctypes.c_int(4)) == 0
-    np.testing.assert_array_equal(got, want)
-    # sd_sort_block, longest first as the launcher orders them: every read in shared memory, the large ones in
-    # global memory, all in global memory
+    # longest first as the launcher orders them: every read in shared memory, the large ones in global memory, all
+    # in global memory
     order = np.argsort(-np.diff(off), kind="stable").astype(np.int64)
     for cap in (1 << 20, 1000, 0):
         got = a.copy()
@@ -544,7 +537,7 @@ def test_host_emulated_radix_sort_ties(host_lib):
 # ------------------------------------------------------------------------------------------------
 
 def test_nvcc_compiles(nvcc_spill_free):
-    assert nvcc_spill_free(CU, kernels=("sd_sort_block",)) == 13  # 11 kernels + sd_radix_range (noinline) in two
+    assert nvcc_spill_free(CU, kernels=("sd_sort_block",)) == 11  # 10 kernels + sd_radix_range (noinline)
 
 # ------------------------------------------------------------------------------------------------
 # 4. GPU == CPU (skipped without a GPU)

@@ -1,4 +1,4 @@
-"""Batch minimizer sketch (issue 6 step 1): aligner/map/gpu/sketch.py and kernels/mmsketch.cu.
+"""Batch minimizer sketch: aligner/map/gpu/sketch.py and kernels/mmsketch.cu.
 
 1. The CPU batch twin equals per-read ``collect_minimizers`` (one segment), slot overflow included.
 2. nvcc -arch=sm_90 -cubin compiles the kernel for the presets' k/w/hpc (needs nvcc, no GPU).

@@ -145,7 +145,7 @@ def test_staged_transfers(monkeypatch):
 
 def test_fetch_waits_by_stream_synchronize_first(monkeypatch):
     """fetch waits for the stream by a stream synchronize before any copy (pinned.drain): a blocking copy that waits
-    for kernels stalls the other threads' CUDA calls on the box. DRAIN 0: no such wait. (to_host, mem's, does not.)"""
+    for kernels stalls the other threads' CUDA calls on the box. (to_host, mem's, does not.)"""
     log: list = []
     monkeypatch.setitem(sys.modules, "cupy", _staging_cupy(log))
     monkeypatch.setattr(pinned, "STAGE_BYTES", 1 << 16)
@@ -157,7 +157,3 @@ def test_fetch_waits_by_stream_synchronize_first(monkeypatch):
     log.clear()
     assert np.array_equal(pinned.fetch(_DevArray(a[:10])), a[:10])  # small: the wait, then cp.asnumpy
     assert log == ["stream sync"]
-    log.clear()
-    monkeypatch.setattr(pinned, "DRAIN", False)
-    pinned.fetch(_DevArray(a))
-    assert log[0][0] == "copy"  # (the staging pair is made already)

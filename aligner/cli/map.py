@@ -126,9 +126,8 @@ def _run_map(args):
                                      trim_readno=False)
         return prefetch_now(parts, depth=reads.MAP_READ_AHEAD, name="g3align-reader")
 
-    # the first file's parsing starts now, beside the mapping modules' import, the index load and the device
-    # set-up (MAP_EARLY_READER)
-    first_parts = reader(queries[0]) if queries and reads.MAP_EARLY_READER else None
+    # the first file's parsing starts now, beside the mapping modules' import, the index load and the device set-up
+    first_parts = reader(queries[0]) if queries else None
     try:
         from g3align.aligner.map import pipeline as mmpipeline  # noqa: F401 (imported beside the reader's start)
     except BaseException:

@@ -347,8 +347,7 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, index):
     from g3align.aligner.mem.pipeline import MemAligner, log, run_mem_pe, run_mem_se
     from g3align.index.store import IndexFormatError
     t = mark(trace, "start-up: imports", t)
-    if pipeline.EARLY_PRELOAD:
-        pipeline.preload_kernels(paired)
+    pipeline.preload_kernels(paired)  # the pool kernels' cached code, on a thread, beside the device and index set-up
 
     opt = build_mem_options(kw)
     verbose = kw["verbose"]
@@ -369,8 +368,6 @@ def _run_mem_reader(kw, trace, t, paired, ignored_r2, reader, index):
         header = sam_header(ref.names, [int(x) for x in ref.lengths], rg_line=rg_line, pg_cmdline=cmdline,
                             extra_lines=hdr_lines, alt=alt)
         aligner = MemAligner(ref, fm, opt, rg_id=rg_id, copy_comment=kw["copy_comment"], device=device)
-        if not pipeline.EARLY_PRELOAD:
-            pipeline.preload_kernels(paired)
         mark(trace, "start-up: aligner (index to the GPU)", t)
         xr = None
         if kw["ref_hdr"]:

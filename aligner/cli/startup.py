@@ -42,7 +42,7 @@ def import_numba():
     """Import numba without two optional imports it makes at import time that g3align never uses: scipy (for a
     version check only) and coverage (for line coverage of compiled code, which only an active coverage run
     uses, and such a run imported coverage before us). On an H200 box the mem modules' import took 0.82 s
-    instead of 1.01 s (medians of 6 interleaved runs, session 21; `-X importtime` there: coverage 52 ms and scipy
+    instead of 1.01 s (medians of 6 interleaved runs; `-X importtime` there: coverage 52 ms and scipy
     18 ms through numba). A None entry in sys.modules makes such an import fail at once; the entries are taken
     out again right after, so a later import of either works."""
     if "numba" in sys.modules:

@@ -3,7 +3,7 @@ a few reused staging buffers: fetch / put), and a block of GPU memory for each C
 pool.
 
 A copy from or to pageable memory runs at a fraction of the bus speed and goes through the driver's staging
-buffer; on the box, four map parts copying their seeds back at once took ~0.1 s together (step 19).
+buffer; on the box, four map parts copying their seeds back at once took ~0.1 s together.
 """
 from __future__ import annotations
 
@@ -13,16 +13,12 @@ from contextlib import contextmanager
 import numpy as np
 
 PINNED_MIN = 1 << 16  # bytes: smaller host <-> device copies go the plain way
-PINNED_CLASSES = True  # pinned blocks in size classes (pinned_class), so that CuPy's pool reuses them (0: A/B runs)
 # fetch / put (map's GPU path): whole arrays copied in chunks through a pair of page-locked staging buffers of
 # STAGE_BYTES each, reused by every transfer, instead of a page-locked block per array (to_host / to_device; 0:
 # fetch and put are those). A cudaHostAlloc costs ~0.6-1.5 ms a MB on the box and the driver makes one at a time:
 # in map's chr20 traces the first wave of parts spent 0.59-0.79 s (summed over threads) in pinned allocations of
 # new sizes, with cudaMallocs waiting behind them; with the staging buffers 0.15 s (2026-11-26, docs/BENCHMARKS.md)
 STAGE_BYTES = 4 << 20
-# drain(): wait for the current stream by cudaStreamSynchronize before a copy to the host that would otherwise wait
-# for kernels itself (0: no wait first, for A/B runs)
-DRAIN = True
 
 
 def drain() -> None:
@@ -32,9 +28,7 @@ def drain() -> None:
     probe their cuModuleGetFunction, cudaMalloc and event records too (~135 ms each during a 150 ms kernel); behind
     a stream or event synchronize nothing waits (scripts/gpu_sync_probe.py; docs/BENCHMARKS.md's git history). In
     map's traces the part workers stalled so for as long as another part's ksw2 kernel ran. Called by map's GPU code
-    (fetch among it); to_host (mem) does not, its timings being measured without it. DRAIN 0: nothing."""
-    if not DRAIN:
-        return
+    (fetch among it); to_host (mem) does not, its timings being measured without it."""
     import cupy as cp
 
     cp.cuda.get_current_stream().synchronize()
@@ -46,8 +40,6 @@ def pinned_class(nbytes: int) -> int:
     for a request of the same size (rounded to 512 bytes), and every part's arrays have sizes of their own
     (seeds, jobs), so without classes each part called cudaHostAlloc afresh (page-locking tens of MB) and
     the pool kept every older block."""
-    if not PINNED_CLASSES:
-        return nbytes
     if nbytes <= 4096:
         return 4096
     step = 1 << (nbytes.bit_length() - 5)
@@ -232,8 +224,8 @@ def reserve_pool(stream, cap: int, share: int) -> None:
 @contextmanager
 def on_stream(stream):
     """`stream` current for the with block, then the stream current before it again. (On the box, CuPy 14's own
-    `with stream:` left its null stream current after the block, not the one before: see
-    mmpipeline.MAP_KSW2_STREAM.)"""
+    `with stream:` left its null stream current after the block, not the one before: map's part workers
+    switch to their ksw2 stream and back, mmpipeline.MapAligner.worker_init.)"""
     import cupy as cp
 
     prev = cp.cuda.get_current_stream()

@@ -66,7 +66,6 @@ PART_BASES = 10_000_000              # read_pair_batch_parts: bases per part of 
 DEFAULT_BLOCK_SIZE = 1 << 22         # bytes read (and parsed) at a time
 PARSE_THREADS = min(8, max(2, (os.cpu_count() or 1) // 2))  # FASTQ blocks parsed at once (all open files)
 PARSE_AHEAD = 2 * PARSE_THREADS      # blocks in flight per file
-PARSE_KERNEL = True                  # FASTQ blocks parsed by one nogil kernel (_fastq_block; False: numpy steps)
 INTERLEAVE_SPLIT = 4                 # threads that copy a pair piece's bases and qualities into mate order
 # mem, single-end: output does not depend on the batch size (only paired-end insert statistics are per -K
 # batch), so the staged (GPU) path cuts single-end input into batches of at most this many bases: parsing the
@@ -74,12 +73,10 @@ INTERLEAVE_SPLIT = 4                 # threads that copy a pair piece's bases an
 SE_STAGED_CHUNK = 10_000_000
 # map's reader (set here, not in mmpipeline, so the CLI starts it before importing the mapping modules): each -K
 # batch is read as parts of about MAP_PART_BASES bases; parts never change map's output. (A smaller first part,
-# 5 or 10 Mbp, for an earlier GPU start was slower on chr20 pbsim CLR, session 21: 4.93-5.26 s vs 4.52-4.77 s.)
-# MAP_EARLY_READER: the first file's parsing starts before the index load and the device set-up (False: after)
+# 5 or 10 Mbp, for an earlier GPU start was slower on chr20 pbsim CLR: 4.93-5.26 s vs 4.52-4.77 s.)
 MAP_PART_BASES = 20_000_000
-MAP_EARLY_READER = True
-# parts map's reader thread parses ahead of the mapping. With 2 (before session 25) it stopped after three parts of
-# the chr20 CLR set during the start-up, and the first wave's fourth part came ~0.1 s after mapping began
+# parts map's reader thread parses ahead of the mapping. With 2 it stopped after three parts of the chr20 CLR set
+# during the start-up, and the first wave's fourth part came ~0.1 s after mapping began
 MAP_READ_AHEAD = 4
 
 
@@ -780,15 +777,15 @@ class _Parser:
     def fastq(self, buf: bytes, arr: np.ndarray, nl: np.ndarray) -> ReadBatch:
         """Parse the 4-line records whose lines end at the newlines `nl` (len(nl) % 4 == 0)."""
         n = len(nl) // 4
-        if PARSE_KERNEL:  # well-formed blocks in one call; any error: the numpy path below finds and reports it
-            ok, off, codes, qual, raw, nbuf, noff, cbuf, coff = _fastq_block(arr, nl, NT4, _SPACE, _DIGIT,
-                                                                              self.trim_readno, self.keep_raw)
-            if ok:
-                batch = ReadBatch(None, None, codes, off, qual, True, self.n_rec, raw if self.keep_raw else None,
-                                  nbuf, noff, cbuf, coff)
-                self.n_rec += n
-                self.n_line += len(nl)
-                return batch
+        # well-formed blocks in one nogil call; any error: the numpy steps below find and report it
+        ok, off, codes, qual, raw, nbuf, noff, cbuf, coff = _fastq_block(arr, nl, NT4, _SPACE, _DIGIT,
+                                                                          self.trim_readno, self.keep_raw)
+        if ok:
+            batch = ReadBatch(None, None, codes, off, qual, True, self.n_rec, raw if self.keep_raw else None,
+                              nbuf, noff, cbuf, coff)
+            self.n_rec += n
+            self.n_line += len(nl)
+            return batch
         starts, ends = _line_bounds(arr, nl)
         hs, he = starts[0::4], ends[0::4]
         ss, se = starts[1::4], ends[1::4]
@@ -867,10 +864,9 @@ class _Parser:
 
     def fasta(self, buf: bytes) -> ReadBatch:
         """Parse a block of complete FASTA records; `buf` starts with '>'."""
-        if PARSE_KERNEL:  # well-formed blocks in one call; an invalid base: the path below finds and reports it
-            batch = self.fasta_kernel(buf)
-            if batch is not None:
-                return batch
+        batch = self.fasta_kernel(buf)  # well-formed blocks in one call; an invalid base: the steps below report it
+        if batch is not None:
+            return batch
         if b"\r" in buf:
             buf = buf.replace(b"\r\n", b"\n")
         recs = buf[1:].split(b"\n>")
@@ -1040,7 +1036,7 @@ def _fasta_pieces(fh: BinaryIO, p: _Parser, carry: bytes, block_size: int) -> It
 
     def take():
         block, fut = pending.popleft()
-        batch = p.fasta_kernel(block, fut.result()) if PARSE_KERNEL else None
+        batch = p.fasta_kernel(block, fut.result())
         return batch if batch is not None else p.fasta(block)
 
     chunks = [carry]                                 # the unparsed tail, as a list (no quadratic +=)
@@ -1058,8 +1054,8 @@ def _fasta_pieces(fh: BinaryIO, p: _Parser, carry: bytes, block_size: int) -> It
         else:
             block = b"".join([*chunks, memoryview(data)[:j]])   # records before the last header are complete
             chunks = [data[j:]]
-            pending.append((block, _parse_pool().submit(parse, block) if PARSE_KERNEL else None))
-        while pending and (len(pending) > PARSE_AHEAD or pending[0][1] is None or pending[0][1].done()):
+            pending.append((block, _parse_pool().submit(parse, block)))
+        while pending and (len(pending) > PARSE_AHEAD or pending[0][1].done()):
             yield take()
         if err is not None:  # a cut or a corrupt block: the whole records before it first, then the error
             while pending:

@@ -56,23 +56,16 @@ def keys_to_jobs(K: np.ndarray, key_read: np.ndarray, seq_off: np.ndarray, ref_o
     return jobs
 
 
-# the GPU's CIGARs copied back packed (ksw2_gpu.extd2_batch_gpu compact=True); False: the whole CIGAR buffer (A/B)
-COMPACT_CIGARS = True
-# parts whose ksw2 batches run on the GPU at once (run_jobs on the GPU, the whole call: the uploads, the launches,
-# the wait for them and the copies back; let in in arrival order; 0: no limit). Launched side by side on their
-# parts' streams, the batches queue behind each other's launches (and each part's small CIGAR-packing kernel behind
-# all of them), so every part of a wave got its results at the end of the wave's last launch; one at a time, the
-# first part's batch ends after its own share, and its replay and its worker's next part overlap the later
-# batches. chr20 pbsim CLR on the H100 (docs/BENCHMARKS.md's git history): the mapping phase 1.90 s against 2.05 s
-# (medians of 4 interleaved runs); gating only the launches (the host work outside the gate) was no better than
-# no gate.
+# parts whose ksw2 batches run on the GPU at once (run_jobs on the GPU from its launches on: the launches, the wait
+# for them and the copies back; the job geometry and the uploads before them are outside the gate; let in in
+# arrival order; 0: no limit). Launched side by side on their parts' streams, the batches queue behind each other's
+# launches (and each part's small CIGAR-packing kernel behind all of them), so every part of a wave got its results
+# at the end of the wave's last launch; one at a time, the first part's batch ends after its own share, and its
+# replay and its worker's next part overlap the later batches. chr20 pbsim CLR on the H100 (docs/BENCHMARKS.md's git
+# history), mapping phase medians of interleaved runs: the gate held for the whole call, 1.90 s against 2.05 s with
+# no gate (4 runs each); held from the launches on, 2.11 / 1.79 / 1.79 s against 2.34 / 1.93 / 2.06 s for the whole
+# call in three measurements (3-4 runs each).
 KSW2_AT_ONCE = 1
-# where run_jobs's gate begins (ksw2_gpu.extd2_batch_gpu's steps): "prep" (the whole call: session 27), "inputs"
-# (after the job geometry and the size order) or "launch" (after the uploads too: only the launches, the wait for
-# them and the copies back are gated). It always ends at the return. chr20 pbsim CLR on the H100 (docs/BENCHMARKS.md,
-# map step 23), mapping phase medians of 3-4 interleaved runs: "launch" 2.11 / 1.79 / 1.79 s against "prep" 2.34 /
-# 1.93 / 2.06 s in three calls ("inputs" 2.14 s in the first)
-KSW2_GATE_FROM = "launch"
 
 
 class FifoGate:
@@ -117,15 +110,15 @@ def gated(name: str, width: int):
         yield
 
 
-def run_jobs(seq, ref_seq, jobs, P, device: str = "cpu", stats: dict | None = None, defines: dict | None = None,
+def run_jobs(seq, ref_seq, jobs, P, device: str = "cpu", stats: dict | None = None,
              scratch_bytes: int = KG.SCRATCH_BYTES):
     """(ez, cig, cig_off, n_cig) of every job: kernels/ksw2.cu (device "gpu"; seq / ref_seq may be on the
-    GPU already; defines: a compile-time variant of the kernel) or the CPU twin. stats: gets 'jobs' added (and
-    the kernel's counts on the GPU). scratch_bytes: the GPU scratch of one launch (jobs beyond it go to the
-    next launch). On the GPU, KSW2_AT_ONCE calls at a time."""
+    GPU already; the CIGARs copied back packed) or the CPU twin. stats: gets 'jobs' added (and the kernel's counts
+    on the GPU). scratch_bytes: the GPU scratch of one launch (jobs beyond it go to the next launch). On the GPU,
+    KSW2_AT_ONCE calls at a time, each from its launches on."""
     if device == "gpu":
-        return KG.extd2_batch_gpu(seq, ref_seq, jobs, P, stats=stats, defines=defines, scratch_bytes=scratch_bytes,
-                                  compact=COMPACT_CIGARS, gate=gated("ksw2", KSW2_AT_ONCE), gate_from=KSW2_GATE_FROM)
+        return KG.extd2_batch_gpu(seq, ref_seq, jobs, P, stats=stats, scratch_bytes=scratch_bytes, compact=True,
+                                  gate=gated("ksw2", KSW2_AT_ONCE))
     if stats is not None:
         stats["jobs"] = stats.get("jobs", 0) + int(jobs.shape[0])
     return KG.extd2_batch_cpu(seq, ref_seq, jobs, P)

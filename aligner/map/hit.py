@@ -67,14 +67,6 @@ def alt_score(score, alt_diff_frac):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def mark_alt(R, n, is_alt):
-    """mm_mark_alt: is_alt[rid] != 0 marks the reference sequence as ALT."""
-    for i in range(n):
-        if is_alt[R[i, RID]]:
-            R[i, IS_ALT] = 1
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
 def split_reg(R, r, r2, n_split, qlen, a, is_qstrand):
     """mm_split_reg: row r keeps its first n_split anchors, row r2 (already allocated by the caller)
     receives the rest. Nothing happens when n_split <= 0 or n_split >= cnt."""

@@ -84,36 +84,21 @@ _NO_LJOIN_FLAGS = MO.F_SPLICE | MO.F_SR | MO.F_NO_LJOIN
 # (reads.read_batch_parts), and up to MAP_DEPTH parts are mapped at once, each on its own worker thread
 # (with the GPU: its own CUDA stream), sharing one pool of -t threads for the per-read stages. Parts never
 # change the output (records are written in input order; no per-read result depends on the batch).
-# G3ALIGN_TUNE='MAP_DEPTH=1' maps one part after another (A/B runs). Four at once: chr20 pbsim CLR on the H100
+# G3ALIGN_TUNE='MAP_DEPTH=1' maps one part after another. Four at once: chr20 pbsim CLR on the H100
 # (docs/BENCHMARKS.md's git history) took 5.21/5.25 s vs 6.16/5.86 s with three and 5.81/5.64 s with five in one
-# call, and four was also at or ahead of three in two earlier calls (5.12 vs 5.15-5.96 s; 7.40 vs 7.58-7.67 s).
+# measurement, and four was also at or ahead of three in two others (5.12 vs 5.15-5.96 s; 7.40 vs 7.58-7.67 s).
 MAP_DEPTH = 4
 # parts handed to the workers beyond the MAP_DEPTH being mapped, so that a worker that finishes its part takes the
 # next at once instead of waiting for the oldest part in flight to be written (records still go out in input
-# order); 0: a part is handed over only when the oldest one is done (before session 16)
+# order); 0: a part is handed over only when the oldest one is done
 MAP_QUEUED = 4
-# the staged path's kernels' cached code loaded on a thread at start-up (MapAligner.preload; False: at first call)
-MAP_PRELOAD = True
 MAP_SWITCH_INTERVAL_US = 500  # sys.setswitchinterval of map's GPU path, microseconds (0: Python's 5 ms)
-CUDA_WARM = True  # the CLI starts the CUDA driver and context on a thread first (cli._cuda_driver_warm)
-DETACH = True  # the CLI runs in a forked worker; its parent returns once the output is closed (cli._detach)
-# compile-time variants of kernels/ksw2.cu for A/B runs, 'NAME=VALUE:NAME=VALUE' (e.g. G3ALIGN_TUNE=
-# MAP_KSW2_DEFINES=KSW2_SCALAR=1); every variant gives the same results
-MAP_KSW2_DEFINES = ""
 # GPU scratch of one ksw2 launch (bytes): a part's jobs run in as many launches as their scratch needs, each
 # launch ending in a tail where its longest jobs run alone
 MAP_KSW2_SCRATCH = KG.SCRATCH_BYTES
-# GPU memory (bytes) each part worker takes into CuPy's pool for its stream at its start (MapAligner.worker_init,
-# pinned.reserve_pool), at most a 2 * MAP_DEPTH-th of the free memory; 0: none
+# GPU memory (bytes) each part worker takes into CuPy's pool for each of its streams at its start
+# (MapAligner.worker_init, pinned.reserve_pool), at most a 2 * MAP_DEPTH-th of the free memory; 0: none
 MAP_POOL_RESERVE = 4 << 30
-# the part workers' CUDA streams (worker_init): each worker's own stream is current for its seeding and chaining
-# kernels. MAP_KSW2_STREAM: its ksw2 batches run on a second stream of its own (default priority), its own stream
-# getting the device's highest priority; False: one stream per worker. chr20 pbsim CLR on the H100 (docs/BENCHMARKS.md,
-# map steps 24-25): the ksw2 stream against none, mapping phase medians of 4 interleaved runs, 1.91 vs 1.99 s and 1.72
-# vs 1.81 s (two calls; then with the seeding on CuPy's null stream, as from session 24 (f639bdc) to session 29: the
-# `with stream:` in pinned.reserve_pool left the null stream current on CuPy 14). The worker's own stream current
-# against the null stream: 1.68 vs 1.72 s (4 runs each), then with pinned.drain 1.54 vs 1.67 s (3 runs each)
-MAP_KSW2_STREAM = True
 
 
 @njit(cache=True, nogil=True)
@@ -613,7 +598,7 @@ class MapAligner:
             if self.batch_chain:
                 get_module("lchain")
             if self.batch_align:
-                get_module("ksw2", KG.parse_defines(MAP_KSW2_DEFINES))
+                get_module("ksw2")
             cp.cuda.Device().synchronize()
             self._dev_ready = True
 
@@ -621,8 +606,8 @@ class MapAligner:
         """With the staged GPU path: the cached code of the kernels the part workers and the pool call first,
         in that order, loaded on a thread started now (nbshare.preload) instead of at their first calls. On a
         fresh H100 box the first part's workers stopped all 16 pool threads 2.9 s for map_range_plan and 2.4 s
-        for map_range_finish (session 21's trace: 17.5 MB of cached code in mmpipeline)."""
-        if not MAP_PRELOAD or self.device != "gpu" or not self.batch_align:
+        for map_range_finish (a trace of that run: 17.5 MB of cached code in mmpipeline)."""
+        if self.device != "gpu" or not self.batch_align:
             return None
         from g3align.aligner.map.gpu import lchain as LG
         from g3align.aligner.map.ksw2 import gen_simple_mat
@@ -631,21 +616,22 @@ class MapAligner:
                                map_range_finish])
 
     def worker_init(self) -> None:
-        """Run by each part worker thread once: with the GPU, a CUDA stream of its own (non-blocking), made current,
-        and with MAP_KSW2_STREAM a second one for its ksw2 batches (_map_staged)."""
+        """Run by each part worker thread once: with the GPU, two CUDA streams of its own (non-blocking). Its own
+        stream, made current, has the device's highest priority and runs its seeding and chaining kernels; its ksw2
+        batches run on the second (default priority; _map_staged). On chr20 pbsim CLR (H100) the second stream took
+        the mapping phase from 1.99 to 1.91 s and from 1.81 to 1.72 s (medians of 4 interleaved runs, two
+        measurements), and the worker's own stream current instead of CuPy's null stream from 1.72 to 1.68 s (4 runs
+        each), with pinned.drain from 1.67 to 1.54 s (3 runs each; docs/BENCHMARKS.md's git history)."""
         if self.device == "gpu" and (self.batch_seed or self.batch_align):
             import cupy as cp
             from g3align.aligner.gpu.pinned import reserve_pool
-            if MAP_KSW2_STREAM:
-                # non-blocking (flag 1), priority -100: CUDA clamps it to the device's highest; it lives as long as
-                # the process (CuPy 14 calls ExternalStream deprecated, in favour of the stream protocol)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    _WORKER.stream = cp.cuda.ExternalStream(cp.cuda.runtime.streamCreateWithPriority(1, -100))
-                _WORKER.ksw2_stream = cp.cuda.Stream(non_blocking=True)
-                reserve_pool(_WORKER.ksw2_stream, MAP_POOL_RESERVE, 2 * max(1, MAP_DEPTH))
-            else:
-                _WORKER.stream = cp.cuda.Stream(non_blocking=True)
+            # non-blocking (flag 1), priority -100: CUDA clamps it to the device's highest; it lives as long as the
+            # process (CuPy 14 calls ExternalStream deprecated, in favour of the stream protocol)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                _WORKER.stream = cp.cuda.ExternalStream(cp.cuda.runtime.streamCreateWithPriority(1, -100))
+            _WORKER.ksw2_stream = cp.cuda.Stream(non_blocking=True)
+            reserve_pool(_WORKER.ksw2_stream, MAP_POOL_RESERVE, 2 * max(1, MAP_DEPTH))
             reserve_pool(_WORKER.stream, MAP_POOL_RESERVE, 2 * max(1, MAP_DEPTH))
             _WORKER.stream.use()
 
@@ -746,10 +732,10 @@ class MapAligner:
         t = self._lap("chaining+regions (CPU)", t)
         ref_seq = self._ref_dev if self.device == "gpu" else ref.ref_seq
         stats: dict = {}
-        ksw2_stream = getattr(_WORKER, "ksw2_stream", None)  # (MAP_KSW2_STREAM)
+        ksw2_stream = getattr(_WORKER, "ksw2_stream", None)  # (worker_init's, on the GPU)
         with contextlib.nullcontext() if ksw2_stream is None else on_stream(ksw2_stream):
             pez, pcig, pcig_off, pn_cig = mmext.run_jobs(batch.seq, ref_seq, jobs, P, self.device, stats,
-                                                         KG.parse_defines(MAP_KSW2_DEFINES), MAP_KSW2_SCRATCH)
+                                                         MAP_KSW2_SCRATCH)
         with self._lock:
             for k, v in stats.items():
                 self.ext_stats[k] = self.ext_stats.get(k, 0) + v

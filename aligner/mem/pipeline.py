@@ -23,7 +23,6 @@ from concurrent.futures import ThreadPoolExecutor
 import g3align.aligner as ag
 import numpy as np
 from g3align.aligner import BATCH_END, add_time, lap, log, trace_event
-from g3align.aligner.gpu.pinned import reserve_pool
 from g3align.aligner.io.reads import ReadBatch, bytes_csr, gather_bytes, prefetch, se_chunk_for
 from g3align.aligner.mem.extend import NF
 from g3align.aligner.mem.gpu.cigar import cigar_jobs_cpu, cigar_jobs_gpu, cigar_keys
@@ -61,28 +60,6 @@ from g3align.jit import njit
 
 RANGES_PER_THREAD = 8  # read (or pair) ranges per pool thread in one map call: balance against task overhead
 WORKER_NICE = 5  # nice increment of the CPU pool's worker threads on the GPU path (0: none)
-
-
-POOL_PRIORITY = True  # the CPU pool starts a waiting regions task before waiting pairing tasks (_PriorityQueue)
-PRELOAD = True  # the CLI loads the pool kernels' cached code on a thread at start-up (preload_kernels)
-# ... started right after the imports (False: once the aligner is set up, as before session 21; no difference
-# measured: PE medians 3.84 vs 3.90 s on an H200 box, session 21 call 8)
-EARLY_PRELOAD = True
-REGIONS_CLAIM = True  # a part's regions: one pool task per thread claiming read ranges (False: a task per range)
-TASK_CLOCK = False  # with G3ALIGN_TRACE: clocks inside the pool tasks' kernels (taskclock.py; A/B and probe runs)
-
-
-def _task_clock_on() -> bool:
-    """TASK_CLOCK with a trace kept: the pool runs the kernels' clocked twins (taskclock.py)."""
-    return TASK_CLOCK and ag.TRACE is not None
-
-
-def _task_kernel(kernel, name: str):
-    """kernel, or with TASK_CLOCK and a trace kept its clocked twin (trace events "kernel NAME", "kcpu NAME")."""
-    if _task_clock_on():
-        from g3align.aligner.runtime.taskclock import clocked
-        return clocked(kernel, name)
-    return kernel
 
 
 class _PriorityQueue:
@@ -176,17 +153,12 @@ def preload_kernels(paired: bool) -> threading.Thread | None:
     """Load the cached code of the kernels the pool and pipeline threads call first in a paired-end or
     single-end run, in the order they are first called, on a thread started now (nbshare.preload):
     without it each first call stops every thread that makes it until the load is done. The CLI starts it
-    right after the imports (EARLY_PRELOAD), beside the CUDA start and the index load."""
-    if not PRELOAD:
-        return None
+    right after the imports, beside the CUDA start and the index load."""
     from g3align.aligner.mem.gpu.cigar import cigar_plan, job_table
     from g3align.aligner.mem.pair import _mean_std
     from g3align.aligner.runtime.nbshare import preload_thread
-    ks = [regions_claim if REGIONS_CLAIM else regions_range, cigar_keys, cigar_plan, job_table, cg_empty]
+    ks = [regions_claim, cigar_keys, cigar_plan, job_table, cg_empty]
     ks += [pestat_sizes, _mean_std, rescue_jobs_range, sam_pe_range] if paired else [sam_se_range]
-    if _task_clock_on():  # the clocked twins are what the pool calls then
-        from g3align.aligner.runtime.taskclock import CLOCKED
-        ks = [CLOCKED.get(k, k) for k in ks]
     return preload_thread(ks)
 
 
@@ -213,8 +185,8 @@ class MemAligner:
         # on the GPU path the pool's workers run at a lower priority (WORKER_NICE): the threads that feed the
         # GPU and order the stages (prepare, regions, rescue, main) must not wait behind 16 busy workers
         nice = WORKER_NICE if device == "gpu" else 0
-        self._pool = ((_PriorityPool if POOL_PRIORITY else ThreadPoolExecutor)(
-            self.n_threads, initializer=_lower_priority, initargs=(nice,)) if self.n_threads > 1 else None)
+        self._pool = (_PriorityPool(self.n_threads, initializer=_lower_priority, initargs=(nice,))
+                      if self.n_threads > 1 else None)
         self.device = device
         self.staged = staged or device == "gpu"
         # the CPU twin's prepare already runs on the pool's threads: one part at a time there
@@ -238,7 +210,6 @@ class MemAligner:
         if st is None:
             import cupy as cp
             st = self._tls.stream = cp.cuda.Stream(non_blocking=True)
-            reserve_pool(st, STREAM_POOL_RESERVE, 16)
         return st
 
     def _pre(self, batch, seq_off):
@@ -442,25 +413,22 @@ class MemAligner:
         t = time.perf_counter()
         ranges = self._ranges(seq_off, n) if n else []
         reg_off = np.zeros(n + 1, np.int64)
-        if REGIONS_CLAIM and len(ranges) > 1:
+        if len(ranges) > 1:
             # one task per pool thread, each claiming ranges until none is left (pair.regions_claim)
             bounds = np.array([r[0] for r in ranges] + [n], np.int64)
             counter = np.zeros(1, np.int64)
             k_beg, k_end, k_own = (np.empty(len(ranges), np.int64) for _ in range(3))
-            claim_k = _task_kernel(regions_claim, "stage1")
 
             def stage1(t):
-                return claim_k(self.fm, self.offsets, self.l_pac, self.pac, batch.seq, seq_off, bounds, counter,
-                               reg_off[1:], k_beg, k_end, k_own, t, self.params, self.mat, pre)
+                return regions_claim(self.fm, self.offsets, self.l_pac, self.pac, batch.seq, seq_off, bounds,
+                                     counter, reg_off[1:], k_beg, k_end, k_own, t, self.params, self.mat, pre)
             bufs = self._map(stage1, list(range(min(len(ranges), self.n_threads))), PRIO_REGIONS)
             R_cat = np.concatenate([bufs[t][a:b] for t, a, b in zip(k_own.tolist(), k_beg.tolist(),
                                                                        k_end.tolist())])
         else:
-            regions_k = _task_kernel(regions_range, "stage1")
-
             def stage1(r):
-                return regions_k(self.fm, self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1],
-                                 self.params, self.mat, pre)
+                return regions_range(self.fm, self.offsets, self.l_pac, self.pac, batch.seq, seq_off, r[0], r[1],
+                                     self.params, self.mat, pre)
             parts = self._map(stage1, ranges, PRIO_REGIONS)
             R_cat = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, NF), np.int64)
             if parts:
@@ -479,7 +447,7 @@ class MemAligner:
         """The traceback stage (memcigar.py): CIGAR, NM and MD of every region of a part, on the GPU or by
         its CPU twin when staged; cg_empty() otherwise (the SAM stage aligns each printed region)."""
         dev = batch.__dict__.pop("dev_seq", None)  # the part's reads as prepare() uploaded them
-        if not self.staged or R_cat.shape[0] == 0 or not TRACEBACK_STAGE:
+        if not self.staged or R_cat.shape[0] == 0:
             return cg_empty()
         t = time.perf_counter()
         p = self.params
@@ -536,12 +504,11 @@ class MemAligner:
         tasks = [(k, r) for k, st in enumerate(states) if st[0].n
                  for r in self._pair_ranges(st[0].n, st[1][4], len(states))]
         low, high, failed, avg, std = pes
-        sam_k = _task_kernel(sam_pe_range, "stage2")
 
         def stage2(task):
             k, r = task
             batch, (names, name_off, comments, com_off, seq_off, qual), R_cat, reg_off, cg = states[k]
-            return sam_k(self.fm, self.offsets, self.l_pac, self.pac, self.ctg_names, self.ctg_off,
+            return sam_pe_range(self.fm, self.offsets, self.l_pac, self.pac, self.ctg_names, self.ctg_off,
                                 batch.seq, seq_off, qual, batch.has_qual, names, name_off, comments, com_off,
                                 self.rg_id, R_cat, reg_off, low, high, failed, avg, std,
                                 int(batch.first_id) // 2, r[0], r[1], self.params, self.mat, *sws[k], cg)
@@ -592,10 +559,8 @@ class MemAligner:
         batch, (names, name_off, comments, com_off, seq_off, qual), R_cat, reg_off, cg = state
         t = time.perf_counter()
 
-        sam_k = _task_kernel(sam_se_range, "run")
-
         def run(r):
-            return sam_k(self.offsets, self.l_pac, self.pac, self.ctg_names, self.ctg_off, batch.seq, seq_off,
+            return sam_se_range(self.offsets, self.l_pac, self.pac, self.ctg_names, self.ctg_off, batch.seq, seq_off,
                                 qual, batch.has_qual, names, name_off, comments, com_off, self.rg_id,
                                 int(batch.first_id), R_cat, reg_off, cg, r[0], r[1], self.params, self.mat)
 
@@ -667,29 +632,18 @@ def _ahead_pool(fn, items, depth, name, workers):
 PE_AHEAD = 16  # parts whose regions are computed ahead of the consumer (run_mem_pe): a default -K batch
 SWITCH_INTERVAL_US = 500  # sys.setswitchinterval of mem's GPU path, microseconds (0: Python's 5 ms)
 SMEM_CAP = 64  # interval records per read in the first SMEM launch (more: the read runs again with 4x as many)
-# GPU memory (bytes) a pipeline thread's stream takes into CuPy's pool when it is made (MemAligner._gpu_stream,
-# pinned.reserve_pool), at most a 16th of the free memory; 0: none (the default: with 2 GiB the PE runs were slower
-# in 3 of 4 interleaved pairs on two boxes, docs/BENCHMARKS.md's git history; map's workers keep theirs)
-STREAM_POOL_RESERVE = 0
 PREP_WORKERS = 3  # paired-end parts prepared at once on the GPU path (prepare: seeding, chaining, extension)
 SE_PREP_WORKERS = 1  # single-end batches prepared at once on the GPU path (see run_mem_se)
-CUDA_WARM = True  # the CLI starts the CUDA driver and context on a thread first (cli._cuda_driver_warm)
-DETACH = True  # the CLI runs in a forked worker; its parent returns once the output is closed (cli._detach)
 RESCUE_GROUP_BASES = 40_000_000  # parts of a -K batch whose mate rescue runs as one GPU launch (run_mem_pe)
-TRACEBACK_STAGE = True  # staged: the regions' alignments as one batch (memcigar.py); False: in the SAM stage (A/B)
-TB_FROM_REGIONS = True  # the regions thread queues each part's traceback; False: the main thread does, as it reaches it
-ASYNC_WRITE = True  # SAM text written by a writer thread (AsyncWriter); False: by the main thread (A/B runs)
 POOL_LOG = bool(os.environ.get("G3ALIGN_STAGES"))  # paired-end: CuPy's pool after every -K batch ([M::pool] lines)
-# mem's GPU path: the device pool's free blocks go back to CUDA after every -K batch (trim_pool). Without it the pool
-# held 2.5 GiB after the first batch and 6.3 GiB after the 19th of a 10M-pair chr20 soak (used: 0.35-0.6 GiB
-# throughout; CuPy keeps freed blocks per stream), with it 1.8-2.6 GiB throughout, in the same time (BENCHMARKS.md)
-POOL_TRIM = True
 
 
 def trim_pool(aligner: MemAligner) -> None:
-    """At the end of a -K batch on the GPU path (POOL_TRIM): CuPy's free device blocks, which it keeps per stream,
-    back to CUDA, so the pool holds what the next batch needs rather than the most every stream ever needed."""
-    if POOL_TRIM and aligner.device == "gpu":
+    """At the end of a -K batch on the GPU path: CuPy's free device blocks, which it keeps per stream, back to CUDA,
+    so the pool holds what the next batch needs rather than the most every stream ever needed. On a 20M-pair chr20
+    soak the pool held 1.5-2.7 GiB throughout with it, 5.4-5.6 GiB from the 15th batch on without it, in the same time
+    (docs/BENCHMARKS.md "A 10M-pair run")."""
+    if aligner.device == "gpu":
         import cupy as cp
         cp.get_default_memory_pool().free_all_blocks()
 
@@ -742,11 +696,6 @@ class AsyncWriter:
     def write_sam_bytes(self, b):
         if self._err is not None:
             raise self._err
-        if not ASYNC_WRITE:
-            t = time.perf_counter()
-            self._sink.write_sam_bytes(b)
-            lap(self._times if self._times is not None else {}, "write", t)
-            return
         self._q.put(b)
 
     def __enter__(self):
@@ -860,7 +809,7 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None, mar
                 if isinstance(it[0], SmartBatch):
                     return it[0], None, it[1]
                 state = aligner.pe_regions_of(it[0], False) if it[0] is not None else None
-                fut = tb.submit(aligner.with_traceback, state) if state is not None and TB_FROM_REGIONS else None
+                fut = tb.submit(aligner.with_traceback, state) if state is not None else None
                 return state, fut, it[1]
             for (state, fut, end) in ahead(regions, preps, depth=PE_AHEAD, name="g3align-regions"):
                 if isinstance(state, SmartBatch):  # -p with singles: a batch of its own (end is True)
@@ -875,7 +824,7 @@ def run_mem_pe(aligner: MemAligner, parts, sink, verbose: int = 3, pes=None, mar
                     continue
                 if state is not None:
                     states.append(state)
-                    tbs.append(fut if fut is not None else tb.submit(aligner.with_traceback, state))
+                    tbs.append(fut)
                 if not end:
                     continue
                 n = sum(s[0].n for s in states)
@@ -930,8 +879,8 @@ def run_mem_se(aligner: MemAligner, batches, sink, verbose: int = 3, marks: bool
     t0 = time.time()
     t1 = time.time()
     with AsyncWriter(sink, aligner.stage_times) as out, ag.Progress("mem", verbose) as bar:
-        # SE_PREP_WORKERS batches prepared at once (1: with 3, single-end was slower on the box, 3.33 vs 2.89 s,
-        # 2026-11-26 call 8, although its one prepare thread is busy through the whole run)
+        # SE_PREP_WORKERS batches prepared at once (1: with 3, single-end was slower on the GPU box, 3.33 vs 2.89 s,
+        # although its one prepare thread is busy through the whole run)
         preps = ahead(aligner.prepare, prefetch(batches), name="g3align-prepare",
                       workers=SE_PREP_WORKERS if aligner.device == "gpu" else 1)
         if aligner.staged:  # regions + traceback of batch k+1 beside the SAM records of batch k

@@ -665,7 +665,7 @@ def pair_up(plist: np.ndarray, m: np.ndarray) -> np.ndarray:
 
 
 TB16_MAX_M = 256                  # pw_tb16: query fits one strip of 32 lanes x R <= 8 rows
-TB16_SMEM = 48 << 10              # pw_tb16: direction bytes of one warp (n * 32 * R) at most this; H100 (session 5),
+TB16_SMEM = 48 << 10              # pw_tb16: direction bytes of one warp (n * 32 * R) at most this; H100,
                                   # tb GCUPS local / global, pw_tb16 vs gridded: 150 bp 575 / 774 vs 347 / 449,
                                   # 200 bp (44.8 KB) 442 / 578 vs 408 / 548, 250 bp (64 KB) 423 / 530 vs 484 / 614
 TB16_LIM = 15000                  # pw_tb16: |every DP value| below this (differences fit int16)

@@ -44,8 +44,8 @@ def pset_row(q: int, e: int, q2: int, e2: int, mat: np.ndarray) -> np.ndarray:
 
 
 def parse_defines(spec: str) -> dict | None:
-    """A compile-time variant of kernels/ksw2.cu as written in G3ALIGN_TUNE's MAP_KSW2_DEFINES and in
-    scripts/ksw2_jobs.py --variants: 'NAME=INT:NAME=INT' -> get_module's defines; '' or 'default' -> None."""
+    """A compile-time variant of kernels/ksw2.cu as the benchmark scripts write it (scripts/ksw2_jobs.py --variants,
+    ksw2_memcheck.py, ptx_negminmax.py): 'NAME=INT:NAME=INT' -> get_module's defines; '' or 'default' -> None."""
     if spec in ("", "default"):
         return None
     return {k: int(v) for k, v in (kv.split("=") for kv in spec.split(":"))}
@@ -140,7 +140,7 @@ def extd2_batch_cpu(Q, T, jobs, P):
 # ----------------------------------------------------------------------------------------------- GPU
 def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_bytes: int = SCRATCH_BYTES,
                     to_host: bool = True, stats: dict | None = None, defines: dict | None = None,
-                    compact: bool = False, gate=None, gate_from: str = "prep"):
+                    compact: bool = False, gate=None):
     """kernels/ksw2.cu over the jobs (the largest first): (ez, cig, cig_off, n_cig), the same arrays as
     extd2_batch_cpu. Q and T may already be on the GPU. Jobs run in launches whose scratch fits
     scratch_bytes (a job larger than that runs alone). stats: gets 'launches', 'jobs' and 'cells' (DP cells
@@ -149,15 +149,11 @@ def extd2_batch_gpu(Q, T, jobs, P, grid: int = GRID, block: int = 128, scratch_b
     come back packed in job order (ksw_cig_offsets, ksw_cig_compact, queued right behind the launches), cig_off
     then being their CSR offsets in the packed array, copied back through pinned staging buffers (pinned.fetch): a
     chr20 map-pb part copies ~15 MB instead of the ~170 MB the kernel reserves for the longest CIGARs.
-    gate: a context manager held from the step gate_from ("prep": the job geometry on; "inputs": the uploads on;
-    "launch": the launches on) to the return (aligner/map/align_batch.py's one-batch-at-a-time gate)."""
-    if gate_from not in ("prep", "inputs", "launch"):
-        raise ValueError(f"extd2_batch_gpu: gate_from {gate_from!r} is not prep, inputs or launch")
+    gate: a context manager held from the launches to the return, the job geometry and the uploads before them
+    outside it (aligner/map/align_batch.py's one-batch-at-a-time gate)."""
     with contextlib.ExitStack() as held:
-        def step(name):
-            if gate is not None and name == gate_from:
-                held.enter_context(gate)
-        return _extd2_gpu(Q, T, jobs, P, grid, block, scratch_bytes, to_host, stats, defines, compact, step)
+        return _extd2_gpu(Q, T, jobs, P, grid, block, scratch_bytes, to_host, stats, defines, compact,
+                          (lambda: held.enter_context(gate)) if gate is not None else None)
 
 
 def launch_plan(size: np.ndarray, order: np.ndarray, scratch_bytes: int) -> tuple[list, np.ndarray]:
@@ -178,13 +174,12 @@ def launch_plan(size: np.ndarray, order: np.ndarray, scratch_bytes: int) -> tupl
     return runs, offs
 
 
-def _extd2_gpu(Q, T, jobs, P, grid, block, scratch_bytes, to_host, stats, defines, compact, step):
-    """extd2_batch_gpu's body; step(name) is called as each of its steps begins (prep, inputs, launch)."""
+def _extd2_gpu(Q, T, jobs, P, grid, block, scratch_bytes, to_host, stats, defines, compact, enter_gate):
+    """extd2_batch_gpu's body; enter_gate() (unless None) is called as the launches begin."""
     import cupy as cp
     from g3align.aligner import trace_mark
     from g3align.kernels.loader import get_module
 
-    step("prep")
     trace_mark(None)
     n = int(jobs.shape[0])
     cig_off = cig_offsets(jobs)
@@ -202,8 +197,6 @@ def _extd2_gpu(Q, T, jobs, P, grid, block, scratch_bytes, to_host, stats, define
     kern = mod.get_function("ksw_extd2_warp")
     pack = compact and to_host
     trace_mark("ksw2: geometry, size order")
-    step("inputs")
-    trace_mark(None)  # (the gate's wait is its own event)
     if isinstance(Q, np.ndarray) and Q.dtype == np.uint8 and Q.flags.c_contiguous:  # through pinned memory
         from g3align.aligner.gpu.pinned import put
         Qd = put(Q)
@@ -226,8 +219,9 @@ def _extd2_gpu(Q, T, jobs, P, grid, block, scratch_bytes, to_host, stats, define
         out_off = cp.empty(n + 1, cp.int64)
         packed = cp.empty(max(1, int(cig_off[-1])), cp.uint32)  # (the bound; only the first out_off[n] are copied)
     trace_mark("ksw2: inputs: flags, packing buffers")
-    step("launch")
-    trace_mark(None)
+    if enter_gate is not None:
+        enter_gate()
+    trace_mark(None)  # (the gate's wait is its own event)
     for start, end, nbytes in runs:
         scratch = cp.empty(max(16, nbytes), cp.uint8)
         warps = end - start

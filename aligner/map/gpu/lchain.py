@@ -1,4 +1,4 @@
-"""DP chaining scores of a batch of reads (issue 6): kernels/lchain.cu (one thread per read) and its numba twin.
+"""DP chaining scores of a batch of reads: kernels/lchain.cu (one thread per read) and its numba twin.
 
 A batch is anchors in CSR form: read r's anchors are rows [off[r], off[r+1]) of `a` (uint64 (n, 2), minimap2's
 layout, each read's rows sorted as lchain_dp expects), with per-read max_dist_x / max_dist_y / n_seg. Both

@@ -1,4 +1,4 @@
-"""Batch seed lookup on the GPU (kernels/mmseed.cu) and its CPU twin (numba), issue 6 step 2.
+"""Batch seed lookup on the GPU (kernels/mmseed.cu) and its CPU twin (numba).
 
 Input: the minimizers of a batch of reads in CSR form, as :mod:`aligner.mmsketch_gpu` returns them
 (``mz`` (N, 2) uint64, ``mz_off`` int64[n+1]), the batch's ``seq_off`` (read lengths), the seed options
@@ -58,10 +58,9 @@ __all__ = ["SeedBatch", "index_to_device", "seed_batch_cpu", "seed_batch_gpu"]
 
 _BLOCK = 256       # thread-per-minimizer kernels
 _BLOCK_READ = 64   # thread-per-read kernels
-# the anchors' sort: sd_sort_block (a block of SB_THREADS per read, its anchors in shared memory up to SB_SMEM_MAX
-# bytes; kernels/mmseed.cu) or, with SORT_BLOCK False, sd_sort (one thread per read in global memory: on chr20
-# pbsim CLR reads ~55 ms a 20 Mbp part, bound by the longest reads)
-SORT_BLOCK = True
+# the anchors' sort: sd_sort_block, a block of SB_THREADS per read, its anchors in shared memory up to SB_SMEM_MAX
+# bytes (kernels/mmseed.cu). One thread per read in global memory took ~55 ms a 20 Mbp part of chr20 pbsim CLR
+# reads, bound by the longest reads.
 SB_THREADS = 128   # = kernels/mmseed.cu's SD_SB_THREADS
 SB_SMEM_MAX = 200 << 10
 _SKIP_FLAGS = MM_F_NO_DIAG | MM_F_NO_DUAL | MM_F_FOR_ONLY | MM_F_REV_ONLY
@@ -317,7 +316,7 @@ def _seed_device(xp, launch, mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q
             rev = xp.empty((n_a, 2), xp.uint64)
             launch("sd_heap", n, (reads, i64(n), mv, mp_off, kept_j, s_st, s_n, s_tan, qlen, i64(flag), pos, ref_len,
                                   diag_rid, dual_skip, n_dual, a_off, hx, hy, rev, a), _BLOCK_READ)
-        elif SORT_BLOCK:
+        else:
             # the counts on the host (one number per read): the reads to sort, longest first, and the block's
             # shared memory from the longest (anchors of reads above SB_SMEM_MAX stay in global memory)
             nh = np.asarray(_host(xp, n_ar), np.int64)
@@ -329,12 +328,6 @@ def _seed_device(xp, launch, mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q
                 cap = min(int(nh[order[0]]), SB_SMEM_MAX // 16)
                 launch("sd_sort_block", int(order.size) * SB_THREADS,
                        (xp.asarray(order.astype(np.int64)), i64(order.size), a_off, a, i64(cap)), SB_THREADS, 16 * cap)
-        else:
-            reads = xp.argsort(-n_ar).astype(xp.int64) if sort_by_length else None
-            # a_off's total first (no reduction to compile, above): only a total of 2^32 anchors can hold such a read
-            if int(a_off[-1]) >= 1 << 32 and int(n_ar.max()) >= 1 << 32:
-                raise NotImplementedError("a read with 2^32 or more anchors (sd_sort counts in 32 bits)")
-            launch("sd_sort", n, (reads, i64(n), a_off, a), _BLOCK_READ)
     trace_mark("seed: sort launch")
     return SeedBatch(mv, mv_off, a, a_off, rep_len, mini_pos, mp_off)
 
@@ -419,19 +412,15 @@ def seed_batch_gpu(mz, mz_off, seq_off, mid_occ: int, max_max_occ: int, occ_dist
     return res
 
 
-# warm_thread: the seeding's CuPy operations run once on a thread at the device set-up (False: off, A/B runs)
-GPU_WARM = True
-
-
 def warm_thread(aligner) -> threading.Thread | None:
     """Started by map's CLI once `aligner` (an mmpipeline.MapAligner on the GPU) has its device set-up done: a
     thread that runs the seeding and the chaining scores once on two reads cut from the reference (a piece and its
     reverse complement), on a stream of its own, and drops the results. CuPy loads each of the scans, sorts and
     element-wise kernels these stages use from its disk cache at first use (1-25 ms each); this way the first
-    parts' workers find them loaded instead of waiting for them (session 24's traces: ~30 ms of "cupy compile"
+    parts' workers find them loaded instead of waiting for them (without it, traces showed ~30 ms of "cupy compile"
     inside the first wave's seeding). It first makes the part workers' staging buffers (pinned.stage_warm). Nothing
     the output depends on is touched."""
-    if not GPU_WARM or aligner.device != "gpu" or not aligner.batch_seed:
+    if aligner.device != "gpu" or not aligner.batch_seed:
         return None
 
     def run():

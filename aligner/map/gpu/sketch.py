@@ -1,4 +1,4 @@
-"""Batch minimizer extraction on the GPU (kernels/mmsketch.cu) and its CPU twin (numba), issue 6 step 1.
+"""Batch minimizer extraction on the GPU (kernels/mmsketch.cu) and its CPU twin (numba).
 
 Input: a batch of reads as struct-of-arrays (ReadBatch-like: ``seq`` uint8 codes 0..4 concatenated,
 ``seq_off`` int64[n+1]), the minimizer parameters ``w``, ``k``, ``is_hpc`` of the index.

@@ -1,4 +1,4 @@
-"""Traceback stage of `g3align mem` (issue 4): the CIGAR, NM and MD of every alignment region of a part,
+"""Traceback stage of `g3align mem`: the CIGAR, NM and MD of every alignment region of a part,
 computed as one batch (kernels/memcigar.cu on the GPU, `cigar_jobs_cpu` as its numba twin) between the
 regions and the pairing / SAM stages.
 
@@ -9,7 +9,7 @@ score, extension band), the read and the options, never on pairing or primary ma
 of the part is aligned speculatively (about 1.45 per 150 bp read; a few are never printed) and the SAM
 stage looks the alignment up by those fields (samout.cg_find) instead of aligning. Regions that appear
 only later (mate rescue) or whose result does not fit the fixed slots are aligned by the SAM stage
-itself, as before; the output is the same either way.
+itself, as in the per-read path; the output is the same either way.
 
 Results (the `cg` tuple of sam_pe_range), one row per region row of the part's R_cat:
     keys     (m, 6) int64   the region's CG_FIELDS

@@ -1,4 +1,4 @@
-"""Batch seeding on the GPU (kernels/smem.cu) and its CPU batch twins (numba), issue 4 step 1.
+"""Batch seeding on the GPU (kernels/smem.cu) and its CPU batch twins (numba).
 
 Input: a batch of reads as struct-of-arrays (`seq` uint8 codes 0..4 concatenated, `seq_off` int64[n+1])
 and the FM-index. Output, per batch, CSR arrays:

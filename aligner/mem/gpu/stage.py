@@ -1,4 +1,4 @@
-"""Staged `g3align mem` for the GPU path (issue 4, step 3): seeds -> chains -> batch extension -> regions.
+"""Staged `g3align mem` for the GPU path: seeds -> chains -> batch extension -> regions.
 
 The per-read CPU kernel (core.align1_core) seeds, chains and extends one read at a time. On the GPU the
 batch goes through stages instead, each over the whole batch:
@@ -21,8 +21,6 @@ The batch's chain state travels as one tuple `pre` (see PRE_FIELDS), CSR over re
 """
 from __future__ import annotations
 
-from collections import namedtuple
-
 import numpy as np
 from g3align.aligner.gpu.pinned import empty_pinned, pinned_class, to_device, to_host, upload_large  # noqa: F401
 from g3align.aligner.mem.bns import get_seq
@@ -37,7 +35,6 @@ from g3align.jit import njit
 # ch_seed[cs_off[c]:cs_off[c+1]] (indices into its read's seeds) and X[cs_off[c]:cs_off[c+1]] their
 # extensions; fr: rep_len per read.
 PRE_FIELDS = ("s_off", "s_rbeg", "s_qbeg", "s_len", "s_score", "c_off", "ch_rid", "cs_off", "ch_seed", "X", "fr")
-Pre = namedtuple("Pre", PRE_FIELDS)
 
 
 def empty_pre() -> tuple:
@@ -231,7 +228,6 @@ def _in_halves(inner, opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_
     return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
-EXT_SHARED = True  # seed extension with its scratch in shared memory where it fits (ext_shared_geometry)
 EXT_SH_BLOCK = 64  # threads per block of the shared-memory extension kernel
 EXT_SH_MAX = 96 << 10  # bytes of dynamic shared memory per block at most (the kernel's opt-in limit)
 
@@ -243,7 +239,7 @@ def ext_shared_geometry(lmax: int, mx: int, block: int | None = None, cap: int |
     score plus the rest of the read's, i.e. below 2 * lmax * mx)."""
     block = EXT_SH_BLOCK if block is None else block
     cap = EXT_SH_MAX if cap is None else cap
-    if not EXT_SHARED or 2 * lmax * max(mx, 1) >= 0xffff:
+    if 2 * lmax * max(mx, 1) >= 0xffff:
         return None
     smem = block * (lmax + 2) * 4
     return (block, smem) if smem <= cap else None
@@ -417,12 +413,7 @@ def chain_reads(idx, offsets, l_pac, pac, seq, seq_off, opt, mat, s_off, s_rbeg,
         n_cs[i] = chs.shape[0]
 
 
-# reads with more seeds than this are chained by the CPU twin (chain_kernel's CHAIN_GPU_MAX; 0: all on the GPU):
-# one GPU thread chains a read, and the few reads of a part with hundreds of seeds (repeats: mem_chain_flt is
-# quadratic in the chains) set the kernel's time
-CHAIN_GPU_MAX = 0
 FLT_WARP_BLOCKS = 128  # blocks of 4 warps of chain_flt_warp_kernel (grid-stride over the reads chain_kernel left it)
-FLT_WARP = True  # False: every read's chain filter in chain_kernel's thread (A/B runs)
 
 
 def _slot_positions(starts, counts):
@@ -443,18 +434,15 @@ def chain_gpu(opt, mat, offsets, l_pac, pac, seq, seq_off, seq_off_d, seeds_d, r
     by the CPU twin (chain_reads; seq/seq_off: the reads on the host), and so are reads with a seed on an ALT
     contig (opt.alt). Returns the host part of `pre`
     (s_score, c_off, ch_rid, cs_off, ch_seed) and the extension jobs as device arrays (j_read counts from
-    read_base), the same as chain_range + assemble. So are reads with more than CHAIN_GPU_MAX seeds. host_seeds:
-    host copies of (s_off, s_rbeg, s_qbeg, s_len) when the caller has them."""
+    read_base), the same as chain_range + assemble. host_seeds: host copies of (s_off, s_rbeg, s_qbeg, s_len) when
+    the caller has them."""
     import cupy as cp
     from g3align.kernels.loader import get_module
 
     s_rbeg, s_qbeg, s_len, s_rid, s_off = seeds_d
     n = int(s_off.shape[0]) - 1
     tot = int(s_off[-1]) if n > 0 else 0
-    defs = {"CHAIN_GPU_MAX": int(CHAIN_GPU_MAX)} if CHAIN_GPU_MAX > 0 else {}
-    if not FLT_WARP:
-        defs["FLT_WARP_MIN"] = 0x7fffffff
-    mod = get_module("memchain", defs or None)
+    mod = get_module("memchain")
     scr_off = cp.zeros(n + 1, cp.int64)
     cp.cumsum(chain_scratch_words(cp.diff(s_off), cp), out=scr_off[1:])
     scr = cp.empty(int(scr_off[-1]) if n > 0 else 0, cp.int32)
@@ -479,7 +467,7 @@ def chain_gpu(opt, mat, offsets, l_pac, pac, seq, seq_off, seq_off_d, seeds_d, r
     del scr
     s_score = to_host(s_len)
     idx = np.nonzero(cp.asnumpy(cpu))[0].astype(np.int64)
-    if idx.shape[0]:  # long reads and reads with many seeds: the CPU twin; only their slots go to the device
+    if idx.shape[0]:  # long reads, reads with a seed on an ALT contig: the CPU twin; only their slots go to the device
         h = list(host_seeds) if host_seeds is not None else [cp.asnumpy(a) for a in (s_off, s_rbeg, s_qbeg, s_len)]
         h.append(cp.asnumpy(s_rid))
         hs = [np.zeros(tot, np.int64) for _ in range(5)]
