@@ -202,8 +202,7 @@ def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, 
     aligner.preload()
     aligner.device_setup()
     if device == "gpu":
-        from g3align.aligner.map.gpu import seed as mmseed_gpu
-        mmseed_gpu.warm_thread(aligner)  # the seeding's CuPy kernels loaded beside the first parts' reading
+        mmpipeline.warm_thread(aligner)  # the seeding's CuPy kernels loaded beside the first parts' reading
     t0 = startup.process_t0()
     if trace is not None:
         trace += [("start-up: imports, numba, options", "MainThread", t_enter, t_device),

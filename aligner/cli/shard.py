@@ -104,8 +104,7 @@ class _Engine:
         self.aligner.preload()
         self.aligner.device_setup()
         if device == "gpu":
-            from g3align.aligner.map.gpu import seed as mmseed_gpu
-            mmseed_gpu.warm_thread(self.aligner)
+            mp.warm_thread(self.aligner)
         self.device = device
 
     def run(self, items, sink) -> None:

@@ -1380,3 +1380,14 @@ def _prefetch(batches, depth, name, stop):
             yield b
     finally:
         stop.set()
+
+
+def base_ranges(seq_off: np.ndarray, n: int, parts: int) -> list[tuple[int, int]]:
+    """Up to `parts` contiguous ranges [a, b) of reads 0..n with about equal bases (seq_off: the reads' n+1 offsets),
+    for the thread pools' tasks; how reads are cut into ranges never changes the output."""
+    parts = min(n, parts)
+    if parts <= 1:
+        return [(0, n)]
+    cuts = np.searchsorted(seq_off, np.linspace(seq_off[0], seq_off[-1], parts + 1)[1:-1])
+    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, n), [n]]))
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))

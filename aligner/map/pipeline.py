@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from g3align.aligner import BATCH_END, Progress, lap, log, trace_event
 from g3align.aligner.gpu.pinned import on_stream
-from g3align.aligner.io.reads import frag_offsets
+from g3align.aligner.io.reads import base_ranges, frag_offsets
 from g3align.aligner.map import align as MA
 from g3align.aligner.map import hit as MH
 from g3align.aligner.map import lchain as LC
@@ -523,6 +523,11 @@ def _cat_strings(strs: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(b"".join(enc), np.uint8).copy(), off
 
 
+def _ranges(seq_off: np.ndarray, n_threads: int) -> list[tuple[int, int]]:
+    """About 4 read ranges per thread of similar base counts (io/reads.base_ranges)."""
+    return base_ranges(seq_off, seq_off.shape[0] - 1, 4 * n_threads if n_threads > 1 else 1)
+
+
 class MapAligner:
     """A minimizer index plus options; `map_batch(batch)` -> the batch's PAF/SAM bytes."""
 
@@ -850,18 +855,6 @@ _NO_FP = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 _NO_SEEDS = (np.zeros((0, 2), np.uint64), _Z1, np.zeros((0, 2), np.uint64), _Z1, _Z1, np.zeros(0, np.uint64), _Z1)
 
 
-def _ranges(seq_off: np.ndarray, n_threads: int) -> list[tuple[int, int]]:
-    """Cut reads into ~4 ranges per thread of similar base counts (ranges never change the output)."""
-    n = seq_off.shape[0] - 1
-    parts = min(n, 4 * n_threads) if n_threads > 1 else 1
-    if parts <= 1:
-        return [(0, n)]
-    total = int(seq_off[-1])
-    cuts = np.searchsorted(seq_off, np.linspace(0, total, parts + 1)[1:-1])
-    edges = sorted(set([0] + [int(c) for c in cuts] + [n]))
-    return [(edges[i], edges[i + 1]) for i in range(len(edges) - 1) if edges[i] < edges[i + 1]]
-
-
 @njit(cache=True, nogil=True)
 def _u_to_t(raw: np.ndarray) -> np.ndarray:
     """The read letters with U/u as T/t (minimap2 prints RNA reads' U as T): `raw` itself when it has no U
@@ -947,3 +940,42 @@ def run_map(aligner: MapAligner, batches, sink, verbose: int = 3, marks: bool = 
                 fut.cancel()
     aligner._lap("mapping, all parts (wall)", t_wall)
     return n_reads, time.time() - t0
+
+
+def warm_thread(aligner) -> threading.Thread | None:
+    """Started by map's CLI once `aligner` (a MapAligner on the GPU) has its device set-up done: a
+    thread that runs the seeding and the chaining scores once on two reads cut from the reference (a piece and its
+    reverse complement), on a stream of its own, and drops the results. CuPy loads each of the scans, sorts and
+    element-wise kernels these stages use from its disk cache at first use (1-25 ms each); this way the first
+    parts' workers find them loaded instead of waiting for them (without it, traces showed ~30 ms of "cupy compile"
+    inside the first wave's seeding). It first makes the part workers' staging buffers (pinned.stage_warm). Nothing
+    the output depends on is touched."""
+    if aligner.device != "gpu" or not aligner.batch_seed:
+        return None
+
+    def run():
+        try:
+            import cupy as cp
+            from g3align.aligner.gpu.pinned import stage_warm
+            stage_warm(MAP_DEPTH)  # the part workers' staging buffers for their transfers (pinned.fetch / put)
+            ref = aligner.idx.ref
+            c = int(np.argmax(np.diff(ref.ref_off)))  # the middle of the longest contig (chr20 starts with 60 kb
+            ln = int(ref.ref_off[c + 1] - ref.ref_off[c])  # of N, which have no minimizers: nothing would run)
+            n = min(2000, ln)
+            if n < 200:
+                return
+            fw = ref.ref_seq[int(ref.ref_off[c]) + (ln - n) // 2:][:n]
+            rc = np.where(fw < 4, 3 - fw, 4).astype(np.uint8)[::-1]
+            seq = np.ascontiguousarray(np.concatenate([fw, rc]))
+            seq_off = np.array([0, n, 2 * n], np.int64)
+            with cp.cuda.Stream(non_blocking=True) as st:
+                sd = aligner._seed_batch(seq, seq_off, np.full(2, -1, np.int64), aligner.idx.arrays())
+                if aligner.batch_chain:
+                    aligner._chain_scores(np.diff(seq_off), sd[2], sd[3])
+                st.synchronize()
+        except Exception:  # a warm-up only: a failure shows again where it matters
+            pass
+
+    th = threading.Thread(target=run, name="g3align-gpu-warm", daemon=True)
+    th.start()
+    return th

@@ -358,7 +358,7 @@ def _seed_select(s_n, s_qpos, s_flt, qlen, max_occ, max_max_occ, dist):
 
 
 @njit(cache=True, nogil=True)
-def _collect_matches(mv, qlen, max_occ, max_max_occ, dist, b, bkt_off, keys, key_off):
+def collect_matches(mv, qlen, max_occ, max_max_occ, dist, b, bkt_off, keys, key_off):
     """mm_collect_matches: kept seeds as parallel arrays, plus n_a, rep_len and mini_pos."""
     nmv = mv.shape[0]
     s_qpos = np.empty(nmv, np.int64)   # (uint32)y: pos << 1 | strand
@@ -421,8 +421,8 @@ def _collect_matches(mv, qlen, max_occ, max_max_occ, dist, b, bkt_off, keys, key
 
 
 @njit(cache=True, nogil=True)
-def _skip(flag, r, qpos, diag_rid, dual_skip):
-    """skip_seed: returns (skip, is_self)."""
+def skip_seed(flag, r, qpos, diag_rid, dual_skip):
+    """minimap2's skip_seed: returns (skip, is_self)."""
     is_self = False
     if flag & (MM_F_NO_DIAG | MM_F_NO_DUAL):
         rid = np.int64(r >> np.uint64(32))
@@ -475,7 +475,7 @@ def seed_hits(mv, qlen, max_occ, max_max_occ, occ_dist, flag, b, bkt_off, keys, 
 
     Returns (a (n, 2) uint64, rep_len, mini_pos uint64[]).
     """
-    qpos, span, seg, tan, cst, cn, n_a, rep_len, mini_pos = _collect_matches(
+    qpos, span, seg, tan, cst, cn, n_a, rep_len, mini_pos = collect_matches(
         mv, qlen, max_occ, max_max_occ, occ_dist, b, bkt_off, keys, key_off)
     nm = qpos.shape[0]
     a = np.empty((n_a, 2), np.uint64)
@@ -484,7 +484,7 @@ def seed_hits(mv, qlen, max_occ, max_max_occ, occ_dist, flag, b, bkt_off, keys, 
         for i in range(nm):
             for t in range(cn[i]):
                 r = pos[cst[i] + t]
-                skip, is_self = _skip(flag, r, qpos[i], diag_rid, dual_skip)
+                skip, is_self = skip_seed(flag, r, qpos[i], diag_rid, dual_skip)
                 if skip:
                     continue
                 _anchor(a, na, r, qpos[i], span[i], seg[i], tan[i], is_self, qlen, flag, ref_len)
@@ -509,7 +509,7 @@ def seed_hits(mv, qlen, max_occ, max_max_occ, occ_dist, flag, b, bkt_off, keys, 
     while hs > 0:
         i = np.int64(hy[0] >> np.uint64(32))
         r = hx[0]
-        skip, is_self = _skip(flag, r, qpos[i], diag_rid, dual_skip)
+        skip, is_self = skip_seed(flag, r, qpos[i], diag_rid, dual_skip)
         if not skip:
             if np.int64(r & np.uint64(1)) == (qpos[i] & 1):
                 _anchor(a, n_for, r, qpos[i], span[i], seg[i], tan[i], is_self, qlen, flag, ref_len)

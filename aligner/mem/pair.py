@@ -157,7 +157,7 @@ def pestat_sizes(opt, l_pac, R_cat, reg_off, n_pairs):
 
 
 @njit(cache=True)
-def _mean_std(sel):
+def mean_std(sel):
     """bwa's mean and standard deviation of the kept insert sizes: double sums in input order (numba does
     not reassociate floating-point additions, so this is bwa's arithmetic exactly)."""
     a = 0.0
@@ -206,7 +206,7 @@ def pestat_of_sizes(sizes, dirs, log=None):
         say(f"[M::mem_pestat] (25, 50, 75) percentile: ({p25}, {p50}, {p75})")
         say(f"[M::mem_pestat] low and high boundaries for computing mean and std.dev: ({lo}, {hi})")
         sel = q[(q >= lo) & (q <= hi)]
-        a, s = _mean_std(sel)
+        a, s = mean_std(sel)
         avg[d], std[d] = a, s
         say(f"[M::mem_pestat] mean and std.dev: ({a:.2f}, {s:.2f})")
         lo = int(p25 - MAPPING_BOUND * (p75 - p25) + .499)

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import g3align.aligner as ag
 import numpy as np
 from g3align.aligner import BATCH_END, add_time, lap, log, trace_event
-from g3align.aligner.io.reads import ReadBatch, bytes_csr, gather_bytes, prefetch, se_chunk_for
+from g3align.aligner.io.reads import ReadBatch, base_ranges, bytes_csr, gather_bytes, prefetch, se_chunk_for
 from g3align.aligner.mem.extend import NF
 from g3align.aligner.mem.gpu.cigar import cigar_jobs_cpu, cigar_jobs_gpu, cigar_keys
 from g3align.aligner.mem.gpu.stage import (
@@ -155,10 +155,10 @@ def preload_kernels(paired: bool) -> threading.Thread | None:
     without it each first call stops every thread that makes it until the load is done. The CLI starts it
     right after the imports, beside the CUDA start and the index load."""
     from g3align.aligner.mem.gpu.cigar import cigar_plan, job_table
-    from g3align.aligner.mem.pair import _mean_std
+    from g3align.aligner.mem.pair import mean_std
     from g3align.aligner.runtime.nbshare import preload_thread
     ks = [regions_claim, cigar_keys, cigar_plan, job_table, cg_empty]
-    ks += [pestat_sizes, _mean_std, rescue_jobs_range, sam_pe_range] if paired else [sam_se_range]
+    ks += [pestat_sizes, mean_std, rescue_jobs_range, sam_pe_range] if paired else [sam_se_range]
     return preload_thread(ks)
 
 
@@ -352,12 +352,7 @@ class MemAligner:
 
     def _ranges(self, seq_off, n, per_thread: int = RANGES_PER_THREAD):
         """Contiguous read ranges with about equal bases, `per_thread` per thread for balance."""
-        parts = min(n, self.n_threads * per_thread) if self.n_threads > 1 else 1
-        if parts <= 1:
-            return [(0, n)]
-        cuts = np.searchsorted(seq_off, np.linspace(seq_off[0], seq_off[-1], parts + 1)[1:-1])
-        bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, n), [n]]))
-        return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+        return base_ranges(seq_off, n, self.n_threads * per_thread if self.n_threads > 1 else 1)
 
     def _map(self, fn, ranges, prio: int = PRIO_DEFAULT):
         if ag.TRACE is not None:  # G3ALIGN_TRACE: every pool task as an event "task <function name>"

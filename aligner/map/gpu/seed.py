@@ -23,7 +23,7 @@ A re-seed at ``max_occ`` (``seed_hits(mv, qlen, max_occ, ...)`` in mm_map_frag) 
   writes, then one thread per read for the order-defining sort (minimap2's in-place radix sort, ties
   included) or heap merge. The pass order is written once in :func:`_seed_device` over an array module
   (CuPy here; NumPy plus the kernels compiled as host C++ in tests/test_mmseed_gpu.py).
-* :func:`seed_batch_cpu` — numba ``prange`` over reads calling ``seed_mz_flt``, ``_collect_matches`` (counts)
+* :func:`seed_batch_cpu` — numba ``prange`` over reads calling ``seed_mz_flt``, ``collect_matches`` (counts)
   and ``seed_hits`` (anchors) of aligner/map/seed.py.
 
 Not yet used by ``g3align map``. Cost notes: the sort and the heap merge run one thread per read
@@ -32,7 +32,6 @@ are written by one thread; a read must have fewer than 2^32 anchors (checked).
 """
 from __future__ import annotations
 
-import threading
 from typing import NamedTuple
 
 import numba as nb
@@ -45,10 +44,10 @@ from g3align.aligner.map.seed import (
     MM_F_NO_DUAL,
     MM_F_QSTRAND,
     MM_F_REV_ONLY,
-    _collect_matches,
-    _skip,
+    collect_matches,
     seed_hits,
     seed_mz_flt,
+    skip_seed,
 )
 from g3align.kernels.loader import fit_shared
 
@@ -146,7 +145,7 @@ def _cpu_counts(mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q_occ_frac, fl
         rep_len[r] = 0
         if qlen[r] == 0:
             continue
-        qpos, span, seg, tan, cst, cn, na, rl, mini_pos = _collect_matches(
+        qpos, span, seg, tan, cst, cn, na, rl, mini_pos = collect_matches(
             mv, qlen[r], mid_occ, max_max_occ, occ_dist, b, bkt_off, keys, key_off)
         nm = mini_pos.shape[0]
         for j in range(nm):
@@ -157,7 +156,7 @@ def _cpu_counts(mz, mz_off, qlen, mid_occ, max_max_occ, occ_dist, q_occ_frac, fl
             na = 0
             for i in range(nm):
                 for t in range(cn[i]):
-                    skip, _ = _skip(flag, pos[cst[i] + t], qpos[i], diag_rid[r], dual_skip)
+                    skip, _ = skip_seed(flag, pos[cst[i] + t], qpos[i], diag_rid[r], dual_skip)
                     if not skip:
                         na += 1
         n_a[r] = na
@@ -410,43 +409,3 @@ def seed_batch_gpu(mz, mz_off, seq_off, mid_occ: int, max_max_occ: int, occ_dist
     if to_host:
         return SeedBatch(*(cp.asnumpy(x) for x in res))
     return res
-
-
-def warm_thread(aligner) -> threading.Thread | None:
-    """Started by map's CLI once `aligner` (an mmpipeline.MapAligner on the GPU) has its device set-up done: a
-    thread that runs the seeding and the chaining scores once on two reads cut from the reference (a piece and its
-    reverse complement), on a stream of its own, and drops the results. CuPy loads each of the scans, sorts and
-    element-wise kernels these stages use from its disk cache at first use (1-25 ms each); this way the first
-    parts' workers find them loaded instead of waiting for them (without it, traces showed ~30 ms of "cupy compile"
-    inside the first wave's seeding). It first makes the part workers' staging buffers (pinned.stage_warm). Nothing
-    the output depends on is touched."""
-    if aligner.device != "gpu" or not aligner.batch_seed:
-        return None
-
-    def run():
-        try:
-            import cupy as cp
-            from g3align.aligner.gpu.pinned import stage_warm
-            from g3align.aligner.map.pipeline import MAP_DEPTH
-            stage_warm(MAP_DEPTH)  # the part workers' staging buffers for their transfers (pinned.fetch / put)
-            ref = aligner.idx.ref
-            c = int(np.argmax(np.diff(ref.ref_off)))  # the middle of the longest contig (chr20 starts with 60 kb
-            ln = int(ref.ref_off[c + 1] - ref.ref_off[c])  # of N, which have no minimizers: nothing would run)
-            n = min(2000, ln)
-            if n < 200:
-                return
-            fw = ref.ref_seq[int(ref.ref_off[c]) + (ln - n) // 2:][:n]
-            rc = np.where(fw < 4, 3 - fw, 4).astype(np.uint8)[::-1]
-            seq = np.ascontiguousarray(np.concatenate([fw, rc]))
-            seq_off = np.array([0, n, 2 * n], np.int64)
-            with cp.cuda.Stream(non_blocking=True) as st:
-                sd = aligner._seed_batch(seq, seq_off, np.full(2, -1, np.int64), aligner.idx.arrays())
-                if aligner.batch_chain:
-                    aligner._chain_scores(np.diff(seq_off), sd[2], sd[3])
-                st.synchronize()
-        except Exception:  # a warm-up only: a failure shows again where it matters
-            pass
-
-    th = threading.Thread(target=run, name="g3align-gpu-warm", daemon=True)
-    th.start()
-    return th
