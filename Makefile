@@ -34,13 +34,12 @@ test: install lint
 lint:
 	ruff check aligner index tests g3align
 
-# On the GPU box (see docs/BENCHMARKS.md for the carry/PYTHONPATH setup): GPU tests, then the GPU == CPU
-# SAM check and timings beside bwa (needs .devdata/ with the chr20 FASTA and a bwa binary).
+# On the GPU box (see docs/BENCHMARKS.md for the carry/PYTHONPATH setup): the GPU tests (marked gpu), then the
+# GPU == CPU SAM check and timings beside bwa (needs .devdata/ with the chr20 FASTA and a bwa binary).
 OUT ?= gpu_out
 gpu-check:
 	mkdir -p $(OUT)
-	PYTHONSAFEPATH=1 $(PYTHON) -m pytest -q tests/test_smem_gpu.py tests/test_memstage.py tests/test_memchain.py \
-	    tests/test_pairwise.py tests/test_mmsketch_gpu.py tests/test_mmseed_gpu.py tests/test_lchain_gpu.py
+	PYTHONSAFEPATH=1 $(PYTHON) -m pytest -q -m gpu tests
 	$(PYTHON) scripts/gpu_check.py --fasta .devdata/human_GRCh37_chr20.fa.gz --pairs 1000000 \
 	    --out $(OUT) --bwa .devdata/bwa
 	$(PYTHON) scripts/gpu_seed_bench.py --fasta .devdata/human_GRCh37_chr20.fa.gz --out $(OUT)
