@@ -1,25 +1,40 @@
-"""Reference FASTA reading and bwa-compatible packing.
+"""Reference files -> their bytes, their records, and bwa's packed reference.
 
-The packed reference reproduces what bwa 0.7.17 ``bwa index`` stores in ``.pac``/``.ann``/``.amb``:
+The one reader of reference files, for both index paths:
 
-* every byte of a sequence line is a base; ``ACGTacgt`` map to 0..3 (bwa's ``nst_nt4_table``),
-  everything else is ambiguous;
-* ambiguous bases are recorded as *holes*: maximal runs of the same byte inside one contig
-  (case-sensitive, so ``NNnn`` is two holes), like bwa's ``.amb``;
-* each ambiguous base is replaced by ``lrand48() & 3`` from a generator seeded once with
-  ``srand48(11)``, one draw per ambiguous base in file order across all contigs;
-* line handling follows bwa's kseq: empty lines are skipped, a trailing ``'\\r'`` is removed from a
-  sequence line (kseq's rule: only when the record's sequence is longer than one byte), the name is
-  the header up to the first whitespace byte and the comment is the rest of the header line.
+* :func:`read_ref_bytes` — a path (plain, gzip or bgzip) -> the file's bytes, with the errors each caller
+  reports: bwa's path (``g3align index``, ``mem``) raises :class:`FastaFormatError` for gzip data that does not
+  decompress and lets other OS errors through; minimap2's path (``map``, ``index -x``; ``read_mm_ref`` in
+  :mod:`index.mmidx`) raises :class:`MMRefFormatError` for every failure.
+* :func:`scan_records` — bytes -> every record's name, comment and sequence (one numba pass; each sequence byte
+  goes through the caller's table: bwa's packer keeps the bytes, minimap2's path takes its ``seq_nt4`` codes).
+  The record rules are kseq's, as bwa 0.7.17 and minimap2 2.24 read references: white space before the first
+  header is skipped, the name is the header up to the first white-space byte and the comment the rest of the
+  header line, empty lines are skipped, every other byte of a sequence line is a sequence byte, a trailing
+  ``'\\r'`` is removed from a sequence line once the record's sequence is longer than one byte. FASTA only (a line
+  starting with ``'@'`` or ``'+'`` inside a record is an error) or FASTA and FASTQ (``'@'`` also starts a record,
+  ``'+'`` its quality, checked for length).
+* :func:`pack_fasta_bytes` / :func:`read_fasta` — the records packed as bwa 0.7.17 ``bwa index`` stores them in
+  ``.pac``/``.ann``/``.amb``:
 
-Stricter than bwa (which silently skips such input): text before the first header, FASTQ-like lines,
-empty names, duplicate names and a reference with no sequence raise :class:`FastaFormatError`.
+  * ``ACGTacgt`` map to 0..3 (bwa's ``nst_nt4_table``), everything else is ambiguous;
+  * ambiguous bases are recorded as *holes*: maximal runs of the same byte inside one contig
+    (case-sensitive, so ``NNnn`` is two holes), like bwa's ``.amb``;
+  * each ambiguous base is replaced by ``lrand48() & 3`` from a generator seeded once with
+    ``srand48(11)``, one draw per ambiguous base in file order across all contigs.
+
+  Stricter than bwa (which silently skips such input): text before the first header, FASTQ-like lines,
+  empty names, duplicate names and a reference with no sequence raise :class:`FastaFormatError`.
+
+minimap2's encoding of the same records (``seq_nt4_table``, empty contigs kept) is ``parse_mm_seqs`` in
+:mod:`index.mmidx`.
 """
 
 from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,11 +44,21 @@ from g3align.jit import njit
 __all__ = [
     "LRAND48_SEED",
     "NST_NT4",
+    "SCAN_BEFORE_HEADER",
+    "SCAN_FASTQ_LINE",
+    "SCAN_NO_QUALITY",
+    "SCAN_OK",
+    "SCAN_QUALITY_LENGTH",
     "FastaFormatError",
+    "MMRefFormatError",
+    "RAW_BYTES",
+    "Records",
     "Reference",
     "lrand48_seq",
     "pack_fasta_bytes",
     "read_fasta",
+    "read_ref_bytes",
+    "scan_records",
 ]
 
 #: bwa's nst_nt4_table: only ACGTacgt are 0..3, every other byte is 4.
@@ -52,6 +77,10 @@ _RAND48_MASK = (1 << 48) - 1
 
 class FastaFormatError(ValueError):
     """The reference FASTA cannot be used (message names the file and the record)."""
+
+
+class MMRefFormatError(ValueError):
+    """A sequence file cannot be read or parsed (message names the file); minimap2's path."""
 
 
 @dataclass
@@ -124,38 +153,88 @@ def lrand48_seq(seed: int, n: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# parser (numba state machine over the whole file)
+# reading a reference file
 # --------------------------------------------------------------------------------------------
 
-# error codes of _parse
-_OK = 0
-_ERR_BEFORE_HEADER = 1
-_ERR_FASTQ = 2
+_GZIP_MAGIC = b"\x1f\x8b"  # gzip, and bgzip (a series of gzip members)
 
 
-@njit(cache=True)
+def read_ref_bytes(path: str, minimap2: bool = False) -> bytes:
+    """A reference file (plain, gzip or bgzip) -> its bytes, decompressed.
+
+    Errors as the two callers report them. bwa's path (``minimap2=False``, :func:`read_fasta`): gzip data that
+    does not decompress (or ends early) raises :class:`FastaFormatError` ``"PATH: cannot decompress gzip data:
+    ..."``; other errors (no such file, a directory, a corrupt deflate stream's ``zlib.error``) go to the caller
+    as raised. minimap2's path (``minimap2=True``, ``mmidx.read_mm_ref``): a missing file raises
+    :class:`MMRefFormatError` ``"PATH: file not found"``, every other OS, EOF or zlib error ``"PATH: cannot read:
+    ..."``.
+    """
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(2)
+        if magic != _GZIP_MAGIC:
+            with open(path, "rb") as fh:
+                return fh.read()
+        try:
+            with gzip.open(path, "rb") as fh:
+                return fh.read()
+        except (OSError, EOFError) as e:
+            if minimap2:
+                raise
+            raise FastaFormatError(f"{path}: cannot decompress gzip data: {e}") from None
+    except FileNotFoundError:
+        if not minimap2:
+            raise
+        raise MMRefFormatError(f"{path}: file not found") from None
+    except (OSError, EOFError, zlib.error) as e:
+        if not minimap2:
+            raise
+        raise MMRefFormatError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# records (numba state machine over the whole file)
+# --------------------------------------------------------------------------------------------
+
+# error codes of scan_records
+SCAN_OK = 0
+SCAN_BEFORE_HEADER = 1  # a byte other than white space before the first header (err_pos: that byte)
+SCAN_FASTQ_LINE = 2  # FASTA only: a sequence line starts with '@' or '+' (err_pos: that byte)
+SCAN_NO_QUALITY = 3  # FASTQ: the file ends on the '+' line (the record is counted)
+SCAN_QUALITY_LENGTH = 4  # FASTQ: the quality is shorter or longer than the sequence (the record is counted)
+
+
+@njit(cache=True, nogil=True)
 def _isspace(c):
     return c == 32 or (c >= 9 and c <= 13)
 
 
-@njit(cache=True)
-def _parse(data, out, rec):
-    """Split FASTA bytes into headers and raw sequence bytes.
+@njit(cache=True, nogil=True)
+def _scan(data, fastq, table, seq):
+    """Split the bytes into records (kseq's rules, see the module docstring).
 
-    ``out`` receives the concatenated raw sequence bytes; ``rec[i]`` = (name_s, name_e, com_s, com_e,
-    seq_s, seq_e) for record i (offsets into data resp. out). Returns (n_rec, out_len, err, err_pos).
+    A record starts at a header byte, ``'>'`` (or, with ``fastq``, ``'@'``). ``seq`` receives ``table[b]`` for
+    every sequence byte b of all records, concatenated. Returns (n_rec, seq_len, err, err_pos, rec) with
+    ``rec[i]`` = (name_s, name_e, com_s, com_e, seq_s, seq_e) for record i < n_rec (offsets into data resp. seq;
+    rows from n_rec on are unused). A header byte that ends the file makes a record with an empty name at
+    ``len(data)``. At an error n_rec counts the records finished before it (a FASTQ quality error: including the
+    record it is in).
     """
+    rec = np.empty((64, 6), dtype=np.int64)
     n = data.shape[0]
     pos = 0
-    # leading part: only whitespace may precede the first header
-    while pos < n and data[pos] != 62:  # '>'
-        if not _isspace(data[pos]):
-            return 0, 0, _ERR_BEFORE_HEADER, pos
+    # leading part: only white space may precede the first header
+    while pos < n:
+        c = data[pos]
+        if c == 62 or (fastq and c == 64):  # '>' '@'
+            break
+        if not _isspace(c):
+            return 0, 0, SCAN_BEFORE_HEADER, pos, rec
         pos += 1
     nrec = 0
     olen = 0
     while pos < n:
-        # here data[pos] == '>' at a line start
+        # here data[pos] is a header byte at a line start
         pos += 1
         name_s = pos
         while pos < n and not _isspace(data[pos]):
@@ -175,6 +254,14 @@ def _parse(data, out, rec):
             com_e = pos
         if pos < n:
             pos += 1  # the '\n'
+        if nrec == rec.shape[0]:
+            grown = np.empty((2 * nrec, 6), dtype=np.int64)
+            grown[:nrec] = rec
+            rec = grown
+        rec[nrec, 0] = name_s
+        rec[nrec, 1] = name_e
+        rec[nrec, 2] = com_s
+        rec[nrec, 3] = com_e
         seq_s = olen
         while pos < n:
             c = data[pos]
@@ -183,25 +270,104 @@ def _parse(data, out, rec):
             if c == 10:  # empty line
                 pos += 1
                 continue
-            if c == 64 or c == 43:  # '@' / '+' : kseq would read FASTQ here
-                return nrec, olen, _ERR_FASTQ, pos
+            if c == 64 or c == 43:  # '@' / '+': the next FASTQ record / this one's quality
+                if not fastq:
+                    return nrec, olen, SCAN_FASTQ_LINE, pos, rec
+                break
             while pos < n and data[pos] != 10:
-                out[olen] = data[pos]
+                seq[olen] = table[data[pos]]
                 olen += 1
                 pos += 1
+            # kseq: after each line, drop a trailing '\r' if the sequence is longer than 1 byte
+            if olen - seq_s > 1 and data[pos - 1] == 13:
+                olen -= 1
             if pos < n:
                 pos += 1
-            # kseq: after each line, drop a trailing '\r' if the sequence is longer than 1 byte
-            if olen - seq_s > 1 and out[olen - 1] == 13:
-                olen -= 1
-        rec[nrec, 0] = name_s
-        rec[nrec, 1] = name_e
-        rec[nrec, 2] = com_s
-        rec[nrec, 3] = com_e
         rec[nrec, 4] = seq_s
         rec[nrec, 5] = olen
         nrec += 1
-    return nrec, olen, _OK, 0
+        if pos < n and data[pos] == 43:  # '+' (FASTQ only): the rest of its line, then the quality lines
+            slen = olen - seq_s
+            while pos < n and data[pos] != 10:
+                pos += 1
+            if pos >= n:
+                return nrec, olen, SCAN_NO_QUALITY, pos, rec
+            pos += 1
+            qlen = 0
+            while pos < n and qlen < slen:
+                qst = pos
+                while pos < n and data[pos] != 10:
+                    pos += 1
+                ql = pos - qst
+                if ql > 0 and data[pos - 1] == 13 and qlen + ql > 1:
+                    ql -= 1
+                qlen += ql
+                pos += 1
+            if qlen != slen:
+                return nrec, olen, SCAN_QUALITY_LENGTH, pos, rec
+            # the next header: the next '>' or '@' byte
+            while pos < n and data[pos] != 62 and data[pos] != 64:
+                pos += 1
+    return nrec, olen, SCAN_OK, 0, rec
+
+
+@dataclass
+class Records:
+    """What :func:`scan_records` found in ``data``.
+
+    Record i < n: name ``data[rec[i,0]:rec[i,1]]``, comment ``data[rec[i,2]:rec[i,3]]``, sequence
+    ``seq[rec[i,4]:rec[i,5]]`` (line ends removed, each byte through the scan's table). ``seq`` is a buffer as long
+    as the input; its first ``seq_len`` bytes are used. ``n``, ``err``, ``err_pos``: see :func:`_scan`.
+    """
+
+    data: bytes
+    arr: np.ndarray  # data as uint8 (read-only)
+    seq: np.ndarray
+    rec: np.ndarray
+    n: int
+    seq_len: int
+    err: int
+    err_pos: int
+
+    def _text(self, col, n):
+        d = self.data
+        return [d[s:e].decode("utf-8", "surrogateescape") for s, e in self.rec[:n, col:col + 2].tolist()]
+
+    def names(self, n: int | None = None) -> list:
+        """The names of the first ``n`` (default: all) records, as str (undecodable bytes kept as surrogates)."""
+        return self._text(0, self.n if n is None else n)
+
+    def comments(self, n: int | None = None) -> list:
+        """The comments of the first ``n`` (default: all) records, as :meth:`names`."""
+        return self._text(2, self.n if n is None else n)
+
+    def offsets(self, n: int | None = None) -> np.ndarray:
+        """int64[n+1]: record i's sequence is ``seq[off[i]:off[i+1]]`` (the first ``n`` records, default all)."""
+        n = self.n if n is None else n
+        off = np.empty(n + 1, dtype=np.int64)
+        off[:n] = self.rec[:n, 4]
+        off[n] = self.rec[n - 1, 5] if n else 0
+        return off
+
+
+#: the table that keeps every byte as it is (bwa's packer reads the sequence bytes themselves)
+RAW_BYTES = np.arange(256, dtype=np.uint8)
+
+
+def scan_records(data: bytes, fastq: bool = False, table: np.ndarray = RAW_BYTES) -> Records:
+    """FASTA (``fastq=False``) or FASTA/FASTQ bytes -> :class:`Records`, each sequence byte b stored as
+    ``table[b]`` (uint8[256]: the caller's encoding; default: the bytes as they are). Errors come back as
+    ``Records.err`` (one of the ``SCAN_*`` codes), for the caller to word."""
+    arr = np.frombuffer(data, dtype=np.uint8)
+    seq = np.empty(arr.size, dtype=np.uint8)
+    nrec, olen, err, epos, rec = _scan(arr, bool(fastq), table, seq)
+    return Records(data=data, arr=arr, seq=seq, rec=rec, n=int(nrec), seq_len=int(olen), err=int(err),
+                   err_pos=int(epos))
+
+
+# --------------------------------------------------------------------------------------------
+# bwa's packing
+# --------------------------------------------------------------------------------------------
 
 
 @njit(cache=True)
@@ -245,47 +411,28 @@ def _line_of(data: np.ndarray, pos: int) -> int:
     return int(np.count_nonzero(data[:pos] == 10)) + 1
 
 
-def _read_bytes(path: str) -> bytes:
-    with open(path, "rb") as fh:
-        magic = fh.read(2)
-    if magic == b"\x1f\x8b":  # gzip or bgzip (multi-member gzip)
-        try:
-            with gzip.open(path, "rb") as fh:
-                return fh.read()
-        except (OSError, EOFError) as e:
-            raise FastaFormatError(f"{path}: cannot decompress gzip data: {e}") from None
-    with open(path, "rb") as fh:
-        return fh.read()
-
-
 def pack_fasta_bytes(data: bytes, path: str = "<bytes>") -> Reference:
     """Parse FASTA text and pack it bwa-compatibly (see the module docstring)."""
-    arr = np.frombuffer(data, dtype=np.uint8)
-    if arr.size == 0:
+    if len(data) == 0:
         raise FastaFormatError(f"{path}: empty file")
-    n_gt = data.count(b">")
-    if n_gt == 0:
+    if b">" not in data:
         raise FastaFormatError(f"{path}: no '>' header line found (not a FASTA file?)")
-    out = np.empty(arr.size, dtype=np.uint8)
-    rec = np.empty((n_gt, 6), dtype=np.int64)
-    nrec, olen, err, epos = _parse(arr, out, rec)
-    if err == _ERR_BEFORE_HEADER:
+    r = scan_records(data, fastq=False)
+    nrec = r.n
+    if r.err == SCAN_BEFORE_HEADER:
         raise FastaFormatError(
-            f"{path}: line {_line_of(arr, epos)}: sequence data before the first '>' header"
+            f"{path}: line {_line_of(r.arr, r.err_pos)}: sequence data before the first '>' header"
         )
-    if err == _ERR_FASTQ:
-        name = bytes(arr[rec[nrec - 1, 0]:rec[nrec - 1, 1]]).decode("utf-8", "surrogateescape") \
-            if nrec else "?"
+    if r.err == SCAN_FASTQ_LINE:
+        name = r.names(nrec)[-1] if nrec else "?"
         raise FastaFormatError(
-            f"{path}: line {_line_of(arr, epos)} (record '{name}'): line starts with '@' or '+' "
+            f"{path}: line {_line_of(r.arr, r.err_pos)} (record '{name}'): line starts with '@' or '+' "
             "(FASTQ input is not supported for references)"
         )
-    rec = rec[:nrec]
-    names, comments = [], []
+    names = r.names()
+    comments = r.comments()
     seen = {}
-    for i in range(nrec):
-        nm = bytes(arr[rec[i, 0]:rec[i, 1]]).decode("utf-8", "surrogateescape")
-        cm = bytes(arr[rec[i, 2]:rec[i, 3]]).decode("utf-8", "surrogateescape")
+    for i, nm in enumerate(names):
         if nm == "":
             raise FastaFormatError(f"{path}: record {i + 1} has an empty sequence name")
         if nm in seen:
@@ -293,16 +440,14 @@ def pack_fasta_bytes(data: bytes, path: str = "<bytes>") -> Reference:
                 f"{path}: duplicate sequence name '{nm}' (records {seen[nm] + 1} and {i + 1})"
             )
         seen[nm] = i
-        names.append(nm)
-        comments.append(cm)
     if nrec == 0:
         raise FastaFormatError(f"{path}: no FASTA records")
-    del arr
-    offsets = np.empty(nrec + 1, dtype=np.int64)
-    offsets[:nrec] = rec[:, 4]
-    offsets[nrec] = olen
+    offsets = r.offsets()
+    olen = r.seq_len
     if olen == 0:
         raise FastaFormatError(f"{path}: zero contigs with sequence (all {nrec} records are empty)")
+    out = r.seq
+    del r
     raw = out[:olen]
     nh = _count_holes(raw, offsets, NST_NT4)
     hole_off = np.empty(nh, dtype=np.int64)
@@ -330,7 +475,7 @@ def read_fasta(path) -> Reference:
         st = os.stat(path)
     except OSError as e:
         raise FileNotFoundError(f"{path}: cannot open reference FASTA: {e.strerror}") from None
-    data = _read_bytes(path)
+    data = read_ref_bytes(path)
     ref = pack_fasta_bytes(data, path)
     ref.src_path = os.path.abspath(path)
     ref.src_size = int(st.st_size)

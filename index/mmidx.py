@@ -2,8 +2,9 @@
 
 * :class:`MMRef` — the reference as minimap2 holds it: every contig of the FASTA/FASTQ, empty ones
   included, bases as ``uint8`` codes A0 C1 G2 T3 and 4 for anything else (``N`` stays 4; there is no
-  random replacement as in bwa's packer). :func:`read_mm_ref` parses a file like minimap2's kseq does
-  (name = header up to the first white space, sequence lines concatenated, a trailing CR dropped).
+  random replacement as in bwa's packer). :func:`read_mm_ref` reads a file with :mod:`index.fasta`'s reader and
+  record scanner (kseq's rules: name = header up to the first white space, sequence lines concatenated, a trailing
+  CR dropped; FASTQ records' quality checked for length) and encodes it with minimap2's ``seq_nt4_table``.
 * :func:`sketch` — the (w,k)-minimizers of one sequence, in minimap2's output order, as an (n, 2)
   ``uint64`` array ``[hash << 8 | span, rid << 32 | last_pos << 1 | strand]``.
 * :class:`MMIndex` / :func:`build_mm_index` — minimizers of all contigs grouped by hash. A lookup
@@ -19,7 +20,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import mmap
 import os
@@ -28,6 +28,14 @@ import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
+from g3align.index.fasta import (
+    SCAN_BEFORE_HEADER,
+    SCAN_NO_QUALITY,
+    SCAN_QUALITY_LENGTH,
+    MMRefFormatError,
+    read_ref_bytes,
+    scan_records,
+)
 from g3align.index.store import IndexFormatError
 from numba import prange
 
@@ -72,142 +80,24 @@ def encode_seq(s) -> np.ndarray:
     return SEQ_NT4[np.frombuffer(bytes(s), dtype=np.uint8)]
 
 
-class MMRefFormatError(ValueError):
-    """A sequence file cannot be read or parsed (message names the file)."""
-
-
 # ------------------------------------------------------------------------------------------------
-# FASTA/FASTQ parsing (kseq's record rules)
+# reference records (read and split by index.fasta; minimap2's codes and checks here)
 # ------------------------------------------------------------------------------------------------
-
-@njit(cache=True, nogil=True)
-def _is_space(c):
-    return c == 32 or (9 <= c <= 13)
-
-
-@njit(cache=True, nogil=True)
-def _parse_fastx(data, table, codes, name_st, name_en, seq_off):
-    """Walk the bytes as kseq does. Returns (n_records, error_code, error_record).
-
-    error_code 0 ok, 1 text before the first header, 2 FASTQ record without quality line,
-    3 quality length differs from sequence length. Sequence codes are appended to ``codes``; record r
-    occupies codes[seq_off[r]:seq_off[r+1]].
-    """
-    n = data.shape[0]
-    p = 0
-    # first header: only white space may precede it
-    while p < n and data[p] != 62 and data[p] != 64:  # '>' '@'
-        if not _is_space(data[p]):
-            return 0, 1, 0
-        p += 1
-    if p == n:
-        return 0, 0, 0
-    p += 1  # the header character
-    nrec = 0
-    ncode = 0
-    seq_off[0] = 0
-    while True:
-        if p >= n:  # a header character at the very end: kseq reads no record
-            break
-        # name: up to the first white space byte
-        st = p
-        while p < n and not _is_space(data[p]):
-            p += 1
-        name_st[nrec] = st
-        name_en[nrec] = p
-        if p < n:
-            c = data[p]
-            p += 1
-            if c != 10:  # comment: rest of the line
-                while p < n and data[p] != 10:
-                    p += 1
-                p += 1
-        rec_start = ncode
-        # sequence lines until a line starting with '>', '+' or '@' (or EOF)
-        last = -1
-        while p < n:
-            c = data[p]
-            p += 1
-            if c == 62 or c == 43 or c == 64:
-                last = c
-                break
-            if c == 10:
-                continue
-            codes[ncode] = table[c]
-            ncode += 1
-            while p < n and data[p] != 10:
-                codes[ncode] = table[data[p]]
-                ncode += 1
-                p += 1
-            # kseq drops a trailing CR once the record holds more than one byte
-            if data[p - 1] == 13 and ncode - rec_start > 1:
-                ncode -= 1
-            p += 1  # the newline (or past EOF)
-        slen = ncode - rec_start
-        nrec += 1
-        seq_off[nrec] = ncode
-        if last == 43:  # '+': FASTQ quality
-            while p < n and data[p] != 10:
-                p += 1
-            if p >= n:
-                return nrec, 2, nrec - 1
-            p += 1
-            qlen = 0
-            while p < n and qlen < slen:
-                qst = p
-                while p < n and data[p] != 10:
-                    p += 1
-                ql = p - qst
-                if ql > 0 and data[p - 1] == 13 and qlen + ql > 1:
-                    ql -= 1
-                qlen += ql
-                p += 1
-            if qlen != slen:
-                return nrec, 3, nrec - 1
-            # next header: skip to the next '>' or '@'
-            while p < n and data[p] != 62 and data[p] != 64:
-                p += 1
-            if p >= n:
-                break
-            p += 1
-        elif last == -1:
-            break
-    return nrec, 0, 0
-
-
-def _read_bytes(path: str) -> bytes:
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(2)
-        if head == b"\x1f\x8b":
-            with gzip.open(path, "rb") as fh:
-                return fh.read()
-        with open(path, "rb") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        raise MMRefFormatError(f"{path}: file not found") from None
-    except (OSError, EOFError, zlib.error) as e:
-        raise MMRefFormatError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
-
 
 def parse_mm_seqs(data: bytes, path: str = "<bytes>"):
     """Parse FASTA/FASTQ bytes -> (names, lengths int64, offsets int64[n+1], codes uint8)."""
-    arr = np.frombuffer(data, dtype=np.uint8)
-    nmax = int(np.count_nonzero((arr == 62) | (arr == 64))) + 1
-    codes = np.empty(arr.shape[0] + 1, np.uint8)
-    name_st = np.empty(nmax, np.int64)
-    name_en = np.empty(nmax, np.int64)
-    seq_off = np.zeros(nmax + 1, np.int64)
-    nrec, err, erec = _parse_fastx(arr, SEQ_NT4, codes, name_st, name_en, seq_off)
-    if err == 1:
+    r = scan_records(data, fastq=True, table=SEQ_NT4)
+    if r.err == SCAN_BEFORE_HEADER:
         raise MMRefFormatError(f"{path}: not FASTA/FASTQ (text before the first '>' or '@' header)")
-    if err == 2:
-        raise MMRefFormatError(f"{path}: FASTQ record {erec + 1} has no quality line (truncated file?)")
-    if err == 3:
-        raise MMRefFormatError(f"{path}: FASTQ record {erec + 1}: quality and sequence lengths differ")
-    names = [data[int(name_st[i]):int(name_en[i])].decode("utf-8", "surrogateescape") for i in range(nrec)]
-    off = seq_off[:nrec + 1].copy()
-    return names, np.diff(off).astype(np.int64), off, codes[:int(off[-1])].copy()
+    if r.err == SCAN_NO_QUALITY:
+        raise MMRefFormatError(f"{path}: FASTQ record {r.n} has no quality line (truncated file?)")
+    if r.err == SCAN_QUALITY_LENGTH:
+        raise MMRefFormatError(f"{path}: FASTQ record {r.n}: quality and sequence lengths differ")
+    n = r.n
+    if n and r.rec[n - 1, 0] == len(data):  # a header byte that ends the file: kseq reads no record
+        n -= 1
+    off = r.offsets(n)
+    return r.names(n), np.diff(off), off, r.seq[:off[-1]].copy()
 
 
 @dataclass
@@ -236,7 +126,7 @@ class MMRef:
 def read_mm_ref(path) -> MMRef:
     """Read a FASTA/FASTQ (optionally gzipped) reference. Empty contigs are kept (length 0)."""
     path = os.fspath(path)
-    data = _read_bytes(path)
+    data = read_ref_bytes(path, minimap2=True)
     names, lengths, off, codes = parse_mm_seqs(data, path)
     if not names:
         raise MMRefFormatError(f"{path}: no sequences found (empty file?)")
