@@ -163,9 +163,9 @@ def read_ref_bytes(path: str, minimap2: bool = False) -> bytes:
     """A reference file (plain, gzip or bgzip) -> its bytes, decompressed.
 
     Errors as the two callers report them. bwa's path (``minimap2=False``, :func:`read_fasta`): gzip data that
-    does not decompress (or ends early) raises :class:`FastaFormatError` ``"PATH: cannot decompress gzip data:
-    ..."``; other errors (no such file, a directory, a corrupt deflate stream's ``zlib.error``) go to the caller
-    as raised. minimap2's path (``minimap2=True``, ``mmidx.read_mm_ref``): a missing file raises
+    does not decompress (a bad header, a corrupt deflate stream, an early end) raises :class:`FastaFormatError`
+    ``"PATH: cannot decompress gzip data: ..."``; other errors (no such file, a directory) go to the caller as
+    raised. minimap2's path (``minimap2=True``, ``mmidx.read_mm_ref``): a missing file raises
     :class:`MMRefFormatError` ``"PATH: file not found"``, every other OS, EOF or zlib error ``"PATH: cannot read:
     ..."``.
     """
@@ -178,7 +178,7 @@ def read_ref_bytes(path: str, minimap2: bool = False) -> bytes:
         try:
             with gzip.open(path, "rb") as fh:
                 return fh.read()
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:
             if minimap2:
                 raise
             raise FastaFormatError(f"{path}: cannot decompress gzip data: {e}") from None

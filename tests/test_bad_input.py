@@ -63,6 +63,9 @@ def d(tmp_path_factory):
     (d / "adir").mkdir()
     gzref = (DATA / "lambda.fa.gz").read_bytes()
     (d / "trunc_ref.fa.gz").write_bytes(gzip.compress(gzip.decompress(gzref))[:5000])
+    deflate = bytearray(gzip.compress(gzip.decompress(gzref)))
+    deflate[10] = 0x07  # the first deflate block of a reserved type: zlib.error, not an OSError
+    (d / "corrupt_ref.fa.gz").write_bytes(bytes(deflate))
     idx = (d / "lam.g3i").read_bytes()
     (d / "cut.g3i").write_bytes(idx[: len(idx) // 2])
     flip = bytearray(idx)
@@ -112,6 +115,8 @@ CASES = [
     ("index-no-sequence", "index -p {d}/x4 {d}/fasta_noseq.fa", "fasta_noseq.fa"),
     ("index-dir", "index -p {d}/x5 {d}/adir", "adir"),
     ("index-trunc-gzip", "index -p {d}/x6 {d}/trunc_ref.fa.gz", "trunc_ref.fa.gz"),
+    ("index-corrupt-gzip", "index -p {d}/x8 {d}/corrupt_ref.fa.gz", "corrupt_ref.fa.gz"),
+    ("map-corrupt-gzip-ref", "map -x map-ont {d}/corrupt_ref.fa.gz {d}/few.fq", "corrupt_ref.fa.gz"),
     ("index-binary", "index -p {d}/x7 {d}/binary.fq", "binary.fq"),
     ("index-unwritable-dir", "index -p {d}/ro/x {lam}", "ro/x"),
     ("index-missing-dir", "index -p {d}/nodir/x {lam}", "nodir"),

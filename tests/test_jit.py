@@ -23,7 +23,9 @@ def test_cache_dir_is_per_user_and_keyed_by_the_tree(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert jit.cache_root() == tmp_path / "xdg" / "g3align"
     names = {Path(d).name for d in jit._pkg_dirs()}
-    assert {"aligner", "index"} <= names
+    assert {"aligner", "index", "mem", "map", "gpu"} <= names
+    short = list(jit._pkg_dirs().values())  # each package's kernels in a folder of its own (two are named gpu)
+    assert len(set(short)) == len(short) and {"aligner.mem.gpu", "aligner.map.gpu", "index"} <= set(short)
 
 
 def test_tree_hash_follows_every_source_file(monkeypatch, tmp_path):
@@ -318,7 +320,7 @@ def test_shipped_kernels_first_run_compiles_nothing(tmp_path):
         r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "compare", "--strict", str(out), str(gold)],
                            env=env, capture_output=True, text=True)
         assert r.returncode == 0, r.stdout + r.stderr
-    assert list((tmp_path / "cache" / "numba" / name / "aligner").glob("*.nbi"))  # seeded
+    assert list((tmp_path / "cache" / "numba" / name).glob("aligner.*/*.nbi"))  # seeded
     assert sorted(str(p) for p in site.rglob("*")) == before  # nothing written into the install
     native = tmp_path / "cache" / "numba" / f"{jit.tree_hash()[:20]}-native" / "ready"
     native.mkdir(parents=True)
