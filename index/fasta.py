@@ -424,7 +424,7 @@ def pack_fasta_bytes(data: bytes, path: str = "<bytes>") -> Reference:
             f"{path}: line {_line_of(r.arr, r.err_pos)}: sequence data before the first '>' header"
         )
     if r.err == SCAN_FASTQ_LINE:
-        name = r.names(nrec)[-1] if nrec else "?"
+        name = r.names(nrec + 1)[-1]  # the record the line is in: its header was read, the record not yet counted
         raise FastaFormatError(
             f"{path}: line {_line_of(r.arr, r.err_pos)} (record '{name}'): line starts with '@' or '+' "
             "(FASTQ input is not supported for references)"

@@ -107,7 +107,8 @@ def test_holes_do_not_span_contigs(tmp_path):
         ("\nACGT\n>a\nACGT\n", "before the first '>' header"),
         (">a\nACGT\n>b\nAC\n>a\nGG\n", "duplicate sequence name 'a'"),
         (">a\n>b\n\n", "zero contigs"),
-        (">a\nACGT\n+\nIIII\n", "FASTQ"),
+        (">a\nACGT\n+\nIIII\n", r"line 3 \(record 'a'\): .*FASTQ"),
+        (">a\nACGT\n>b x\nAC\n@r\n", r"line 5 \(record 'b'\): .*FASTQ"),
         ("> x\nACGT\n", "empty sequence name"),
     ],
 )
