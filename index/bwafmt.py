@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from g3align.index.fasta import Reference, read_bwa_amb, read_bwa_ann, read_bwa_pac
-from g3align.index.fm import build_text, suffix_array
 from numba import prange
 
+from g3align.index.fasta import Reference, read_bwa_amb, read_bwa_ann, read_bwa_pac
+from g3align.index.fm import build_text, suffix_array
 from g3align.jit import njit
 
 BWA_SEED = 11         # bns->seed, written on .ann's first line

@@ -28,6 +28,8 @@ import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import prange
+
 from g3align.index.fasta import (
     SCAN_BEFORE_HEADER,
     SCAN_NO_QUALITY,
@@ -37,8 +39,6 @@ from g3align.index.fasta import (
     scan_records,
 )
 from g3align.index.store import IndexFormatError
-from numba import prange
-
 from g3align.jit import njit
 
 __all__ = [

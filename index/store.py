@@ -26,6 +26,7 @@ import struct
 import zlib
 
 import numpy as np
+
 from g3align.index.fasta import Reference
 from g3align.index.fm import OCC_SHIFT, FMIndex, occ_stride
 

@@ -21,8 +21,9 @@ import subprocess
 import sys
 import time
 
-import g3align.aligner as ag
 import numpy as np
+
+import g3align.aligner as ag
 from g3align.aligner.io.reads import read_batches, read_pair_batch_parts, read_pair_batches
 from g3align.aligner.mem import pipeline
 from g3align.aligner.mem.options import MemOpt

@@ -27,8 +27,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from g3align.index.store import save_index  # noqa: E402
 from gpu_check import body, gantt, reference_and_reads  # noqa: E402
+
+from g3align.index.store import save_index  # noqa: E402
 
 
 def log(*a):

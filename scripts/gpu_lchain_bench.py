@@ -63,6 +63,7 @@ def dense_set(n_reads, n_anchors):
 
 def time_kernel(fn_name, a_d, off_d, mdx_d, mdy_d, nseg_d, bw, ms, mi, pg, ps, block):
     import cupy as cp
+
     from g3align.kernels.loader import get_module
     n, n_reads = int(a_d.shape[0]), int(off_d.shape[0]) - 1
     f = cp.empty(n, cp.int64)
@@ -98,6 +99,7 @@ def main():
     ap.add_argument("--dense-anchors", type=int, default=8000)
     a = ap.parse_args()
     import cupy as cp
+
     from g3align.aligner.map.gpu import lchain as LG
     os.makedirs(a.out, exist_ok=True)
     sets = real_sets(a.ref, [s for s in a.reads.split(",") if s]) if a.ref else []

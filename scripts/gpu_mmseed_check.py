@@ -132,6 +132,7 @@ def main(argv=None) -> int:
 
     import cupy as cp
     import numba
+
     from g3align.aligner.io.reads import read_batches
     from g3align.aligner.map import seed as mmseed
     from g3align.aligner.map.gpu import seed as sg

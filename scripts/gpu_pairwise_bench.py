@@ -18,6 +18,7 @@ import time
 import traceback as tbmod
 
 import numpy as np
+
 from g3align.aligner.pairwise import engine as pw
 
 ROWS: list[dict] = []
@@ -258,6 +259,7 @@ def stage_proftb16(rng):
     """Where pw_tb16's time goes: clock64 cycles of the forward pass and of the walk per pair group
     (TBPROF build), resident warps per SM, and kernel GCUPS of the same run."""
     import cupy as cp
+
     from g3align.kernels.loader import get_module
     log("== pw_tb16 profile: forward vs walk cycles per group")
     old = pw.TB16_SMEM

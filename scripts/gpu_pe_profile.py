@@ -25,10 +25,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_check import _ListSink, reference_and_reads  # noqa: E402
+
 from g3align.aligner.io.reads import prefetch, read_pair_batch_parts, read_pair_batches  # noqa: E402
 from g3align.aligner.mem.options import MemOpt  # noqa: E402
 from g3align.aligner.mem.pipeline import MemAligner, ahead, run_mem_pe  # noqa: E402
-from gpu_check import _ListSink, reference_and_reads  # noqa: E402
 
 
 def log(*a):

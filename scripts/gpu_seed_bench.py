@@ -23,6 +23,7 @@ import sys
 import time
 
 import numpy as np
+
 from g3align.aligner.mem.gpu import smem as sg
 from g3align.aligner.mem.options import MemOpt
 from g3align.index.fasta import read_fasta

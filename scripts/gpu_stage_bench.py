@@ -18,12 +18,13 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_check import reference_and_reads  # noqa: E402
+
 from g3align.aligner.io.reads import read_pair_batches  # noqa: E402
 from g3align.aligner.mem.gpu import stage as ms  # noqa: E402
 from g3align.aligner.mem.gpu.smem import collect_intv_batch_gpu, seed_pos_batch_gpu  # noqa: E402
 from g3align.aligner.mem.options import MemOpt  # noqa: E402
 from g3align.aligner.mem.pipeline import MemAligner  # noqa: E402
-from gpu_check import reference_and_reads  # noqa: E402
 
 
 def main():

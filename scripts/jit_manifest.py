@@ -19,9 +19,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from g3align.aligner.cli import warmup
-
 from g3align import jit
+from g3align.aligner.cli import warmup
 
 
 def job_of(args: list[str]) -> str:

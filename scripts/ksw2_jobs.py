@@ -58,6 +58,7 @@ PHASES = ["init", "checkpoints", "fwd score row", "fwd cells", "fwd max/Z-drop",
 
 def bench(args):
     import cupy as cp
+
     from g3align.aligner.map.gpu import ksw2 as KG
     from g3align.kernels.loader import get_module
     grids = [int(g) for g in args.grids.split(",")]

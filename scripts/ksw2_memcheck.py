@@ -9,10 +9,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import test_ksw2_gpu as t  # noqa: E402
+from test_ksw2 import _load_vectors, parse_line, random_case  # noqa: E402
+
 from g3align.aligner.map.gpu import ksw2 as kg  # noqa: E402
 from g3align.aligner.map.types import KSW_EZ_GENERIC_SC  # noqa: E402
 from g3align.kernels import loader  # noqa: E402
-from test_ksw2 import _load_vectors, parse_line, random_case  # noqa: E402
 
 args = sys.argv[1:]
 which = args.pop(0) if args and args[0] in ("vectors", "random", "all") else "all"

@@ -27,6 +27,7 @@ import sys
 import time
 
 import numpy as np
+
 from g3align.aligner.pairwise import engine as pw
 
 ROWS: list[dict] = []

@@ -47,6 +47,7 @@ from multiprocessing import Pool
 from pathlib import Path
 
 import numpy as np
+
 from g3align.aligner.pairwise import engine as pw
 
 ROOT = Path(__file__).resolve().parents[1]

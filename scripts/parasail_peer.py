@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from g3align.aligner.pairwise import engine as pw
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from g3align.index.store import read_alt
 
 ROOT = Path(__file__).resolve().parents[1]

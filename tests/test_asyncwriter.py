@@ -1,6 +1,7 @@
 """pipeline.AsyncWriter: the SAM text reaches the sink in order; a sink error reaches the caller."""
 import numpy as np
 import pytest
+
 from g3align.aligner.mem.pipeline import AsyncWriter
 
 

@@ -11,11 +11,12 @@ import sys
 
 import numpy as np
 import pytest
+from test_index import _bwa_test_fasta, _random_fasta, _write
+
 from g3align.index import bwafmt
 from g3align.index import fasta as F
 from g3align.index.fm import build_fm, build_text, fm_from_bwt, suffix_array
 from g3align.index.store import IndexFormatError
-from test_index import _bwa_test_fasta, _random_fasta, _write
 
 HAVE_BWA = shutil.which("bwa") is not None
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pysam
 import pytest
+
 from g3align.aligner.io.compare import (
     FIELDS,
     NotGroupedError,

@@ -9,6 +9,8 @@ import sys
 
 import numpy as np
 import pytest
+from numba import njit
+
 from g3align.index import fasta as F
 from g3align.index.build import build_index
 from g3align.index.fm import (
@@ -26,7 +28,6 @@ from g3align.index.fm import (
     fm_step2,
 )
 from g3align.index.store import IndexFormatError, index_path, load_index, read_index_meta, save_index
-from numba import njit
 
 HAVE_BWA = shutil.which("bwa") is not None
 

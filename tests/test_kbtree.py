@@ -2,6 +2,7 @@
 (random insert/query sequences with many equal keys: 300 trials, 0 differences); here the properties
 any B-tree must have, on the same kind of sequences."""
 import numpy as np
+
 from g3align.aligner.mem.kbtree import MAXK, T, interval_lower, new_tree, put, traverse
 
 

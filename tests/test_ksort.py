@@ -2,6 +2,7 @@
 (ksort.introsort, which reproduces bwa's element moves; tied keys included)."""
 import numpy as np
 import pytest
+
 from g3align.aligner.mem.extend import NF
 from g3align.aligner.mem.ksort import STACK_ROWS, introsort, introsort_ws, sort_distinct_u64
 from g3align.aligner.mem.primary import KEY_HASH, KEY_HASH2, KEY_RE, KEY_SCORE_RB_QB, _row_key, _sort_rows

@@ -36,6 +36,7 @@ import os
 
 import numpy as np
 import pytest
+
 from g3align.aligner.mem import ksw
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "ksw_golden.npz")

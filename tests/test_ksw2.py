@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from g3align.aligner.map import ksw2
 from g3align.aligner.map.types import (
     EZ_MAX,

@@ -21,10 +21,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_ksw2 import _load_vectors, parse_line, random_case, tricky_cases
+
 from g3align.aligner.map import ksw2
 from g3align.aligner.map.gpu import ksw2 as kg
 from g3align.aligner.map.types import KSW_EZ_GENERIC_SC
-from test_ksw2 import _load_vectors, parse_line, random_case, tricky_cases
 
 CU = Path(__file__).resolve().parent.parent / "kernels" / "ksw2.cu"
 
@@ -365,6 +366,7 @@ def test_gpu_cig_offsets_equal_cumsum(n):
     """ksw_cig_offsets (the packed CIGARs' offsets, computed behind the launches) == its twin np.cumsum, for job
     counts below, at and above one run per thread of its block."""
     import cupy as cp
+
     from g3align.kernels.loader import get_module
     n_cig = np.random.default_rng(n).integers(0, 3000, n).astype(np.int64)
     out = cp.full(n + 1, -1, cp.int64)

@@ -13,6 +13,7 @@ import subprocess
 
 import numpy as np
 import pytest
+
 from g3align.aligner.map import hit as mmhit
 from g3align.aligner.map import lchain as lc
 from g3align.aligner.map.types import AS, CIG_OFF, CNT, NR, SEG_ID, SEG_SPLIT

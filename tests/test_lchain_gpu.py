@@ -15,10 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_lchain import HERE, STORED, pair_records, read_records
+
 from g3align.aligner.map import lchain as lc
 from g3align.aligner.map.gpu import lchain as lg
 from g3align.kernels import loader
-from test_lchain import HERE, STORED, pair_records, read_records
 
 CU = Path(loader.__file__).resolve().parent / "lchain.cu"
 

@@ -9,6 +9,7 @@ import time
 import types
 
 import pytest
+
 from g3align.kernels import loader
 
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from g3align.aligner.io.compare import compare_sam
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -409,6 +410,7 @@ def test_device_auto_without_gpu_notes_cpu():
 def test_u_to_t_copies_only_rna_reads():
     """U/u print as T/t (as minimap2 does); reads without U are passed through without a copy."""
     import numpy as np
+
     from g3align.aligner.map.pipeline import _u_to_t
     dna = np.frombuffer(b"ACGTNacgtn", np.uint8)
     assert _u_to_t(dna) is dna
@@ -441,6 +443,7 @@ def test_worker_streams():
     import types
 
     import cupy as cp
+
     from g3align.aligner.gpu.pinned import on_stream
     from g3align.aligner.map import pipeline as MP
     got = {}

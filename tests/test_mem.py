@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 import pytest
+
 from g3align.aligner.io.compare import compare_sam
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

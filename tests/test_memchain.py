@@ -15,13 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_memstage import _gpu, _seeds, data  # noqa: F401  (module fixture; pytest puts tests/ on sys.path)
+
 from g3align.aligner.io.reads import ReadBatch
 from g3align.aligner.mem.gpu import stage as ms
 from g3align.aligner.mem.options import MemOpt, score_matrix
 from g3align.index.fasta import pack_fasta_bytes
 from g3align.index.fm import build_fm
 from g3align.kernels import loader
-from test_memstage import _gpu, _seeds, data  # noqa: F401  (module fixture; pytest puts tests/ on sys.path)
 
 CU = Path(loader.__file__).resolve().parent / "memchain.cu"
 

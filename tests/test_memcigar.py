@@ -17,13 +17,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_memstage import VARIANTS, _opt, _per_read_sam, _run, _Sink, make_data
+
 from g3align.aligner.mem.extend import QB, QE, RB, RE, TRUESC
 from g3align.aligner.mem.gpu import cigar as mc
 from g3align.aligner.mem.pair import regions_range
 from g3align.aligner.mem.pipeline import MemAligner
 from g3align.aligner.mem.samout import region_cigar
 from g3align.kernels import loader
-from test_memstage import VARIANTS, _opt, _per_read_sam, _run, _Sink, make_data
 
 CU = Path(loader.__file__).resolve().parent / "memcigar.cu"
 

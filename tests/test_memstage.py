@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import cupy_or_none
+
 from g3align.aligner.gpu import pinned
 from g3align.aligner.io.reads import ReadBatch, read_batches, read_pair_batches
 from g3align.aligner.mem.bns import get_seq

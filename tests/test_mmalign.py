@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from g3align.aligner.map import align as mmalign
 from g3align.aligner.map.types import CIG_OFF, HAS_P, N_CIGAR, new_regs
 

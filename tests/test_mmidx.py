@@ -18,6 +18,7 @@ import subprocess
 
 import numpy as np
 import pytest
+
 from g3align.aligner.map import seed as mmseed
 from g3align.index import mmidx
 from g3align.index.mmidx import IndexFormatError, MMRefFormatError

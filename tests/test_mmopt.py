@@ -1,5 +1,6 @@
 """Tests for aligner/map/options.py: minimap2 2.24 presets and command-line syntax."""
 import pytest
+
 from g3align.aligner.map import options as M
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from g3align.aligner.map import seed as mmseed
 from g3align.aligner.map.gpu import seed as sg
 from g3align.aligner.map.gpu.sketch import sketch_batch_cpu
@@ -562,6 +563,7 @@ def test_gpu_equals_cpu(synth, preset, over):
 def test_gpu_device_resident_pipeline(preset):
     """sketch_batch_gpu's device CSR straight into seed_batch_gpu (index on the device) == CPU twins."""
     import cupy as cp
+
     from g3align.aligner.map.gpu.sketch import sketch_batch_gpu
 
     idx, seq, seq_off, o = _lambda_pbsim(preset)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from g3align.aligner.map.gpu import sketch as mg
 from g3align.aligner.map.seed import collect_minimizers
 from g3align.index.mmidx import parse_mm_seqs

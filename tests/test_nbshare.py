@@ -3,6 +3,7 @@ from collections import namedtuple
 
 import numba as nb
 import numpy as np
+
 from g3align.aligner.io.textbuf import put_char
 from g3align.aligner.runtime.nbshare import keep_alive, owned_text, unowned
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from g3align.aligner.pairwise.engine import align_pairs, encode_seqs, rescore_cigar
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -244,6 +245,7 @@ def test_loader_defines():
 
 def test_align_cli(tmp_path):
     from click.testing import CliRunner
+
     from g3align.aligner.cli.align import align_cmd
     (tmp_path / "q.fa").write_text(">q1\nACGTACGT\n>q2\nACGGT\n>q3\n\n")
     (tmp_path / "t.fa").write_text(">t1\nACGACGT\n>t2\nTTAC\nGTT\n>t3\nAC\n")
@@ -341,6 +343,7 @@ def test_cpu_grid_traceback_equals_full(mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_gpu_grid_traceback_equals_cpu(mode):
     import cupy as cp
+
     from g3align.aligner.pairwise import engine as pw
     rng = np.random.default_rng(17)
     qs, ts = rand_pairs(rng, 200, 0, 900)
@@ -515,6 +518,7 @@ def test_chain_batch_pairs():
 @pytest.mark.parametrize("mode", MODES)
 def test_gpu_chain_batch_equals_cpu(mode):
     import cupy as cp
+
     from g3align.aligner.pairwise import engine as pw
     rng = np.random.default_rng(29)
     qs, ts = [], []

@@ -3,6 +3,7 @@ import sys
 import types
 
 import numpy as np
+
 from g3align.aligner.gpu import pinned
 
 

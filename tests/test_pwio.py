@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from g3align.aligner.pairwise import pwio
 from g3align.aligner.pairwise.engine import align_pairs
 
@@ -163,6 +164,7 @@ def test_gpu_input_forms_equal_cpu():
 @pytest.mark.gpu
 def test_gpu_gather_and_unpack_equal_twins():
     import cupy as cp
+
     from g3align.kernels.loader import get_module
     rng = np.random.default_rng(6)
     cnt = rng.integers(0, 9, 5000).astype(np.int32)
@@ -191,6 +193,7 @@ def test_align_cli_streams_in_chunks(tmp_path, monkeypatch):
     """The TSV does not depend on the chunk size; FASTQ targets read like FASTA ones; uneven files are one error
     line naming both."""
     from click.testing import CliRunner
+
     from g3align.aligner.cli import align as align_cli
     rng = np.random.default_rng(8)
     qs, ts = rand_seqs(rng, 41, 0, 60, "ACGTN"), rand_seqs(rng, 41, 0, 60)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from g3align.aligner.io.reads import (
     NT4,
     ReadBatch,

@@ -6,10 +6,11 @@ import threading
 import numba as nb
 import numpy as np
 import pytest
+from test_memstage import _opt, make_data
+
 from g3align.aligner.mem.pair import regions_claim, regions_range
 from g3align.aligner.mem.pipeline import MemAligner
 from g3align.aligner.runtime.nbshare import claim, preload
-from test_memstage import _opt, make_data
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pysam
 import pytest
+
 from g3align.aligner.io.sam import (
     HD_LINE,
     OutputSink,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from g3align.aligner.map.sdust import dust_minimizers, sdust
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,11 +8,12 @@ import os
 import time
 
 import pytest
+from test_mem import g3  # the CLI in a subprocess (pytest puts tests/ on sys.path)
+
 from g3align.aligner.cli import common as cli_common
 from g3align.aligner.cli import map as map_cli
 from g3align.aligner.cli import mem as mem_cli
 from g3align.aligner.cli import shard
-from test_mem import g3  # the CLI in a subprocess (pytest puts tests/ on sys.path)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data")

@@ -11,6 +11,7 @@ import subprocess
 
 import numpy as np
 import pytest
+
 from g3align.aligner.mem.smem import collect_intv, smem1
 from g3align.index.fasta import pack_fasta_bytes
 from g3align.index.fm import build_fm, fm_sa, fm_step1

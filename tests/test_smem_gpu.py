@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import cupy_or_none
+
 from g3align.aligner.mem.chain import make_seeds
 from g3align.aligner.mem.gpu import smem as sg
 from g3align.aligner.mem.options import MemOpt

@@ -11,9 +11,9 @@ from __future__ import annotations
 import sys
 
 import click
-from g3align.aligner.cli import startup
 
 from g3align import __version__
+from g3align.aligner.cli import startup
 
 
 @click.group(context_settings={"help_option_names": ["--help"]})

@@ -8,6 +8,7 @@ import threading
 import time
 
 import click
+
 from g3align.aligner.cli import startup, tracing
 from g3align.aligner.cli.startup import device_arg, gpu_machine  # noqa: F401 (the commands take them from here)
 

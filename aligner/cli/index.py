@@ -5,12 +5,12 @@ import os
 import sys
 
 import click
+
+from g3align import jit
 from g3align.aligner.cli.common import (
     G3Error,
     fail,
 )
-
-from g3align import jit
 
 
 @click.command("index")

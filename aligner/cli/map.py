@@ -7,6 +7,8 @@ import sys
 import time
 
 import click
+
+from g3align import __version__, jit
 from g3align.aligner.cli import startup, tracing
 from g3align.aligner.cli.common import (
     G3Error,
@@ -22,8 +24,6 @@ from g3align.aligner.cli.common import (
 )
 from g3align.aligner.cli.index import mm_index_path
 from g3align.aligner.runtime import tune
-
-from g3align import __version__, jit
 
 MAP_USAGE = """Usage: g3align map [options] <target.fa>|<target.g3m> [query.fq] [...]
 

@@ -7,6 +7,8 @@ import sys
 import time
 
 import click
+
+from g3align import jit
 from g3align.aligner.cli import startup, tracing
 from g3align.aligner.cli.common import (
     G3Error,
@@ -22,8 +24,6 @@ from g3align.aligner.cli.common import (
     split_pair,
 )
 from g3align.aligner.runtime import tune
-
-from g3align import jit
 
 
 def _opt(*names, **kw):

@@ -33,6 +33,7 @@ def cupy_compiles_traced():
     import re
 
     from cupy.cuda import compiler
+
     from g3align.aligner import trace_event
     kname = re.compile(r"__global__\s+void\s+(\w+)")
 
@@ -56,6 +57,7 @@ def cupy_allocs_traced(min_s: float = 2e-4):
     seconds (a cudaMalloc or cudaHostAlloc behind it, or a wait for the pool's lock) as a trace event "cuda
     alloc: device" or "cuda alloc: pinned" on the thread that waited for it."""
     import cupy as cp
+
     from g3align.aligner import trace_event
 
     def timed(pool, name):
@@ -75,8 +77,9 @@ def cupy_allocs_traced(min_s: float = 2e-4):
 def _numba_loads_traced():
     """With G3ALIGN_TRACE: every numba dispatcher's load from its cache (or compile: its first call with new
     argument types) as a trace event "numba MODULE.NAME" on the thread that waited for it."""
-    from g3align.aligner import trace_event
     from numba.core.dispatcher import Dispatcher
+
+    from g3align.aligner import trace_event
     compile_ = Dispatcher.compile
 
     def compile_traced(self, sig):

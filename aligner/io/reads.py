@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 import numpy as np
+
 from g3align.aligner import trace_event
 from g3align.aligner.runtime.nbshare import unowned
-
 from g3align.jit import njit
 
 # --------------------------------------------------------------------------------------------------

@@ -328,6 +328,7 @@ class OutputSink:
         import os
 
         import pysam
+
         from g3align.aligner.runtime import stop
         try:
             ref = ["--reference", self._reference] if self._sorted_fmt == "cram" else []

@@ -38,6 +38,7 @@ Memory stays bounded on ultra-long reads: every DP goes through ksw2's banded ke
 one end at a time (at most ``max_sw_mat`` cells, as in minimap2).
 """
 import numpy as np
+
 from g3align.aligner.map.hit import filter_regs, hit_sort, split_reg, squeeze_a
 from g3align.aligner.map.ksw2 import extd2, extz2, gen_simple_mat, ll_i16
 from g3align.aligner.map.lchain import mg_log2
@@ -104,7 +105,6 @@ from g3align.aligner.map.types import (
     f32_bits,
 )
 from g3align.aligner.runtime.nbshare import keep_alive, unowned
-
 from g3align.jit import njit
 
 PARENT_UNSET = -1

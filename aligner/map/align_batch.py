@@ -21,6 +21,7 @@ import time
 from contextlib import contextmanager
 
 import numpy as np
+
 from g3align.aligner.map import align as MA
 from g3align.aligner.map.gpu import ksw2 as KG
 from g3align.aligner.map.ksw2 import gen_simple_mat

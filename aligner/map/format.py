@@ -10,6 +10,7 @@ the binary value (see `put_f4`), so the text is byte-identical to minimap2's.
 import math
 
 import numpy as np
+
 from g3align.aligner.io.textbuf import put_bytes, put_char, put_int, reserve
 from g3align.aligner.map.align import getseq2
 from g3align.aligner.map.types import (
@@ -43,7 +44,6 @@ from g3align.aligner.map.types import (
     TRANS_STRAND,
     bits_f32,
 )
-
 from g3align.jit import njit
 
 # option flags used here (aligner/map/options.py)

@@ -8,6 +8,7 @@ past n are garbage). Functions that delete or reorder regions do it in place and
 minimap2 uses float, double where it mixes in double constants).
 """
 import numpy as np
+
 from g3align.aligner.map.lchain import U32, anchor_span, lo32s, radix_sort_128x, reg_set_coor, to_u64  # noqa: F401 (re-exported)
 from g3align.aligner.map.types import (
     AS,
@@ -50,7 +51,6 @@ from g3align.aligner.map.types import (
     bits_f32,
     f32_bits,
 )
-
 from g3align.jit import njit
 
 PARENT_UNSET = -1

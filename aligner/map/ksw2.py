@@ -22,6 +22,7 @@ its runtime dispatch picks on any x86-64 CPU with SSE4.1), checked against a C h
 original sources (tests/test_ksw2.py, scripts/ksw2_harness.c).
 """
 import numpy as np
+
 from g3align.aligner.map.types import (
     EZ_MAX,
     EZ_MAX_Q,
@@ -43,7 +44,6 @@ from g3align.aligner.map.types import (
     KSW_EZ_SCORE_ONLY,
     KSW_NEG_INF,
 )
-
 from g3align.jit import njit
 
 _NEG_INF = KSW_NEG_INF

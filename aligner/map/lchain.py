@@ -15,6 +15,7 @@ augmented AVL tree (krmq.h), because which of several equal-priority anchors a r
 depends on the tree's shape.
 """
 import numpy as np
+
 from g3align.aligner.map.types import (
     AS,
     BLEN,
@@ -38,7 +39,6 @@ from g3align.aligner.map.types import (
     f32_bits,
 )
 from g3align.aligner.runtime.nbshare import f32_as_u32, keep_alive, u32_as_f32, unowned
-
 from g3align.jit import njit
 
 INT32_MIN = -2147483648

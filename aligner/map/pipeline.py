@@ -23,6 +23,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
 from g3align.aligner import BATCH_END, Progress, lap, log, trace_event
 from g3align.aligner.gpu.pinned import on_stream
 from g3align.aligner.io.reads import base_ranges, frag_offsets
@@ -36,7 +37,6 @@ from g3align.aligner.map.sdust import dust_batch
 from g3align.aligner.map.seed import seed_hits, seed_read
 from g3align.aligner.map.types import CIG_OFF, CNT, NR, QE, QS, REV
 from g3align.aligner.runtime.nbshare import unowned
-
 from g3align.jit import njit
 
 # int options
@@ -588,6 +588,7 @@ class MapAligner:
         if self.device != "gpu" or not (self.batch_seed or self.batch_align) or self._dev_ready:
             return
         import cupy as cp
+
         from g3align.aligner.map.gpu import seed as SG
         from g3align.kernels.loader import get_module
         with self._lock:
@@ -629,6 +630,7 @@ class MapAligner:
         each), with pinned.drain from 1.67 to 1.54 s (3 runs each; docs/BENCHMARKS.md's git history)."""
         if self.device == "gpu" and (self.batch_seed or self.batch_align):
             import cupy as cp
+
             from g3align.aligner.gpu.pinned import reserve_pool
             # non-blocking (flag 1), priority -100: CUDA clamps it to the device's highest; it lives as long as the
             # process (CuPy 14 calls ExternalStream deprecated, in favour of the stream protocol)
@@ -956,6 +958,7 @@ def warm_thread(aligner) -> threading.Thread | None:
     def run():
         try:
             import cupy as cp
+
             from g3align.aligner.gpu.pinned import stage_warm
             stage_warm(MAP_DEPTH)  # the part workers' staging buffers for their transfers (pinned.fetch / put)
             ref = aligner.idx.ref

@@ -23,9 +23,9 @@ map-hifi and sr (options.c), :func:`resolve_mid_occ` the ``mid_occ`` of ``mm_map
 from __future__ import annotations
 
 import numpy as np
+
 from g3align.aligner.map.sdust import dust_segments
 from g3align.index.mmidx import cal_max_occ, mm_idx_get, sketch_into
-
 from g3align.jit import njit
 
 __all__ = [

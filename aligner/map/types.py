@@ -4,8 +4,8 @@ Region matrix columns (one int64 row per minimap2 `mm_reg1_t` + its `mm_extra_t`
 indices, CIGAR op codes and seed flag bits.  Everything here mirrors minimap2 2.24's meaning.
 """
 import numpy as np
-from g3align.aligner.runtime.nbshare import f32_as_u32, u32_as_f32
 
+from g3align.aligner.runtime.nbshare import f32_as_u32, u32_as_f32
 from g3align.jit import njit
 
 # --- region matrix R[n, NR] ---------------------------------------------------------------

@@ -9,12 +9,12 @@ the closest chain at or left of it (`kb_intervalp`) and starts a new chain if it
 equal keys the answer depends on the tree's node layout, so aligner/mem/kbtree.py emulates that B-tree.
 """
 import numpy as np
+
 from g3align.aligner.mem.bns import intv2rid
 from g3align.aligner.mem.kbtree import interval_lower, new_tree, put, traverse
 from g3align.aligner.mem.ksort import introsort
 from g3align.aligner.mem.options import contig_is_alt
 from g3align.index.fm import fm_sa
-
 from g3align.jit import njit
 
 f32 = np.float32  # bwa's ratios are C floats: products are rounded to single precision

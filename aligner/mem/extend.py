@@ -9,10 +9,10 @@ Regions are rows of an int64 matrix `R` (fields below, bwa's mem_alnreg_t); coor
 forward-reverse reference space, half-open: query [QB, QE), reference [RB, RE).
 """
 import numpy as np
+
 from g3align.aligner.mem.bns import clip_to_contig, fetch_seq, get_seq
 from g3align.aligner.mem.ksort import sort_distinct_u64
 from g3align.aligner.mem.ksw import KSW_XSTART, ksw_align2, ksw_extend2
-
 from g3align.jit import njit
 
 # region fields

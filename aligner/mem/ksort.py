@@ -11,8 +11,8 @@ negated, an unsigned 64-bit key with its top bit flipped). Comparisons only read
 indices moves them like the records. One comparator keeps every caller cacheable by numba.
 """
 import numpy as np
-from g3align.aligner.runtime.nbshare import unowned
 
+from g3align.aligner.runtime.nbshare import unowned
 from g3align.jit import njit
 
 

@@ -14,6 +14,7 @@ import math
 from collections import namedtuple
 
 import numpy as np
+
 from g3align.aligner.mem.bns import clip_to_contig, get_seq
 from g3align.aligner.mem.extend import (
     CSUB,
@@ -43,7 +44,6 @@ from g3align.aligner.mem.single import (
     reorder_primary5,
 )
 from g3align.aligner.runtime.nbshare import claim, keep_alive, owned_text, unowned
-
 from g3align.jit import njit
 
 MIN_RATIO = 0.8

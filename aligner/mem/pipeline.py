@@ -20,8 +20,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import g3align.aligner as ag
 import numpy as np
+
+import g3align.aligner as ag
 from g3align.aligner import BATCH_END, add_time, lap, log, trace_event
 from g3align.aligner.io.reads import ReadBatch, base_ranges, bytes_csr, gather_bytes, prefetch, se_chunk_for
 from g3align.aligner.mem.extend import NF
@@ -55,7 +56,6 @@ from g3align.aligner.mem.pair import (
 )
 from g3align.aligner.mem.samout import cg_empty
 from g3align.aligner.mem.single import align_range_se, sam_se_range
-
 from g3align.jit import njit
 
 RANGES_PER_THREAD = 8  # read (or pair) ranges per pool thread in one map call: balance against task overhead

@@ -8,6 +8,7 @@
 All operate on the region matrix R (fields from extend.py) in place, and return the new count.
 """
 import numpy as np
+
 from g3align.aligner.mem.extend import (
     ALT_SC,
     CSUB,
@@ -32,7 +33,6 @@ from g3align.aligner.mem.extend import (
 )
 from g3align.aligner.mem.ksort import introsort
 from g3align.aligner.mem.ksw import gen_cigar2
-
 from g3align.jit import njit
 
 INT_MAX = 2147483647

@@ -6,6 +6,7 @@ buffer, so no per-read Python runs on the output path. CIGAR ops are bwa's (len<
 """
 
 import numpy as np
+
 from g3align.aligner.io.textbuf import put_bytes, put_char, put_fixed3, put_int, reserve
 from g3align.aligner.mem.bns import depos, pos2rid
 from g3align.aligner.mem.extend import (
@@ -27,7 +28,6 @@ from g3align.aligner.mem.ksw import gen_cigar2
 from g3align.aligner.mem.options import F_SOFTCLIP, contig_is_alt
 from g3align.aligner.mem.primary import approx_mapq_se
 from g3align.aligner.runtime.nbshare import unowned
-
 from g3align.jit import njit
 
 MIDSH = np.frombuffer(b"MIDSHN", np.uint8)

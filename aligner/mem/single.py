@@ -9,6 +9,7 @@ Per read it follows bwa's mem_align1_core + mem_reg2sam:
   -> sort_dedup_patch -> mark_primary_se (select.py) -> gen_alt / reg2aln / write_record (samout.py)
 """
 import numpy as np
+
 from g3align.aligner.mem.chain import chain_and_filter, rep_len
 from g3align.aligner.mem.extend import (
     IS_ALT,
@@ -33,7 +34,6 @@ from g3align.aligner.mem.samout import (
 )
 from g3align.aligner.mem.smem import collect_intv
 from g3align.aligner.runtime.nbshare import owned_text, unowned
-
 from g3align.jit import njit
 
 _NO_X = np.zeros((0, XF), np.int64)

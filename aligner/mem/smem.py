@@ -21,9 +21,9 @@ extension of every distinct right end). We use only backward steps:
   overshoots the threshold.
 """
 import numpy as np
+
 from g3align.aligner.mem.ksort import introsort
 from g3align.index.fm import fm_step1, fm_step2
-
 from g3align.jit import njit
 
 

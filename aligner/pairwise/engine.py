@@ -66,6 +66,8 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
+from numba import prange
+
 from g3align.aligner.gpu import pinned
 from g3align.aligner.gpu.device import gpu_available
 from g3align.aligner.pairwise.pwio import (  # noqa: F401
@@ -78,10 +80,8 @@ from g3align.aligner.pairwise.pwio import (  # noqa: F401
     pack2,
     slab_codes,
 )
-from g3align.kernels.loader import fit_shared
-from numba import prange
-
 from g3align.jit import njit
+from g3align.kernels.loader import fit_shared
 
 MODES = {"global": 0, "semiglobal": 1, "local": 2}
 NEG = -0x20000000                 # minus "infinity", as in the kernels
@@ -1257,6 +1257,7 @@ def align_gpu(qc, qoff, tc, toff, mode: int, match, mismatch, go, ge, band, tb, 
     import time
 
     import cupy as cp
+
     from g3align.kernels.loader import get_module
 
     tim = timings if timings is not None else {}

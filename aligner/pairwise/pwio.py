@@ -385,6 +385,7 @@ def device_codes(seqs, what: str = "sequence"):
     """Any input form -> (cupy uint8 codes, numpy int64 offsets) on the current device; host arrays go up through
     their own pages locked in place (host_form, slab_codes), text is translated and checked on the GPU."""
     import cupy as cp
+
     from g3align.aligner.gpu import pinned
     from g3align.kernels.loader import get_module
 
@@ -428,6 +429,7 @@ def device_codes(seqs, what: str = "sequence"):
 def _unpack_on_device(packed, shift: int, n: int):
     """pw_unpack2: n codes from base `shift` of the packed bytes (on the device), as a new CuPy array."""
     import cupy as cp
+
     from g3align.kernels.loader import get_module
 
     codes = cp.empty(n, cp.uint8)

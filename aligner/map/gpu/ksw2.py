@@ -20,9 +20,9 @@ import contextlib
 
 import numba as nb
 import numpy as np
+
 from g3align.aligner.map.ksw2 import extd2
 from g3align.aligner.map.types import EZ_N, KSW_EZ_APPROX_MAX, KSW_EZ_GENERIC_SC, KSW_EZ_SCORE_ONLY
-
 from g3align.jit import njit
 
 (J_Q_OFF, J_Q_LEN, J_Q_MODE, J_T_OFF, J_T_LEN, J_T_MODE, J_W, J_ZDROP, J_END_BONUS, J_FLAG, J_PSET) = range(11)
@@ -177,6 +177,7 @@ def launch_plan(size: np.ndarray, order: np.ndarray, scratch_bytes: int) -> tupl
 def _extd2_gpu(Q, T, jobs, P, grid, block, scratch_bytes, to_host, stats, defines, compact, enter_gate):
     """extd2_batch_gpu's body; enter_gate() (unless None) is called as the launches begin."""
     import cupy as cp
+
     from g3align.aligner import trace_mark
     from g3align.kernels.loader import get_module
 

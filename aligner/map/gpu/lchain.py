@@ -8,8 +8,8 @@ what lchain.dp_scores computes per read; lchain.dp_chains then backtracks each r
 from __future__ import annotations
 
 import numpy as np
-from g3align.aligner.map.lchain import INT32_MIN, anchor_span, comput_sc, dp_limits, dp_scores
 
+from g3align.aligner.map.lchain import INT32_MIN, anchor_span, comput_sc, dp_limits, dp_scores
 from g3align.jit import njit
 
 
@@ -44,6 +44,7 @@ def dp_scores_batch(a, off, mdx, mdy, nseg, bw, max_skip, max_iter, pg, ps, is_c
 def dp_scores_gpu(a, off, mdx, mdy, nseg, bw, max_skip, max_iter, pg, ps, is_cdna, block: int = 64):
     """lchain_dp_kernel on the GPU (host or device inputs) -> (f, p) as numpy arrays."""
     import cupy as cp
+
     from g3align.kernels.loader import get_module
 
     n = int(a.shape[0])
@@ -68,6 +69,7 @@ def dp_scores_gpu_warp(a, off, mdx, mdy, nseg, bw, max_skip, max_iter, pg, ps, i
     """lchain_dp_warp_kernel (a warp per read, reads with the most anchors first) -> (f, p) as numpy arrays;
     the same results as dp_scores_gpu and the twin."""
     import cupy as cp
+
     from g3align.kernels.loader import get_module
 
     n = int(a.shape[0])

@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 import numba as nb
 import numpy as np
+
 from g3align.aligner import trace_mark
 from g3align.aligner.map.seed import (
     MM_F_FOR_ONLY,
@@ -49,9 +50,8 @@ from g3align.aligner.map.seed import (
     seed_mz_flt,
     skip_seed,
 )
-from g3align.kernels.loader import fit_shared
-
 from g3align.jit import njit
+from g3align.kernels.loader import fit_shared
 
 __all__ = ["SeedBatch", "index_to_device", "seed_batch_cpu", "seed_batch_gpu"]
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
-from g3align.index.mmidx import _check_wk, sketch_into
 
+from g3align.index.mmidx import _check_wk, sketch_into
 from g3align.jit import njit
 
 __all__ = ["slot_caps", "sketch_batch_cpu", "sketch_batch_gpu"]
@@ -135,6 +135,7 @@ def sketch_batch_gpu(seq, seq_off, w: int, k: int, is_hpc: bool, cap: int | None
     overflow re-runs).
     """
     import cupy as cp
+
     from g3align.aligner import trace_mark
     from g3align.aligner.gpu.pinned import drain
 

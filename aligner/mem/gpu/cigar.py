@@ -22,9 +22,9 @@ ops or its MD more than CAP_MD bytes: then res = (0, 0, -1, 0) and the row is em
 from __future__ import annotations
 
 import numpy as np
+
 from g3align.aligner.mem.samout import CG_FIELDS, infer_bw, region_cigar
 from g3align.aligner.runtime.nbshare import unowned
-
 from g3align.jit import njit
 
 CAP_CIG = 32  # CIGAR ops of a computed row (a 150 bp read has 1-5)
@@ -180,6 +180,7 @@ def cigar_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, keys, j_read, block
     """cigar_jobs_cpu on the GPU (kernels/memcigar.cu, one thread per job): jobs in consecutive chunks whose
     DP scratch fits ws_bytes; the slots compacted on the GPU; host arrays out, equal to the twin's."""
     import cupy as cp
+
     from g3align.aligner.mem.gpu.stage import to_device, to_host
     from g3align.kernels.loader import get_module
 

@@ -21,10 +21,10 @@ from collections import namedtuple
 
 import numba as nb
 import numpy as np
+
 from g3align.aligner.mem.bns import intv2rid
 from g3align.aligner.mem.smem import collect_intv
 from g3align.index.fm import fm_sa
-
 from g3align.jit import njit
 
 __all__ = [

@@ -22,12 +22,12 @@ The batch's chain state travels as one tuple `pre` (see PRE_FIELDS), CSR over re
 from __future__ import annotations
 
 import numpy as np
+
 from g3align.aligner.gpu.pinned import empty_pinned, pinned_class, to_device, to_host, upload_large  # noqa: F401
 from g3align.aligner.mem.bns import get_seq
 from g3align.aligner.mem.chain import chain_seeds, rep_len
 from g3align.aligner.mem.extend import XF, chain_window, ext_seed, flt_chained_seeds
 from g3align.aligner.runtime.nbshare import unowned
-
 from g3align.jit import njit
 
 # s_off: read r's seeds are [s_off[r], s_off[r+1]) of s_rbeg/s_qbeg/s_len/s_score;
@@ -247,6 +247,7 @@ def ext_shared_geometry(lmax: int, mx: int, block: int | None = None, cap: int |
 
 def _ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_bytes, to_host):
     import cupy as cp
+
     from g3align.kernels.loader import get_module
 
     n = int(jobs[0].shape[0])
@@ -284,6 +285,7 @@ def _ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_byte
 def rep_len_gpu(mb, me, ms, off, max_occ, block: int = 128):
     """rep_len per read on the GPU (device int64 CSR intervals) -> device int64[n]."""
     import cupy as cp
+
     from g3align.kernels.loader import get_module
 
     n = int(off.shape[0]) - 1
@@ -332,6 +334,7 @@ SW_WARP_MAX = 256  # longest mate for mem_sw_warp<C> (32 lanes x C <= 8 padded q
 
 def _rescue_sw_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_bytes, to_host, warp=True):
     import cupy as cp
+
     from g3align.kernels.loader import get_module
 
     if opt.o_ins <= 0:
@@ -437,6 +440,7 @@ def chain_gpu(opt, mat, offsets, l_pac, pac, seq, seq_off, seq_off_d, seeds_d, r
     read_base), the same as chain_range + assemble. host_seeds: host copies of (s_off, s_rbeg, s_qbeg, s_len) when
     the caller has them."""
     import cupy as cp
+
     from g3align.kernels.loader import get_module
 
     s_rbeg, s_qbeg, s_len, s_rid, s_off = seeds_d
