@@ -351,7 +351,7 @@ def sketch(codes, w, k, rid, is_hpc):
     return out[:n].copy()
 
 
-def _check_wk(w: int, k: int):
+def check_wk(w: int, k: int):
     if not (0 < w < 256) or not (0 < k <= 28):
         raise ValueError(f"minimizer parameters out of range: need 0 < w < 256 and 0 < k <= 28 (w={w}, k={k})")
 
@@ -645,7 +645,7 @@ class MMIndex:
 
 def build_mm_index(ref: MMRef, k: int, w: int, is_hpc: bool, bucket_bits: int = 14) -> MMIndex:
     """Index all contigs of ``ref`` (minimap2 ``mm_idx_gen`` in one batch; -I is not emulated)."""
-    _check_wk(w, k)
+    check_wk(w, k)
     b = int(bucket_bits)
     if k * 2 < b:
         b = k * 2

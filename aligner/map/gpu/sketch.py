@@ -20,7 +20,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from g3align.index.mmidx import _check_wk, sketch_into
+from g3align.index.mmidx import check_wk, sketch_into
 from g3align.jit import njit
 
 __all__ = ["slot_caps", "sketch_batch_cpu", "sketch_batch_gpu"]
@@ -84,7 +84,7 @@ def sketch_batch_cpu(seq, seq_off, w: int, k: int, is_hpc: bool, cap: int | None
 
     ``cap`` (tests) bounds the pass-1 slots to force the overflow path.
     """
-    _check_wk(w, k)
+    check_wk(w, k)
     seq = np.ascontiguousarray(seq, np.uint8)
     seq_off = np.ascontiguousarray(seq_off, np.int64)
     n = seq_off.shape[0] - 1
@@ -140,7 +140,7 @@ def sketch_batch_gpu(seq, seq_off, w: int, k: int, is_hpc: bool, cap: int | None
     from g3align.aligner.gpu.pinned import drain
 
     trace_mark(None)
-    _check_wk(w, k)
+    check_wk(w, k)
     mod = _module(w, k, is_hpc)
     f_sketch = mod.get_function("mm_sketch")
     f_compact = mod.get_function("mm_compact")
