@@ -53,7 +53,7 @@ def _pkg_dirs() -> dict:
             for loc in (spec.submodule_search_locations or []) if spec else []:
                 root = os.path.realpath(loc)
                 short = name.removeprefix("g3align.")
-                for d, subs, fs in sorted(os.walk(root)):
+                for d, subs, fs in os.walk(root):  # (pruned as it goes: subs is edited in place)
                     # g3align's own folder holds the others in an install: each is walked from its own root
                     subs[:] = [] if name == "g3align" else sorted(s for s in subs if not s.startswith((".", "_")))
                     if "__init__.py" in fs:

@@ -1,6 +1,7 @@
 """g3align/jit.py: the per-user cache keyed by the source tree, call typing without literal specializations, the
 compile note; an install laid out read-only reuses the cache (no compile in every process)."""
 import gzip
+import json
 import os
 import shutil
 import subprocess
@@ -30,21 +31,39 @@ def test_cache_dir_is_per_user_and_keyed_by_the_tree(monkeypatch, tmp_path):
 
 def test_tree_hash_follows_every_source_file(monkeypatch, tmp_path):
     """Same bytes anywhere -> same hash (a copy elsewhere shares the cache); an edit to any file -> a new hash."""
-    dirs = []
-    for d in jit._pkg_dirs():
-        dst = tmp_path / "a" / Path(d).name
-        shutil.copytree(d, dst, ignore=shutil.ignore_patterns("__pycache__"))
-        dirs.append(str(dst))
-    monkeypatch.setattr(jit, "_dirs", tuple(dirs))
+    dirs = {}
+    for d, short in jit._pkg_dirs().items():
+        dst = tmp_path / "a" / short
+        dst.mkdir(parents=True)
+        for p in Path(d).glob("*.py"):
+            shutil.copy(p, dst / p.name)
+        dirs[str(dst)] = short
+    monkeypatch.setattr(jit, "_dirs", dirs)
     monkeypatch.setattr(jit, "_tree", None)
     h0 = jit.tree_hash()
-    os.utime(Path(dirs[-1]) / sorted(os.listdir(dirs[-1]))[0], (0, 0))  # a new mtime alone changes nothing
+    index = tmp_path / "a" / "index"
+    os.utime(index / "fm.py", (0, 0))  # a new mtime alone changes nothing
     monkeypatch.setattr(jit, "_tree", None)
     assert jit.tree_hash() == h0
-    victim = Path(dirs[-1]) / "fm.py" if (Path(dirs[-1]) / "fm.py").exists() else next(Path(dirs[-1]).glob("*.py"))
-    victim.write_text(victim.read_text() + "\n# an edit\n")
+    (index / "fm.py").write_text((index / "fm.py").read_text() + "\n# an edit\n")
     monkeypatch.setattr(jit, "_tree", None)
     assert jit.tree_hash() != h0
+
+
+def test_installed_layout_has_the_source_tree_hash(tmp_path):
+    """pip installs aligner/, index/ and kernels/ inside g3align/ (pyproject's package-dir map): the same packages
+    and sub-packages, by the same short names, so the same hash as the source tree (what lets a wheel's shipped
+    kernels, made in its build directory, serve an install)."""
+    site = tmp_path / "site"
+    _install_copy(site)
+    code = ("import json; from g3align import jit; "
+            "print(json.dumps([sorted(jit._pkg_dirs().values()), jit.tree_hash(), jit.__file__]))")
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(site)), cwd="/",
+                       capture_output=True, text=True, check=True)
+    names, tree, where = json.loads(r.stdout)
+    assert where.startswith(str(site))
+    assert names == sorted(jit._pkg_dirs().values()) and "aligner.mem.gpu" in names
+    assert tree == jit.tree_hash()
 
 
 def test_portable_target_where_asked_or_shipped():

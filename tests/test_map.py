@@ -424,7 +424,7 @@ def test_u_to_t_copies_only_rna_reads():
 def test_gpu_map_does_not_import_cupyx(tmp_path):
     """CuPy imports cupyx.scipy.special (and cupyx's sparse modules) at the first NumPy-ufunc override, i.e. the first
     operator between a CuPy array and a Python number (`a > 0`, `a * 2`): 0.27-0.46 s in the first part's seeding
-    (scripts/cupy_startup_probe.py). `map --device gpu` avoids it."""
+    on the GPU box. `map --device gpu` avoids it."""
     from conftest import run_spying_cupyx
     r = run_spying_cupyx("from g3align.aligner.cli.map import _run_map\n"
                          f"_run_map(['-ax', 'map-pb', '--device', 'gpu', '-o', {str(tmp_path / 'o.sam')!r}, "

@@ -453,7 +453,7 @@ def test_trace_and_broken_pipe(lambda_index, tmp_path):
 def test_gpu_mem_does_not_import_cupyx(lambda_index, tmp_path, mode):
     """mem's twin of test_map.py's test_gpu_map_does_not_import_cupyx: CuPy imports cupyx.scipy.special at the
     first NumPy-ufunc override, i.e. the first operator between a CuPy array and a Python number (`a > 0`,
-    `a + 1`): a few tenths of a second (scripts/cupy_startup_probe.py). `mem --device gpu` (seeding, chaining,
+    `a + 1`): a few tenths of a second on the GPU box. `mem --device gpu` (seeding, chaining,
     extension, traceback, mate rescue) uses CuPy functions instead."""
     reads = [os.path.join(DATA, "lambda_R1.fq.gz")] + ([os.path.join(DATA, "lambda_R2.fq.gz")] if mode == "pe" else [])
     out = tmp_path / "o.sam"

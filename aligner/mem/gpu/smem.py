@@ -182,7 +182,7 @@ def _cpu_seed_pos(fm, offsets, l_pac, mb, me, mk, ms, occ_off, max_occ, s_rbeg, 
 
 def _filter_rid(s_rbeg, s_qbeg, s_len, s_rid, occ_off, off, xp):
     # xp functions, not operators with a Python number: with CuPy arrays those go through NumPy's ufunc
-    # override, whose first call imports cupyx.scipy.special (scripts/cupy_startup_probe.py)
+    # override, whose first call imports cupyx.scipy.special (tests/test_mem.py test_gpu_mem_does_not_import_cupyx)
     keep = xp.greater_equal(s_rid, 0)
     ks = xp.zeros(keep.shape[0] + 1, np.int64)
     xp.cumsum(keep.astype(np.int64), out=ks[1:])

@@ -257,7 +257,7 @@ def _ext_jobs_gpu(opt, mat, pac_d, l_pac, seq_d, seq_off_d, jobs, block, ws_byte
     jd = [cp.asarray(a, dtype=cp.int64) for a in jobs]
     j_read, j_sl = jd[0], jd[3]
     # CuPy functions, not operators with a Python number (`j_read + 1`): those go through NumPy's ufunc
-    # override, whose first call imports cupyx.scipy.special (scripts/cupy_startup_probe.py)
+    # override, whose first call imports cupyx.scipy.special (tests/test_mem.py test_gpu_mem_does_not_import_cupyx)
     rl = (seq_off_d[cp.add(j_read, 1)] - seq_off_d[j_read]).astype(cp.int64)
     # warps of jobs with similar work: most query bases to extend first (left + right of the seed)
     order = cp.argsort(j_sl - rl, kind="stable").astype(cp.int64)
