@@ -10,7 +10,6 @@ import time
 import click
 
 from g3align.aligner.cli import startup, tracing
-from g3align.aligner.cli.startup import device_arg, gpu_machine  # noqa: F401 (the commands take them from here)
 
 
 class G3Error(Exception):
@@ -152,12 +151,15 @@ def start_gpu() -> bool:
     from g3align.aligner.gpu.device import gpu_available
     if not gpu_available():
         return False
-    import g3align.aligner as ag
-    if ag.TRACE is not None:
-        tracing.cupy_compiles_traced()
-        tracing.cupy_allocs_traced()
-    from g3align.kernels.loader import cupy_compile_once  # after the tracing: its events are then the builds
-    cupy_compile_once()
+    try:
+        import g3align.aligner as ag
+        if ag.TRACE is not None:
+            tracing.cupy_compiles_traced()
+            tracing.cupy_allocs_traced()
+        from g3align.kernels.loader import cupy_compile_once  # after the tracing: its events are then the builds
+        cupy_compile_once()
+    except Exception:  # a CuPy that cannot be set up counts as no GPU (auto then runs on the CPU), as before
+        return False
     return True
 
 

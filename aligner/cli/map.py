@@ -14,15 +14,14 @@ from g3align.aligner.cli.common import (
     G3Error,
     check_sort,
     cram_reference,
-    device_arg,
     fail,
-    gpu_machine,
     gpu_workers,
     in_background,
     pick_device,
     shard_run,
 )
 from g3align.aligner.cli.index import mm_index_path
+from g3align.aligner.cli.startup import device_arg, gpu_machine
 from g3align.aligner.runtime import tune
 
 MAP_USAGE = """Usage: g3align map [options] <target.fa>|<target.g3m> [query.fq] [...]

@@ -15,7 +15,6 @@ from g3align.aligner.cli.common import (
     check_sort,
     cram_reference,
     fail,
-    gpu_machine,
     gpu_workers,
     in_background,
     mark,
@@ -23,6 +22,7 @@ from g3align.aligner.cli.common import (
     shard_run,
     split_pair,
 )
+from g3align.aligner.cli.startup import gpu_machine
 from g3align.aligner.runtime import tune
 
 
