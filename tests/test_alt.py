@@ -208,12 +208,8 @@ def test_alt_on_g3align_index_and_gpu(altref):
     want = subprocess.run(["bwa", "mem", str(fa), *reads], capture_output=True, check=True).stdout
     got, _ = _g3([prefix, *reads])
     assert _body(got) == _body(want)
-    try:
-        import cupy
-        gpu = cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        gpu = False
-    if gpu:
+    from g3align.aligner.gpu.device import gpu_available
+    if gpu_available():
         for rs in (reads, reads[:1]):
             g, _ = _g3([prefix, *rs], device="gpu")
             c, _ = _g3([prefix, *rs], device="cpu")

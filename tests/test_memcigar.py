@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import cupy_or_none
 from test_memstage import VARIANTS, _opt, _per_read_sam, _run, _Sink, make_data
 
 from g3align.aligner.mem.extend import QB, QE, RB, RE, TRUESC
@@ -278,19 +279,10 @@ def test_nvcc_compiles(nvcc_spill_free):
 # 4. GPU
 # ------------------------------------------------------------------------------------------------
 
-def _gpu():
-    cp = pytest.importorskip("cupy")
-    try:
-        if cp.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no GPU")
-    except cp.cuda.runtime.CUDARuntimeError:
-        pytest.skip("no GPU")
-    return cp
-
-
+@pytest.mark.gpu
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_gpu_equals_twin(data, variant):
-    cp = _gpu()
+    cp = cupy_or_none()
     al, seq, seq_off, keys, j_read = _jobs(data, variant)
     want = mc.cigar_jobs_cpu(al.params, al.mat, al.l_pac, al.pac, seq, seq_off, keys, j_read)
     for ws_bytes in (256 << 20, 1 << 16):  # one chunk; many chunks
@@ -300,8 +292,8 @@ def test_gpu_equals_twin(data, variant):
             np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.gpu
 def test_gpu_sam_equals_per_read(data):
-    _gpu()
     want = _per_read_sam(data, "default", "pe")
     al = MemAligner(data["ref"], data["fm"], _opt("default"), device="gpu")
     assert _run(al, data, "pe") == want
@@ -330,10 +322,11 @@ def test_run_mem_se_staged(data):
 @pytest.mark.parametrize("shape,dtype,chunk", [((0,), np.uint8, 1 << 16), ((1000,), np.uint8, 1 << 16),
                                                 ((300_001, 3), np.uint32, 1 << 16), ((5_000_000,), np.int64, 1 << 20),
                                                 ((2_000_003,), np.uint8, 16 << 20)])
+@pytest.mark.gpu
 def test_gpu_upload_large(shape, dtype, chunk):
     """memstage.upload_large (the index at start-up): the same bytes on the device, for sizes below, at and
     across the pinned pieces."""
-    cp = _gpu()
+    cp = cupy_or_none()
     from g3align.aligner.mem.gpu.stage import upload_large
 
     a = np.random.default_rng(1).integers(0, 1 << 31, shape).astype(dtype)
