@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from g3align import jit
-from g3align.aligner.cli import warmup
+from g3align.aligner.cli import warmup_plan as warmup
 
 
 def job_of(args: list[str]) -> str:

@@ -1,6 +1,7 @@
 """The `g3align` command line, one module per subcommand: index.py, mem.py, map.py, align.py (the pairwise engine),
 compare.py, warmup.py; common.py holds what they share, startup.py the process's fast start and exit, tracing.py
-G3ALIGN_TRACE, and shard.py the runs of mem and map over several workers (--gpus, --scheduler).
+G3ALIGN_TRACE, shard.py the runs of mem and map over several workers (--gpus, --scheduler), and warmup_plan.py
+warmup's data and runs. Every module here is imported at each start; what a command alone needs it imports inside.
 
 Conventions follow bwa and minimap2: SAM to stdout, logs to stderr, `-` for stdin, gzip input accepted. Every
 expected failure (bad input, bad index, bad option) ends with one `[E::g3align] ...` line and exit 1.
