@@ -43,9 +43,10 @@ class _Progress:
 
 
 def build_index(fasta_path, prefix=None, sa_intv: int = 8, progress: bool = True,
-                bwa_files: bool = False) -> str:
+                bwa_files: bool = False, device: str = "cpu") -> str:
     """Build the g3align index of ``fasta_path`` into ``PREFIX.g3i`` (default prefix: the FASTA path); with
     ``bwa_files`` also bwa's PREFIX.{pac,ann,amb,bwt,sa}, byte for byte as `bwa index` writes them (bwafmt.py).
+    ``device``: "cpu" (divsufsort) or "gpu" (index/sufsort.py's bucket sort); the files are the same bytes.
 
     Returns the index file path. Raises ``FastaFormatError`` (a ValueError) for unusable FASTA input.
     """
@@ -69,19 +70,28 @@ def build_index(fasta_path, prefix=None, sa_intv: int = 8, progress: bool = True
         if done == total and stage in stage_t:
             if stage == "occ":
                 bar.close()
-            _log(f"{_STAGE_NAMES.get(stage, stage)} done in {time.perf_counter() - stage_t.pop(stage):.2f} s")
+            name = _STAGE_NAMES.get(stage, stage)
+            if stage == "sa" and device == "gpu":
+                name = "suffix sorting (GPU buckets)"
+            _log(f"{name} done in {time.perf_counter() - stage_t.pop(stage):.2f} s")
 
-    def bwa_index_files(T, SA):
-        from g3align.index.bwafmt import write_bwa_index
+    def bwa_index_files(rows):
+        from g3align.index.bwafmt import write_bwa_rows
         t = time.perf_counter()
-        write_bwa_index(prefix, ref, T, SA)
+        write_bwa_rows(prefix, ref, rows)
         _log(f"wrote bwa's index files {prefix}.{{pac,ann,amb,bwt,sa}} in {time.perf_counter() - t:.2f} s")
 
     t = time.perf_counter()
+    stats = []
     try:
-        fm = build_fm(ref.pac, sa_intv=sa_intv, progress=prog, with_sa=bwa_index_files if bwa_files else None)
+        fm = build_fm(ref.pac, sa_intv=sa_intv, progress=prog, with_rows=bwa_index_files if bwa_files else None,
+                      device=device, stats=stats)
     finally:
         bar.close()
+    if stats:
+        _log(f"suffixes sorted on the GPU in {len(stats)} chunk(s) of up to {max(s[0] for s in stats)}, "
+             f"{max(len(s[2]) for s in stats) + 1} rounds at most, "
+             f"{sum(s[1] for s in stats):.2f} s (chunks: {', '.join(f'{s[1]:.2f}' for s in stats)} s)")
     _log(f"FM-index of {fm.n} bp (both strands) built in {time.perf_counter() - t:.2f} s "
          f"(sa_intv={sa_intv}, primary={fm.primary})")
 

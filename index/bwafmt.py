@@ -26,22 +26,33 @@ SA_INTV = 32          # `bwa index`'s suffix array sampling
 def write_bwa_index(prefix: str, ref: Reference, T: np.ndarray | None = None, SA: np.ndarray | None = None) -> None:
     """PREFIX.{pac,ann,amb,bwt,sa} as `bwa index` writes them for the FASTA that `ref` was read from. T / SA: the
     text (forward + reverse complement codes) and its suffix array, when the caller has them already."""
-    write_pac(prefix, ref.pac)
-    write_ann_amb(prefix, ref)
+    from g3align.index.fm import rows_from_sa
     if T is None:
         T = build_text(ref.pac)
     if SA is None:
         SA = suffix_array(T)
-    primary, l2, words = bwt_words(T, SA)
+    write_bwa_rows(prefix, ref, rows_from_sa(T, SA, 5))
+
+
+def write_bwa_rows(prefix: str, ref: Reference, rows) -> None:
+    """bwa's five files from the sorted rows of the index (sufsort.Rows: pair codes and SA samples every 32 rows or
+    more often), as index/sufsort.py or fm.rows_from_sa give them."""
+    if rows.shift > 5:
+        raise ValueError("bwa's .sa needs the suffix array every 32 rows")
+    write_pac(prefix, ref.pac)
+    write_ann_amb(prefix, ref)
+    n = int(rows.codes.shape[0]) - 1
+    primary = int(rows.primary)
+    l2, words = bwt_words(rows.codes, primary)
     head = np.array([primary, *l2[1:]], np.uint64).tobytes()
     with open(prefix + ".bwt", "wb") as f:
         f.write(head)
-        f.write(words.astype("<u4").tobytes())
-    n = int(T.size)
+        words.astype("<u4", copy=False).tofile(f)
     with open(prefix + ".sa", "wb") as f:
         f.write(head)
         f.write(np.array([SA_INTV, n], np.uint64).tobytes())
-        f.write(np.asarray(SA[SA_INTV - 1::SA_INTV], dtype="<u8").tobytes())   # rows 32, 64, ... (row 0 left out)
+        # rows 32, 64, ... (row 0 left out)
+        np.ascontiguousarray(rows.samples[1 << (5 - rows.shift)::1 << (5 - rows.shift)], dtype="<u8").tofile(f)
 
 
 def write_pac(prefix: str, pac: np.ndarray) -> None:
@@ -77,46 +88,57 @@ def write_ann_amb(prefix: str, ref: Reference) -> None:
         f.write(b"".join(amb))
 
 
-def bwt_words(T: np.ndarray, SA: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
-    """(primary, L2[0..4], the uint32 words of .bwt after its header): for every 128 bases of the BWT ('$' left
-    out), the counts of A, C, G, T before them (4 uint64 as 8 uint32), then the bases, 16 a word, the first in the
-    high bits; a last count entry at the end."""
-    n = int(T.size)
-    full = np.empty(n + 1, np.uint8)
-    full[0] = T[n - 1]
-    full[1:] = T[SA - 1]            # SA == 0 reads T[-1]: that row is the primary, dropped next
-    primary = int(np.flatnonzero(SA == 0)[0]) + 1
-    B = np.delete(full, primary)
-    cnt = np.bincount(B, minlength=4).astype(np.int64)
-    l2 = np.zeros(5, np.int64)
-    l2[1:] = np.cumsum(cnt)
-    # the bases, 16 a word
-    pad = np.zeros((-n) % 16, np.uint8)
-    b16 = np.concatenate([B, pad]).reshape(-1, 16).astype(np.uint32)
-    words = np.zeros(b16.shape[0], np.uint32)
-    for j in range(16):
-        words |= b16[:, j] << np.uint32(30 - 2 * j)
-    # counts before each 128-base block, then the final counts
+def bwt_words(codes: np.ndarray, primary: int) -> tuple[np.ndarray, np.ndarray]:
+    """(L2[0..4], the uint32 words of .bwt after its header) from every row's pair code (fm.py; its low two bits
+    are the BWT base, the primary row's '$' is left out): for every 128 bases of the BWT, the counts of A, C, G, T
+    before them (4 uint64 as 8 uint32), then the bases, 16 a word, the first in the high bits; a last count entry
+    at the end."""
+    n = int(codes.shape[0]) - 1
     nblk = (n + OCC_INTERVAL - 1) // OCC_INTERVAL
-    by_blk = np.concatenate([B, np.full((-n) % OCC_INTERVAL, 4, np.uint8)]).reshape(nblk, OCC_INTERVAL)
+    own = np.zeros((nblk + 1, 4), np.int64)
+    _block_counts(codes, np.int64(primary), own)
     before = np.zeros((nblk + 1, 4), np.int64)
-    for c in range(4):
-        np.cumsum(np.count_nonzero(by_blk == c, axis=1), out=before[1:, c])
-    cnt_words = before.astype("<u8").view("<u4").reshape(nblk + 1, 8)
-    wpb = OCC_INTERVAL // 16
-    out = np.empty(8 * (nblk + 1) + words.size, np.uint32)
-    full_blk = words.size // wpb                   # blocks with all 8 words (the last may have fewer)
-    body = out[:full_blk * (8 + wpb)].reshape(full_blk, 8 + wpb)
-    body[:, :8] = cnt_words[:full_blk]
-    body[:, 8:] = words[:full_blk * wpb].reshape(full_blk, wpb)
-    k = full_blk * (8 + wpb)
-    for i in range(full_blk, nblk):                # a last, partial block
-        rest = words[i * wpb:]
-        out[k:k + 8] = cnt_words[i]
-        out[k + 8:k + 8 + rest.size] = rest
-        k += 8 + rest.size
-    out[k:k + 8] = cnt_words[nblk]
-    return primary, l2, out
+    np.cumsum(own[:nblk], axis=0, out=before[1:])
+    out = np.empty(8 * (nblk + 1) + (n + 15) // 16, np.uint32)
+    _bwt_body(codes, np.int64(primary), before, out)
+    l2 = np.zeros(5, np.int64)
+    l2[1:] = np.cumsum(before[nblk])
+    return l2, out
+
+
+@njit(cache=True, inline="always")
+def _bwt_base(codes, primary, i):
+    """Base i of the BWT without its '$' (row i, or row i + 1 from the primary row on)."""
+    return codes[i + 1 if i >= primary else i] & 3
+
+
+@njit(cache=True, parallel=True)
+def _block_counts(codes, primary, own):
+    n = codes.shape[0] - 1
+    for b in prange(own.shape[0] - 1):
+        for i in range(b * 128, min(n, (b + 1) * 128)):
+            own[b, _bwt_base(codes, primary, i)] += 1
+
+
+@njit(cache=True, parallel=True)
+def _bwt_body(codes, primary, before, out):
+    """.bwt's words: block b at 16 * b words (8 count words, then 8 words of 16 bases; the last block may have
+    fewer), the final counts in the last 8 words."""
+    n = codes.shape[0] - 1
+    nblk = before.shape[0] - 1
+    for b in prange(nblk + 1):
+        base = b * 16 if b < nblk else out.shape[0] - 8
+        for c in range(4):
+            v = np.uint64(before[b, c])
+            out[base + 2 * c] = np.uint32(v & np.uint64(0xFFFFFFFF))
+            out[base + 2 * c + 1] = np.uint32(v >> np.uint64(32))
+        nw = 0 if b == nblk else min(8, (n - b * 128 + 15) // 16)
+        for j in range(nw):
+            i0 = b * 128 + 16 * j
+            w = np.uint32(0)
+            for k in range(min(16, n - i0)):
+                w |= np.uint32(_bwt_base(codes, primary, i0 + k)) << np.uint32(30 - 2 * k)
+            out[base + 8 + j] = w
 
 
 # ------------------------------------------------------------------------------------------------

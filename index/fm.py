@@ -459,19 +459,24 @@ def suffix_array(T: np.ndarray) -> np.ndarray:
 
 
 def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None = None,
-             with_sa=None) -> FMIndex:
+             with_sa=None, device: str = "cpu", with_rows=None, stats=None) -> FMIndex:
     """Build the FM-index of ``pac + revcomp(pac)``.
 
     ``progress``: optional callable ``progress(stage: str, done: int, total: int)`` called as work
     advances (stages ``"text"``, ``"sa"``, ``"occ"``, ``"sample"``). ``wide``: force the uint64
-    table layout (default: only when ``n + 1 >= 2**32``; forcing it is for tests). ``with_sa``: optional
-    callable ``with_sa(T, SA)`` given the text and its whole suffix array before only the samples are kept
-    (bwa's index files are written from them).
+    table layout (default: only when ``n + 1 >= 2**32``; forcing it is for tests). ``device``: "cpu" sorts the
+    suffixes with divsufsort (the whole suffix array in memory); "gpu" by buckets on the GPU (index/sufsort.py,
+    never the whole suffix array; the same index). ``with_sa``: optional callable ``with_sa(T, SA)`` given the
+    text and its whole suffix array before only the samples are kept (CPU); ``with_rows``: optional callable given
+    the sorted rows (sufsort.Rows, sampled every min(sa_intv, 32) rows) on either device (bwa's index files are
+    written from either). ``stats``: a list that receives sufsort.sort_rows' chunk statistics (GPU).
     """
     pac = np.asarray(pac, dtype=np.uint8)
     if pac.shape[0] < 1:
         raise ValueError("cannot build an FM-index of an empty reference")
     sa_shift = _log2_pow2(int(sa_intv), "sa_intv")
+    if device == "gpu":
+        return _build_fm_rows(pac, sa_shift, progress, wide, with_rows, "gpu", stats=stats)
 
     def _p(stage, done, total):
         if progress is not None:
@@ -502,12 +507,60 @@ def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None
     sa[1:] = SA[intv - 1::intv]
     if with_sa is not None:
         with_sa(T, SA)
+    if with_rows is not None:
+        with_rows(rows_from_sa(T, SA, min(sa_shift, 5)))
     del SA
     _p("sample", 1, 1)
     bc = _base_counts(T)
     last = int(T[n - 1])
     del T
     return _assemble(n, int(pac.shape[0]), primary, row_sa1, t0, last, bc, counts, occ, wide, sa, sa_shift)
+
+
+def rows_from_sa(T: np.ndarray, SA: np.ndarray, shift: int):
+    """sufsort.Rows (every row's pair code, SA every 1 << shift rows) from a text and its whole suffix array."""
+    from g3align.index.sufsort import Rows
+    n = int(T.shape[0])
+    codes = np.empty(n + 1, np.uint8)
+    specials = np.full(2, -1, np.int64)
+    _codes_sa(T, SA, np.int64(n), np.int64(0), np.int64(n + 1), codes, specials)
+    samples = np.empty((n >> shift) + 1, np.uint64)
+    samples[0] = n
+    samples[1:] = SA[(1 << shift) - 1::1 << shift]
+    return Rows(codes=codes, samples=samples, shift=int(shift), primary=int(specials[0]), row_sa1=int(specials[1]))
+
+
+def _build_fm_rows(pac, sa_shift, progress, wide, with_rows, device, cap=None, stats=None) -> FMIndex:
+    """build_fm from index/sufsort.py's bucket sort on ``device`` (gpu; cpu, its numba twin, for the tests), then
+    the same occurrence table."""
+    from g3align.index.sufsort import sort_rows
+
+    def _p(stage, done, total):
+        if progress is not None:
+            progress(stage, done, total)
+
+    n = 2 * int(pac.shape[0])
+    wide = 1 if (n + 1 >= (1 << 32) or wide) else 0
+    emit = min(sa_shift, 5) if with_rows is not None else sa_shift
+    _p("sa", 0, 1)
+    rows = sort_rows(pac, emit, device=device, cap=cap, stats=stats)
+    _p("sa", 1, 1)
+
+    def codes_for(r0, r1, codes, specials, all_codes=rows.codes, sp=(rows.primary, rows.row_sa1)):
+        codes[:r1 - r0] = all_codes[r0:r1]
+        specials[0], specials[1] = sp
+
+    occ, counts, primary, row_sa1 = _occ_table(n, wide, codes_for, lambda b1, nb: _p("occ", b1, nb))
+    _p("sample", 0, 1)
+    sa = np.ascontiguousarray(rows.samples[::1 << (sa_shift - emit)], dtype=occ.dtype)
+    if with_rows is not None:
+        with_rows(rows)
+    del rows, codes_for
+    _p("sample", 1, 1)
+    cnt = _base_counts(pac)
+    bc = cnt + cnt[::-1]               # T's bases: pac's and their complements
+    t0 = int(pac[0])
+    return _assemble(n, int(pac.shape[0]), primary, row_sa1, t0, 3 - t0, bc, counts, occ, wide, sa, sa_shift)
 
 
 def occ_stride(wide) -> int:

@@ -10,7 +10,9 @@ from g3align import jit
 from g3align.aligner.cli.common import (
     G3Error,
     fail,
+    pick_device,
 )
+from g3align.aligner.cli.startup import gpu_machine
 
 
 @click.command("index")
@@ -22,8 +24,11 @@ from g3align.aligner.cli.common import (
 @click.option("--no-fm", is_flag=True, help="skip the FM-index (only with -x)")
 @click.option("--bwa", "bwa_files", is_flag=True,
               help="also write bwa's index files (PREFIX.amb .ann .bwt .pac .sa, as `bwa index` writes them)")
+@click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
+              help="where the suffixes are sorted: gpu (buckets, kernels/sufsort.cu), cpu (divsufsort), auto (the GPU "
+                   "when there is one); the index is the same bytes")
 @click.argument("fasta")
-def index_cmd(fasta, prefix, sa_intv, presets, no_fm, bwa_files):
+def index_cmd(fasta, prefix, sa_intv, presets, no_fm, bwa_files, device):
     """Build the FM-index (double-step occurrence tables) of FASTA[.gz] for `mem`, and with -x the
     minimizer indexes for `map`."""
     from g3align.index.build import build_index
@@ -40,7 +45,11 @@ def index_cmd(fasta, prefix, sa_intv, presets, no_fm, bwa_files):
         if os.path.exists(fasta):
             jit.precompile("index")
         if not no_fm:
-            build_index(fasta, prefix, sa_intv=sa_intv, progress=sys.stderr.isatty(), bwa_files=bwa_files)
+            dev = pick_device(device, 1, "index") if gpu_machine(device) else "cpu"
+            if device == "gpu" and dev != "gpu":
+                raise G3Error("--device gpu: no CUDA device visible to CuPy (install g3align[cuda12] or [cuda13])")
+            build_index(fasta, prefix, sa_intv=sa_intv, progress=sys.stderr.isatty(), bwa_files=bwa_files,
+                        device=dev)
         elif bwa_files:
             raise G3Error("--bwa needs the FM-index (drop --no-fm)")
         if presets:
