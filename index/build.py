@@ -89,9 +89,11 @@ def build_index(fasta_path, prefix=None, sa_intv: int = 8, progress: bool = True
     finally:
         bar.close()
     if stats:
-        _log(f"suffixes sorted on the GPU in {len(stats)} chunk(s) of up to {max(s[0] for s in stats)}, "
-             f"{max(len(s[2]) for s in stats) + 1} rounds at most, "
-             f"{sum(s[1] for s in stats):.2f} s (chunks: {', '.join(f'{s[1]:.2f}' for s in stats)} s)")
+        _, nchunks, most, t_chunks = stats[0]
+        _, rounds, t_double = stats[1]
+        _log(f"suffixes sorted on the GPU: {nchunks} chunk(s) of up to {most} by their first 29 bases in "
+             f"{t_chunks:.2f} s, then {len(rounds)} doubling round(s) over {rounds[0][0] if rounds else 0} suffixes "
+             f"in repeats in {t_double:.2f} s")
     _log(f"FM-index of {fm.n} bp (both strands) built in {time.perf_counter() - t:.2f} s "
          f"(sa_intv={sa_intv}, primary={fm.primary})")
 

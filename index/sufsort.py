@@ -12,16 +12,22 @@ How
 1. The text is packed 2 bits a base (``pack_text``). Every suffix falls in one of ``4**BIN_BASES`` buckets by its
    first bases; ``hist`` counts them.
 2. Consecutive buckets are grouped into chunks of at most ``cap`` suffixes (what fits in GPU memory). A chunk's
-   suffixes are the rows ``row0 .. row0 + m - 1`` of the whole order.
-3. Per chunk: gather its suffixes' positions, sort them by their first 29 bases (one 64-bit key each, the key
-   also says where a suffix ends: kernels/sufsort.cu), then, while suffixes share their key so far, sort each
-   group of equals by the next window (a stable sort by key, then a stable sort by group). Once few suffixes are
-   left, each round compares several windows (up to 64: 1,856 bases; about WORK_PER_ROUND keys a round), so that
-   long repeats take few rounds.
-4. Emit the chunk's pair codes and samples, and go on with the next chunk.
+   suffixes are the rows ``row0 .. row0 + m - 1`` of the whole order. Per chunk: gather its suffixes' positions
+   and sort them by their first 29 bases (one 64-bit key each; the key also says where a suffix ends:
+   kernels/sufsort.cu). Each suffix's rank so far goes into ``isa`` (its row when it is alone with its key, else
+   the first row of its group of equals), its row's pair code and SA sample are written, and the suffixes that
+   share their key with others (the groups) are kept for step 3.
+3. Prefix doubling over all groups at once (Manber and Myers; Larsson and Sadakane): with every group sorted by
+   its first ``h`` bases, sort each group by the rank of the suffix ``h`` bases on (``isa[pos + h]``), split it
+   where those ranks differ, update ``isa`` and go on with ``2h``. The groups come from long repeats and from
+   the random bases that stand for runs of N (``lrand48() & 3`` repeats itself every 2**19 draws, so every run
+   of N becomes copies of one sequence): ``log2(longest repeat / 29)`` rounds. A round runs over pieces of
+   whole groups (ranks updated by one piece only sharpen those the next piece reads), so that its memory stays
+   bounded. A suffix alone in its group has its final row: its code and sample are written again there.
 
-GPU memory per chunk is about 56 bytes a suffix (positions, keys and the sort's buffers), the packed text n / 4
-bytes; host memory is the codes (n + 1 bytes) and samples.
+GPU memory: ``isa`` (8 bytes a text position), the packed text (n / 4 bytes) and, per chunk or piece, about 56 to
+80 bytes a suffix (positions, keys and the sort's buffers). Host memory: the codes (n + 1 bytes), samples, and
+the groups (16 bytes a suffix in them) between steps 2 and 3.
 """
 from __future__ import annotations
 
@@ -39,9 +45,9 @@ WIN = 29          # bases in one sort key
 BIN_BASES = 6     # buckets: the first 6 bases (4096 buckets)
 NBINS = 1 << (2 * BIN_BASES)
 _BIN_SHIFT = 64 - 2 * BIN_BASES
-WORK_PER_ROUND = 1 << 24  # a round compares this many keys or more: 64 windows for few tied suffixes, 1 for many
-BYTES_PER_SUFFIX = 56
-MAX_CHUNK = (1 << 31) - (1 << 20)  # suffixes a chunk on the GPU at most (sort sizes stay below 2**31)  # GPU memory of a chunk's sort, per suffix (module docstring)
+BYTES_PER_SUFFIX = 56    # GPU memory of a chunk's sort (step 2), per suffix
+BYTES_PER_GROUPED = 96   # of a doubling piece (step 3), per suffix
+MAX_CHUNK = (1 << 31) - (1 << 20)  # suffixes a chunk on the GPU at most (sort sizes stay below 2**31)
 
 Rows = namedtuple("Rows", ["codes", "samples", "shift", "primary", "row_sa1"])
 Rows.__doc__ = """codes: uint8[n + 1], row r's pair code; samples: uint64[(n >> shift) + 1], SA at rows multiple of
@@ -127,22 +133,15 @@ def _keys_cpu(P, n, pos, off, out):
 
 
 @njit(cache=True, parallel=True)
-def _emit_cpu(P, sa, row0, shift, s_first, codes, samples, specials):
-    mask = (np.int64(1) << shift) - 1
-    for j in prange(sa.shape[0]):
-        s = sa[j]
-        row = row0 + j
+def _codes_cpu(P, pos, out):
+    for j in prange(pos.shape[0]):
+        s = pos[j]
+        code = np.int64(0)
         if s >= 2:
             code = _base(P, s - 2) * 4 + _base(P, s - 1)
         elif s == 1:
             code = _base(P, 0)
-            specials[1] = row
-        else:
-            code = np.int64(0)
-            specials[0] = row
-        codes[j] = code
-        if (row & mask) == 0:
-            samples[(row >> shift) - s_first] = s
+        out[j] = code
 
 
 # ------------------------------------------------------------------------------------------------
@@ -157,8 +156,8 @@ class _Cpu:
     def put(self, a):
         return a
 
-    def capacity(self, n):
-        return n
+    def capacity(self, n, per=BYTES_PER_SUFFIX, reserve=0):
+        return n + 1
 
     def argsort(self, a):
         return np.argsort(a, kind="stable")
@@ -176,10 +175,18 @@ class _Cpu:
         _keys_cpu(P, np.int64(n), pos, np.int64(off), out)
         return out
 
-    def emit(self, P, sa, row0, shift, s_first, codes, samples, specials):
-        _emit_cpu(P, sa, np.int64(row0), np.int64(shift), np.int64(s_first), codes, samples, specials)
+    def codes(self, P, pos):
+        out = np.empty(pos.shape[0], np.uint8)
+        _codes_cpu(P, pos, out)
+        return out
+
+    def get(self, a):
+        return a
 
     def free(self):
+        pass
+
+    def free_unused(self):
         pass
 
 
@@ -192,17 +199,18 @@ class _Gpu:
         from g3align.kernels.loader import get_module
         self.xp = cupy
         mod = get_module("sufsort", {"SX_BIN_BASES": BIN_BASES})
-        self.k = {f: mod.get_function(f) for f in ("sx_hist", "sx_gather", "sx_keys", "sx_emit")}
+        self.k = {f: mod.get_function(f) for f in ("sx_hist", "sx_gather", "sx_keys", "sx_codes")}
         dev = cupy.cuda.Device()
         self.grid = 4 * int(dev.attributes["MultiProcessorCount"]) * 8
 
     def put(self, a):
         return self.xp.asarray(a)
 
-    def capacity(self, n):
+    def capacity(self, n, per=BYTES_PER_SUFFIX, reserve=0):
+        """Suffixes a chunk or piece, from the free GPU memory less ``reserve`` bytes still to come."""
         self.free()
         free, _ = self.xp.cuda.Device().mem_info
-        return max(1 << 16, min(MAX_CHUNK, int(free * 0.8) // BYTES_PER_SUFFIX))
+        return max(1 << 20, min(MAX_CHUNK, (int(free * 0.8) - reserve) // per))
 
     def argsort(self, a):
         return self.xp.argsort(a)
@@ -228,77 +236,139 @@ class _Gpu:
                                                              np.int64(off), out))
         return out
 
-    def emit(self, P, sa, row0, shift, s_first, codes, samples, specials):
-        xp = self.xp
-        m = int(sa.shape[0])
-        c = xp.empty(m, xp.uint8)
-        s = xp.empty(max(1, samples.shape[0]), xp.uint64)
-        sp = xp.asarray(specials)
-        self.k["sx_emit"](self._grid(m), (256,), (P, sa, np.int64(m), np.int64(row0), np.int32(shift),
-                                                  np.int64(s_first), c, s, sp))
-        c.get(out=codes)
-        if samples.shape[0]:
-            samples[:] = s[:samples.shape[0]].get()
-        specials[:] = sp.get()
+    def codes(self, P, pos):
+        m = int(pos.shape[0])
+        out = self.xp.empty(m, self.xp.uint8)
+        self.k["sx_codes"](self._grid(m), (256,), (P, pos, np.int64(m), out))
+        return out
+
+    def get(self, a):
+        return a.get()
 
     def free(self):
         self.xp.get_default_memory_pool().free_all_blocks()
+
+    def free_unused(self):
+        self.free()
 
 
 # ------------------------------------------------------------------------------------------------
 # the sort
 # ------------------------------------------------------------------------------------------------
 
-def _groups(xp, start):
-    """(indices of the elements not alone in their group, their group numbers) from the groups' start flags."""
-    m = start.shape[0]
+def _starts(xp, key):
+    """Where a run of equal keys starts (bool)."""
+    start = xp.empty(key.shape[0], bool)
+    if key.shape[0]:
+        start[0] = True
+        xp.not_equal(key[1:], key[:-1], out=start[1:])
+    return start
+
+
+def _alone(xp, start):
+    """Elements alone in their run (from the runs' start flags)."""
     alone = start.copy()
     alone[:-1] &= start[1:]
-    u = xp.flatnonzero(~alone)
-    gid = xp.cumsum(start, dtype=xp.int64)[u]
-    return u, gid.astype(xp.uint32) if m < (1 << 32) else gid
+    return alone
 
 
-def _sort_chunk(be, P, n, pos, stats=None):
-    """pos (a chunk's suffix positions, any order) sorted by their suffixes; stats: a list that receives
-    (suffixes still tied, windows compared) for each round after the first."""
+def _first_rows(xp, start, rows):
+    """For each element, the row of the first element of its run (rows: each element's row)."""
+    return rows[xp.flatnonzero(start)][xp.cumsum(start, dtype=xp.int64) - 1]
+
+
+class _Out:
+    """The rows' codes, samples and specials on the host, written as rows get their suffixes."""
+
+    def __init__(self, n, shift):
+        self.codes = np.empty(n + 1, np.uint8)
+        self.samples = np.empty((n >> shift) + 1, np.uint64)
+        self.samples[0] = n
+        self.shift = shift
+        self.specials = np.full(2, -1, np.int64)
+
+    def put(self, be, P, pos, rows):
+        """Rows ``rows`` (device arrays, any order) hold the suffixes ``pos``."""
+        c = be.codes(P, pos)
+        samp = (rows & ((1 << self.shift) - 1)) == 0
+        sr, sp = be.get(rows[samp]), be.get(pos[samp])
+        for k in (0, 1):
+            hit = be.get(rows[pos == k])
+            if hit.shape[0]:
+                self.specials[k] = int(hit[0])
+        self.codes[be.get(rows)] = be.get(c)
+        self.samples[sr >> self.shift] = sp
+
+    def put_run(self, be, P, pos, row0):
+        """Rows row0 .. row0 + len(pos) - 1 hold the suffixes ``pos`` (a device array)."""
+        m = int(pos.shape[0])
+        self.codes[row0:row0 + m] = be.get(be.codes(P, pos))
+        intv = 1 << self.shift
+        j0 = (-row0) % intv
+        sp = be.get(pos[j0::intv])
+        s0 = (row0 + j0) >> self.shift
+        self.samples[s0:s0 + sp.shape[0]] = sp
+        for k in (0, 1):
+            hit = be.get(be.xp.flatnonzero(pos == k))
+            if hit.shape[0]:
+                self.specials[k] = row0 + int(hit[0])
+
+
+def _pieces(xp, grp, cap: int) -> list:
+    """Cuts of [0, len(grp)) into pieces of whole groups (grp: each place's group, in runs), about cap places each (a
+    group larger than cap is a piece of its own)."""
+    nu = int(grp.shape[0])
+    if nu <= cap:
+        return [0, nu]
+    gstart = xp.flatnonzero(_starts(xp, grp))
+    at = gstart[xp.searchsorted(gstart, xp.arange(cap, nu, cap), side="right") - 1]
+    inner = [int(c) for c in np.unique(np.asarray(at.get() if hasattr(at, "get") else at)) if c > 0]
+    return [0, *inner, nu]
+
+
+def _double(be, P, n, isa, pos, slot, out, stats, cap=None):
+    """Step 3 of the module docstring: pos (a device array: the suffixes of all groups, in row order), slot (the row
+    of each place), every group sorted by its first WIN bases, isa their ranks. Writes the final rows to out."""
     xp = be.xp
-    key = be.keys(P, n, pos, 0)
-    o = be.argsort(key)
-    pos = pos[o]
-    key = key[o]
-    del o
-    start = xp.empty(pos.shape[0], bool)
-    start[0] = True
-    xp.not_equal(key[1:], key[:-1], out=start[1:])
-    del key
-    u, gid = _groups(xp, start)
-    del start
-    depth = WIN
-    while u.shape[0]:
-        nu = int(u.shape[0])
-        wins = max(1, min(64, WORK_PER_ROUND // nu))
+    grp = isa[pos].astype(xp.int64)
+    h = WIN
+    while pos.shape[0]:
+        nu = int(pos.shape[0])
         if stats is not None:
-            stats.append((nu, wins))
-        sub = pos[u]
-        keys = [be.keys(P, n, sub, depth + WIN * k) for k in range(wins)]
-        perm = xp.arange(nu, dtype=xp.int64)
-        for k in range(wins - 1, -1, -1):          # least significant window first, then the group
-            perm = perm[be.argsort(keys[k][perm])]
-        perm = perm[be.argsort(gid[perm])]           # gid[perm] is gid again: groups stay where they were
-        pos[u] = sub[perm]
-        del sub
-        start = xp.empty(nu, bool)
-        start[0] = True
-        xp.not_equal(gid[1:], gid[:-1], out=start[1:])
-        for k in range(wins):
-            kk = keys[k][perm]
-            start[1:] |= kk[1:] != kk[:-1]
-        del keys, perm
-        v, gid = _groups(xp, start)
-        u = u[v]
-        depth += WIN * wins
-    return pos
+            stats.append((nu, h))
+        piece = int(cap) if cap else be.capacity(n, per=BYTES_PER_GROUPED, reserve=24 * nu)
+        cuts = _pieces(xp, grp, piece)
+        keep = []
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            p, sl, g = pos[a:b], slot[a:b], grp[a:b]
+            key = isa[p + h]
+            perm = be.argsort(key)
+            perm = perm[be.argsort(g[perm])]       # g[perm] is g again: groups stay where they were
+            p = p[perm]
+            key = key[perm]
+            del perm
+            start = _starts(xp, key)
+            start[1:] |= g[1:] != g[:-1]
+            del key
+            newg = _first_rows(xp, start, sl)
+            isa[p] = newg
+            alone = _alone(xp, start)
+            del start
+            if bool(alone.any()):
+                out.put(be, P, p[alone], sl[alone])
+            tied = ~alone
+            keep.append([p[tied], sl[tied], newg[tied]])
+            del p, sl, g, newg, alone, tied
+        del pos, slot, grp
+        parts = []
+        for i in range(3):                          # one array at a time, freeing the pieces as they go in
+            parts.append(xp.concatenate([k[i] for k in keep]))
+            for k in keep:
+                k[i] = None
+        pos, slot, grp = parts
+        del keep, parts
+        be.free_unused()
+        h *= 2
 
 
 def _plan(hist: np.ndarray, cap: int) -> list:
@@ -329,34 +399,59 @@ def sort_rows(pac: np.ndarray, shift: int, device: str = "cpu", cap: int | None 
         raise ValueError("cannot sort the suffixes of an empty reference")
     n = 2 * lp
     be = _Gpu() if device == "gpu" else _Cpu()
+    xp = be.xp
     P = be.put(pack_text(pac))
     hist = be.hist(P, n)
+    isa = xp.empty(n + 1, xp.uint64)               # the ranks so far (row 0 is the suffix '$' at n)
+    isa[n] = 0
     plan = _plan(hist, int(cap) if cap else be.capacity(n))
-    codes = np.empty(n + 1, np.uint8)
-    samples = np.empty((n >> shift) + 1, np.uint64)
-    samples[0] = n
+    out = _Out(n, shift)
     t_last = 3 - int(pac[0])                        # T[n-1]
     t_before = 3 - int(pac[1]) if lp > 1 else int(pac[0])  # T[n-2]
-    codes[0] = t_before * 4 + t_last                # row 0 is the suffix '$'
-    specials = np.full(2, -1, np.int64)
+    out.codes[0] = t_before * 4 + t_last            # row 0 is the suffix '$'
+    groups = []
     row0 = 1
     starts = np.zeros(NBINS + 1, np.int64)
+    t = time.perf_counter()
     for k, (lo, hi, m) in enumerate(plan):
         np.cumsum(hist[lo:hi], out=starts[1:hi - lo + 1])
-        t = time.perf_counter()
         pos = be.gather(P, n, lo, hi, starts[:hi - lo], m)
-        rounds = []
-        pos = _sort_chunk(be, P, n, pos, rounds)
-        s_first = (row0 + (1 << shift) - 1) >> shift
-        s_end = ((row0 + m - 1) >> shift) + 1
-        be.emit(P, pos, row0, shift, s_first, codes[row0:row0 + m], samples[s_first:s_end], specials)
-        del pos
-        be.free()
-        if stats is not None:
-            stats.append((m, time.perf_counter() - t, rounds))
+        key = be.keys(P, n, pos, 0)
+        o = be.argsort(key)
+        pos = pos[o]
+        key = key[o]
+        del o
+        start = _starts(xp, key)
+        del key
+        rows = xp.arange(row0, row0 + m, dtype=xp.int64)
+        isa[pos] = _first_rows(xp, start, rows)
+        out.put_run(be, P, pos, row0)
+        tied = ~_alone(xp, start)
+        del start
+        groups.append((be.get(pos[tied]), be.get(rows[tied])))
+        del pos, rows, tied
+        if m > (1 << 26):
+            be.free()
         row0 += m
         if progress is not None:
-            progress(k + 1, len(plan))
-    if row0 != n + 1 or specials.min() < 1:
+            progress(k + 1, len(plan) + 1)
+    if stats is not None:
+        stats.append(("chunks", len(plan), max(m for _, _, m in plan), time.perf_counter() - t))
+    if row0 != n + 1:
         raise RuntimeError(f"suffix sorting lost rows ({row0 - 1} of {n} sorted)")
-    return Rows(codes=codes, samples=samples, shift=int(shift), primary=int(specials[0]), row_sa1=int(specials[1]))
+    t = time.perf_counter()
+    pos = xp.concatenate([be.put(g[0]) for g in groups])     # (no second copy of the groups on the host)
+    slot = xp.concatenate([be.put(g[1]) for g in groups])
+    del groups
+    rounds = []
+    _double(be, P, n, isa, pos, slot, out, rounds, cap)
+    if stats is not None:
+        stats.append(("doubling", rounds, time.perf_counter() - t))
+    del isa, pos, slot
+    be.free()
+    if progress is not None:
+        progress(len(plan) + 1, len(plan) + 1)
+    if out.specials.min() < 1:
+        raise RuntimeError("suffix sorting lost the rows of the suffixes at 0 and 1")
+    return Rows(codes=out.codes, samples=out.samples, shift=int(shift), primary=int(out.specials[0]),
+                row_sa1=int(out.specials[1]))

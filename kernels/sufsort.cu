@@ -8,8 +8,7 @@
 // sx_hist:   counts of the first SX_BIN_BASES bases of every suffix (the buckets).
 // sx_gather: the positions of the suffixes whose bucket lies in [lo, hi), grouped by bucket (any order inside).
 // sx_keys:   the sort key of suffix pos[j] at depth off.
-// sx_emit:   for the sorted suffixes of one slice of rows: each row's pair code (the two bases before its suffix,
-//            fm.py's layout), the rows whose suffix starts at 0 or 1, and the sampled suffix array.
+// sx_codes:  the pair code of suffix pos[j] (the two bases before it, fm.py's layout).
 
 typedef unsigned long long u64;
 typedef long long i64;
@@ -65,27 +64,16 @@ extern "C" __global__ void sx_keys(const u64* __restrict__ P, i64 n, const i64* 
         out[j] = sx_key_at(P, n, pos[j] + off);
 }
 
-// rows row0 .. row0 + m - 1 hold the suffixes sa[0 .. m-1]; samples[(row >> shift) - s_first] = SA of every row
-// that is a multiple of 1 << shift; specials[0] / [1] = the row of the suffix at 0 / at 1
-extern "C" __global__ void sx_emit(const u64* __restrict__ P, const i64* __restrict__ sa, i64 m, i64 row0,
-                                   int shift, i64 s_first, unsigned char* __restrict__ codes,
-                                   u64* __restrict__ samples, i64* __restrict__ specials) {
+// codes[j] = the pair code of the suffix at pos[j] (fm.py: the two bases before it; the one base T[0] for the suffix
+// at 1, 0 for the suffix at 0)
+extern "C" __global__ void sx_codes(const u64* __restrict__ P, const i64* __restrict__ pos, i64 m,
+                                    unsigned char* __restrict__ codes) {
     i64 stride = (i64)gridDim.x * blockDim.x;
-    i64 mask = (1LL << shift) - 1;
     for (i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x; j < m; j += stride) {
-        i64 s = sa[j];
-        i64 row = row0 + j;
-        int code;
-        if (s >= 2) {
-            code = sx_base(P, s - 2) * 4 + sx_base(P, s - 1);
-        } else if (s == 1) {
-            code = sx_base(P, 0);
-            specials[1] = row;
-        } else {
-            code = 0;
-            specials[0] = row;
-        }
+        i64 s = pos[j];
+        int code = 0;
+        if (s >= 2) code = sx_base(P, s - 2) * 4 + sx_base(P, s - 1);
+        else if (s == 1) code = sx_base(P, 0);
         codes[j] = (unsigned char)code;
-        if ((row & mask) == 0) samples[(row >> shift) - s_first] = (u64)s;
     }
 }
