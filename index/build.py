@@ -60,6 +60,8 @@ def build_index(fasta_path, prefix=None, sa_intv: int = 8, progress: bool = True
     _log(f"read {len(ref.names)} sequence(s), {ref.l_pac} bp, {ref.hole_off.size} ambiguity hole(s) "
          f"({n_amb} bp) from {fasta_path} in {time.perf_counter() - t:.2f} s")
 
+    check_memory(ref.l_pac, device)
+
     stage_t = {}
     bar = _Progress(progress)
 
@@ -103,6 +105,39 @@ def build_index(fasta_path, prefix=None, sa_intv: int = 8, progress: bool = True
     _log(f"wrote {path} ({size / 1e6:.1f} MB) in {time.perf_counter() - t:.2f} s")
     _log(f"index built in {time.perf_counter() - t_all:.2f} s")
     return path
+
+
+def memory_needed(l_pac: int, device: str) -> int:
+    """Host bytes the FM-index build of l_pac bases needs at least (n = 2 * l_pac rows): on the CPU the text, the
+    whole suffix array (4 bytes a row, 8 from 2**31 rows) and the occurrence table (1.5 bytes a row, 2.5 from 2**32);
+    on the GPU the reference, the rows' codes, the SA samples and the table (a 3.13 Gbp reference peaked at 7.7
+    bytes a row)."""
+    n = 2 * int(l_pac)
+    occ = 2.5 if n + 1 >= (1 << 32) else 1.5
+    if device == "gpu":
+        return int(n * (0.5 + 1 + 1 + occ))
+    return int(n * (1 + (8 if n >= (1 << 31) else 4) + occ))
+
+
+def _mem_total() -> int:
+    """Physical memory (bytes; 0 when unknown)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _size(b: float) -> str:
+    return f"{b / 1e9:.1f} GB" if b >= 1e8 else f"{b / 1e6:.1f} MB"
+
+
+def check_memory(l_pac: int, device: str) -> None:
+    """A one-line ValueError, before the build, when this machine's memory is below what the build needs at least."""
+    need, have = memory_needed(l_pac, device), _mem_total()
+    if have and need > have:
+        hint = "" if device == "gpu" else f"; on a GPU (--device gpu) it needs {_size(memory_needed(l_pac, 'gpu'))}"
+        raise ValueError(f"indexing {l_pac} bp on the {device.upper()} needs at least {_size(need)} of memory, "
+                         f"this machine has {_size(have)}{hint}")
 
 
 _STAGE_NAMES = {

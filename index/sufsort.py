@@ -159,6 +159,9 @@ class _Cpu:
     def capacity(self, n, per=BYTES_PER_SUFFIX, reserve=0):
         return n + 1
 
+    def check(self, n):
+        pass
+
     def argsort(self, a):
         return np.argsort(a, kind="stable")
 
@@ -205,6 +208,14 @@ class _Gpu:
 
     def put(self, a):
         return self.xp.asarray(a)
+
+    def check(self, n):
+        """A ValueError when the ranks and the packed text of n bases, and one chunk, cannot fit in this GPU."""
+        need = 8 * (n + 1) + n // 4 + BYTES_PER_SUFFIX * min(n, 1 << 24)
+        total = int(self.xp.cuda.Device().mem_info[1])
+        if need > total:
+            raise ValueError(f"sorting the suffixes of {n // 2} bp on the GPU needs at least {need / 1e9:.1f} GB of "
+                             f"GPU memory, this GPU has {total / 1e9:.1f} GB (--device cpu sorts them on the host)")
 
     def capacity(self, n, per=BYTES_PER_SUFFIX, reserve=0):
         """Suffixes a chunk or piece, from the free GPU memory less ``reserve`` bytes still to come."""
@@ -399,6 +410,7 @@ def sort_rows(pac: np.ndarray, shift: int, device: str = "cpu", cap: int | None 
         raise ValueError("cannot sort the suffixes of an empty reference")
     n = 2 * lp
     be = _Gpu() if device == "gpu" else _Cpu()
+    be.check(n)
     xp = be.xp
     P = be.put(pack_text(pac))
     hist = be.hist(P, n)

@@ -159,3 +159,26 @@ def test_gpu_build_fm_equals_cpu(tmp_path):
     for pac in (F.read_fasta(str(lam)).pac, big):
         for intv in (8, 32):
             _same_fm(build_fm(pac, sa_intv=intv), build_fm(pac, sa_intv=intv, device="gpu"))
+
+
+def test_memory_check(tmp_path, monkeypatch):
+    """A reference too large for this machine's memory is a one-line error before the build, naming what it needs."""
+    import subprocess
+    import sys
+
+    from g3align.index import build
+    assert build.memory_needed(3_100_000_000, "cpu") > 60e9 > build.memory_needed(3_100_000_000, "gpu") > 30e9
+    monkeypatch.setattr(build, "_mem_total", lambda: 10**5)
+    with pytest.raises(ValueError, match=r"indexing 48502 bp on the CPU needs at least 0\.6 MB of memory, this machine "
+                                         r"has 0\.1 MB; on a GPU \(--device gpu\) it needs 0\.4 MB"):
+        build.build_index(os.path.join(DATA, "lambda.fa.gz"), str(tmp_path / "x"))
+    assert not (tmp_path / "x.g3i").exists()
+    # through the CLI (a machine with 100 kB of memory stands in for a genome too large): one line, exit 1
+    code = ("import sys; from g3align.index import build; build._mem_total = lambda: 10**5; "
+            "from g3align.aligner.cli import main; "
+            "sys.argv = ['g3align', 'index', '-p', sys.argv[1], sys.argv[2]]; main()")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "y"), os.path.join(DATA, "lambda.fa.gz")],
+                       capture_output=True, text=True)
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert last.startswith("[E::g3align] indexing 48502 bp on the CPU needs at least"), r.stderr
