@@ -59,12 +59,49 @@ def index_path(prefix) -> str:
     return os.fspath(prefix) + ".g3i"
 
 
+_CRC_POLY = 0xEDB88320  # CRC-32's polynomial, bit-reflected (the lowest bit is the highest power)
+_CRC_BLOCK = 1 << 26      # bytes a thread checksums at a time
+
+
+def _mulmod(a: int, b: int) -> int:
+    """a * b modulo CRC-32's polynomial, both bit-reflected 32-bit polynomials (bit 31 is x**0)."""
+    p = 0
+    for k in range(32):
+        if a & (1 << (31 - k)):
+            p ^= b
+        b = (b >> 1) ^ _CRC_POLY if b & 1 else b >> 1
+    return p
+
+
+_X_POW2 = [1 << 30]      # x**(2**k) modulo the polynomial, k = 0, 1, ...: x**1, x**2, x**4, ...
+for _k in range(1, 64):
+    _X_POW2.append(_mulmod(_X_POW2[-1], _X_POW2[-1]))
+
+
+def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
+    """The CRC-32 of A + B from crc1 = crc32(A), crc2 = crc32(B) and len2 = len(B): crc1 shifted past len2 zero
+    bytes (times x**(8 * len2)), then xor crc2."""
+    p, k, e = 1 << 31, 0, 8 * len2
+    while e:
+        if e & 1:
+            p = _mulmod(_X_POW2[k], p)
+        e >>= 1
+        k += 1
+    return _mulmod(p, crc1) ^ crc2
+
+
 def _crc(arr: np.ndarray) -> int:
+    """zlib.crc32 of the array's bytes; large arrays in blocks on all cores (zlib releases the GIL), combined."""
     mv = memoryview(np.ascontiguousarray(arr)).cast("B")
-    crc = 0
-    step = 1 << 26
-    for i in range(0, len(mv), step):
-        crc = zlib.crc32(mv[i:i + step], crc)
+    if len(mv) <= 2 * _CRC_BLOCK:
+        return zlib.crc32(mv) & 0xFFFFFFFF
+    from concurrent.futures import ThreadPoolExecutor
+    starts = range(0, len(mv), _CRC_BLOCK)
+    with ThreadPoolExecutor(max(1, min(len(starts), len(os.sched_getaffinity(0))))) as ex:
+        parts = list(ex.map(lambda i: zlib.crc32(mv[i:i + _CRC_BLOCK]), starts))
+    crc = parts[0]
+    for i, c in zip(starts[1:], parts[1:]):
+        crc = crc32_combine(crc, c, min(_CRC_BLOCK, len(mv) - i))
     return crc & 0xFFFFFFFF
 
 

@@ -473,3 +473,22 @@ def test_index_cli_writes_bwa_files(tmp_path):
     r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "index", "--bwa", "--no-fm", "-x", "sr", fa],
                        capture_output=True, text=True)
     assert r.returncode != 0 and "--bwa needs the FM-index" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_crc_in_blocks_equals_zlib(monkeypatch):
+    """Large arrays are checksummed in blocks on several threads and the block CRCs combined: the same CRC-32 as
+    zlib over the whole array (what the .g3i header stores), for any block size and length."""
+    import zlib
+
+    from g3align.index import store
+    rng = np.random.default_rng(12)
+    for n, m in [(0, 0), (1, 0), (0, 7), (5, 64), (1000, 999), (12345, 5000)]:
+        a, b = rng.bytes(n), rng.bytes(m)
+        assert store.crc32_combine(zlib.crc32(a), zlib.crc32(b), m) == zlib.crc32(a + b)
+    for block in (1, 64, 1000):
+        monkeypatch.setattr(store, "_CRC_BLOCK", block)
+        for size in (0, 3, 64 * 3 + 5, 10_000, 100_003):
+            x = rng.integers(0, 256, size, dtype=np.uint8)
+            assert store._crc(x) == zlib.crc32(x.tobytes()), (block, size)
+    x = rng.integers(0, 2**32, 20_001, dtype=np.uint32)
+    assert store._crc(x) == zlib.crc32(x.tobytes())
