@@ -25,9 +25,11 @@ How
    whole groups (ranks updated by one piece only sharpen those the next piece reads), so that its memory stays
    bounded. A suffix alone in its group has its final row: its code and sample are written again there.
 
-GPU memory: ``isa`` (8 bytes a text position), the packed text (n / 4 bytes) and, per chunk or piece, about 56 to
-80 bytes a suffix (positions, keys and the sort's buffers). Host memory: the codes (n + 1 bytes), samples, and
-the groups (16 bytes a suffix in them) between steps 2 and 3.
+GPU memory: ``isa`` (8 bytes a text position), the packed text (n / 4 bytes), per chunk or piece about 56 to 96
+bytes a suffix (positions, keys and the sort's buffers), and the groups of step 3 (24 bytes a suffix in them; kept on
+the host instead, each piece sent over and back, when they would take more than half the GPU memory left: a 3.1 Gbp
+reference's 1.4G suffixes in repeats would not fit beside its ranks on an 80 GB GPU). Host memory: the codes (n + 1
+bytes), samples, and the groups between steps 2 and 3 (16 bytes a suffix).
 """
 from __future__ import annotations
 
@@ -209,6 +211,10 @@ class _Gpu:
     def put(self, a):
         return self.xp.asarray(a)
 
+    def free_bytes(self):
+        self.free()
+        return int(self.xp.cuda.Device().mem_info[0])
+
     def check(self, n):
         """A ValueError when the ranks and the packed text of n bases, and one chunk, cannot fit in this GPU."""
         need = 8 * (n + 1) + n // 4 + BYTES_PER_SUFFIX * min(n, 1 << 24)
@@ -337,21 +343,29 @@ def _pieces(xp, grp, cap: int) -> list:
     return [0, *inner, nu]
 
 
-def _double(be, P, n, isa, pos, slot, out, stats, cap=None):
-    """Step 3 of the module docstring: pos (a device array: the suffixes of all groups, in row order), slot (the row
-    of each place), every group sorted by its first WIN bases, isa their ranks. Writes the final rows to out."""
+def _double(be, P, n, isa, pos, slot, out, stats, cap=None, on_host=False):
+    """Step 3 of the module docstring: pos (the suffixes of all groups, in row order), slot (the row of each place),
+    every group sorted by its first WIN bases, isa (a device array) their ranks. Writes the final rows to out.
+    pos and slot live on the device, or with ``on_host`` on the host (when they do not fit beside isa): each piece
+    then travels to the device and back. Both are compacted in place, round after round."""
     xp = be.xp
-    grp = isa[pos].astype(xp.int64)
+    txp = np if on_host else xp                       # where pos, slot and grp live
+    dev = be.put if on_host else (lambda a: a)
+    back = be.get if on_host else (lambda a: a)
+    nu = int(pos.shape[0])
+    grp = txp.empty(nu, txp.int64)
+    step = 1 << 26
+    for a in range(0, nu, step):
+        grp[a:a + step] = back(isa[dev(pos[a:a + step])].astype(xp.int64))
     h = WIN
-    while pos.shape[0]:
-        nu = int(pos.shape[0])
+    while nu:
         if stats is not None:
             stats.append((nu, h))
-        piece = int(cap) if cap else be.capacity(n, per=BYTES_PER_GROUPED, reserve=24 * nu)
-        cuts = _pieces(xp, grp, piece)
-        keep = []
+        piece = int(cap) if cap else be.capacity(n, per=BYTES_PER_GROUPED, reserve=0 if on_host else 24 * nu)
+        cuts = _pieces(txp, grp[:nu], piece)
+        w = 0                                      # places kept so far (w <= a: in place)
         for a, b in zip(cuts[:-1], cuts[1:]):
-            p, sl, g = pos[a:b], slot[a:b], grp[a:b]
+            p, sl, g = dev(pos[a:b]), dev(slot[a:b]), dev(grp[a:b])
             key = isa[p + h]
             perm = be.argsort(key)
             perm = perm[be.argsort(g[perm])]       # g[perm] is g again: groups stay where they were
@@ -368,16 +382,13 @@ def _double(be, P, n, isa, pos, slot, out, stats, cap=None):
             if bool(alone.any()):
                 out.put(be, P, p[alone], sl[alone])
             tied = ~alone
-            keep.append([p[tied], sl[tied], newg[tied]])
+            k = int(tied.sum())
+            pos[w:w + k] = back(p[tied])
+            slot[w:w + k] = back(sl[tied])
+            grp[w:w + k] = back(newg[tied])
+            w += k
             del p, sl, g, newg, alone, tied
-        del pos, slot, grp
-        parts = []
-        for i in range(3):                          # one array at a time, freeing the pieces as they go in
-            parts.append(xp.concatenate([k[i] for k in keep]))
-            for k in keep:
-                k[i] = None
-        pos, slot, grp = parts
-        del keep, parts
+        nu = w
         be.free_unused()
         h *= 2
 
@@ -399,11 +410,13 @@ def _plan(hist: np.ndarray, cap: int) -> list:
 
 
 def sort_rows(pac: np.ndarray, shift: int, device: str = "cpu", cap: int | None = None, progress=None,
-              stats=None) -> Rows:
+              stats=None, tail_on_host: bool | None = None) -> Rows:
     """The rows of the FM-index of pac + revcomp(pac) (:class:`Rows`), the suffix array sampled every 1 << shift
     rows. device: "gpu" (kernels/sufsort.cu) or "cpu" (the numba twins); cap: most suffixes a chunk (default:
     what fits in GPU memory; the whole text on the CPU). progress(done, total) after each chunk; stats: a list
-    that receives each chunk's (suffixes, seconds, [(tied suffixes, windows) of each later round])."""
+    that receives ("chunks", count, largest, seconds) and ("doubling", [(suffixes, h) a round], seconds);
+    tail_on_host: keep the doubling's groups on the host (default: when they take more than half the GPU memory
+    left beside the ranks)."""
     pac = np.ascontiguousarray(pac, dtype=np.uint8)
     lp = int(pac.shape[0])
     if lp < 1:
@@ -452,11 +465,21 @@ def sort_rows(pac: np.ndarray, shift: int, device: str = "cpu", cap: int | None 
     if row0 != n + 1:
         raise RuntimeError(f"suffix sorting lost rows ({row0 - 1} of {n} sorted)")
     t = time.perf_counter()
-    pos = xp.concatenate([be.put(g[0]) for g in groups])     # (no second copy of the groups on the host)
-    slot = xp.concatenate([be.put(g[1]) for g in groups])
-    del groups
+    nu = sum(int(g[0].shape[0]) for g in groups)
+    on_host = be.xp is not np and (tail_on_host if tail_on_host is not None else
+                                   24 * nu > be.free_bytes() // 2)
+    txp = np if on_host else xp
+    pos, slot = txp.empty(nu, txp.int64), txp.empty(nu, txp.int64)
+    w = 0
+    while groups:                                   # one copy of the groups at a time
+        gp, gs = groups.pop(0)
+        k = int(gp.shape[0])
+        pos[w:w + k] = gp if on_host else be.put(gp)
+        slot[w:w + k] = gs if on_host else be.put(gs)
+        w += k
+        del gp, gs
     rounds = []
-    _double(be, P, n, isa, pos, slot, out, rounds, cap)
+    _double(be, P, n, isa, pos, slot, out, rounds, cap, on_host)
     if stats is not None:
         stats.append(("doubling", rounds, time.perf_counter() - t))
     del isa, pos, slot
