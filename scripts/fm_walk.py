@@ -50,8 +50,9 @@ def main() -> int:
     t_load = time.perf_counter() - t
     t = time.perf_counter()
     bad, checked, sa_bad = walk(fm, ref.pac, k)
-    print(f"fm_walk {prefix}: loaded in {t_load:.1f} s; {min(k, fm.n):,} rows walked in {time.perf_counter() - t:.1f} s: "
-          f"{bad} wrong bases, {checked:,} sampled rows checked, {sa_bad} wrong SA values", file=sys.stderr)
+    t_walk = time.perf_counter() - t
+    print(f"fm_walk {prefix}: loaded in {t_load:.1f} s; {min(k, fm.n):,} rows walked in {t_walk:.1f} s: {bad} wrong "
+          f"bases, {checked:,} sampled rows checked, {sa_bad} wrong SA values", file=sys.stderr)
     return 1 if bad or sa_bad else 0
 
 
