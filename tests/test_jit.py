@@ -348,3 +348,32 @@ def test_shipped_kernels_first_run_compiles_nothing(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=dict(env, G3ALIGN_CACHE_DIR=str(tmp_path / "cache")),
                        cwd="/", capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "native"
+
+
+def test_wide_index_first_run_compiles_the_retyped_kernels(tmp_path):
+    """mem on an FM-index of 2**32 rows or more (uint64 occ and sa: a human genome) precompiles JOB+wide, the job's
+    manifest entries with each FMIndex argument retyped (jit.widen), so that its first run compiles nothing itself
+    either (a lambda index built in the wide layout stands in). Output is bwa's."""
+    from g3align.index import fasta as F
+    from g3align.index.fm import build_fm
+    from g3align.index.store import save_index
+    narrow, wide = jit._entries(["mem-se-cpu"]), jit._entries(["mem-se-cpu" + jit.WIDE])
+    assert len(narrow) == len(wide) and any(e.get("wide") for e in wide)
+    assert all(("FMIndex(" in e["types"]) == bool(e.get("wide")) for e in wide)
+    ref = F.read_fasta(str(ROOT / "data/lambda.fa.gz"))
+    idx = tmp_path / "lambda"
+    fm = build_fm(ref.pac, sa_intv=8, wide=True)
+    assert fm.occ.dtype == np.uint64 and fm.sa.dtype == np.uint64
+    save_index(str(idx), ref, fm)
+    env = _env(tmp_path / "cache")
+    (tmp_path / "gold.sam").write_bytes(gzip.decompress((ROOT / "data/golden/lambda_se.bwa.sam.gz").read_bytes()))
+    for k in range(2):
+        out = tmp_path / f"out{k}.sam"
+        r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "mem", "--device", "cpu", "-o", str(out),
+                            str(idx), str(ROOT / "data/lambda_R1.fq.gz")], env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        notes = [x for x in r.stderr.splitlines() if "compiling" in x]
+        assert (len(notes) == 1 and " processes " in notes[0]) if k == 0 else notes == [], r.stderr
+        c = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "compare", "--strict", str(out),
+                            str(tmp_path / "gold.sam")], env=env, capture_output=True, text=True)
+        assert c.returncode == 0, c.stdout + c.stderr

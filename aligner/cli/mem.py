@@ -205,6 +205,18 @@ def _run_mem(kw):
             tracing.trace_write(trace, t_enter)
 
 
+def _index_is_wide(prefix) -> bool:
+    """Whether PREFIX's FM-index has 2**32 rows or more (uint64 tables), from the .g3i header or bwa's .ann."""
+    from g3align.index.store import IndexFormatError, index_path, read_index_meta
+    try:
+        if os.path.exists(index_path(prefix)):
+            return bool(int(read_index_meta(prefix)["fm"]["occ_wide"]))
+        with open(prefix + ".ann", "rb") as fh:
+            return 2 * int(fh.readline().split()[0]) + 1 >= (1 << 32)
+    except (OSError, IndexFormatError, KeyError, ValueError, IndexError):
+        return False  # the index load reports what is wrong
+
+
 def _load_mem_index(prefix):
     from g3align.index.store import load_mem_index
     return load_mem_index(prefix)
@@ -218,9 +230,10 @@ def _run_mem_traced(kw, trace, t):
     paired = kw["reads2"] is not None or kw["interleaved"]
     from g3align.index.bwafmt import has_bwa_index
     from g3align.index.store import index_path
-    # the first run on this machine: its kernels on all cores
+    # the first run on this machine: its kernels on all cores (for the index's table layout)
     if os.path.exists(index_path(kw["prefix"])) or has_bwa_index(kw["prefix"]):
-        jit.precompile(f"mem-{'pe' if paired else 'se'}-{'gpu' if gpu_machine(kw['device']) else 'cpu'}")
+        job = f"mem-{'pe' if paired else 'se'}-{'gpu' if gpu_machine(kw['device']) else 'cpu'}"
+        jit.precompile(jit.wide_job(job, _index_is_wide(kw["prefix"])))
     if kw["reads2"] is not None and kw["interleaved"]:
         kw["reads2"] = None
         ignored_r2 = True
