@@ -404,6 +404,8 @@ def _entries(jobs) -> list:
         for e in man.get("jobs", {}).get(base, []):
             if wide and "FMIndex(" in e.get("types", ""):
                 e = dict(e, wide=1)
+            elif wide and "OCC_WIDE" in (e.get("defines") or {}):   # the CUDA module of the wide table layout
+                e = dict(e, defines=dict(e["defines"], OCC_WIDE=1))
             out.setdefault(entry_key(e), e)
     return list(out.values())
 

@@ -360,6 +360,8 @@ def test_wide_index_first_run_compiles_the_retyped_kernels(tmp_path):
     narrow, wide = jit._entries(["mem-se-cpu"]), jit._entries(["mem-se-cpu" + jit.WIDE])
     assert len(narrow) == len(wide) and any(e.get("wide") for e in wide)
     assert all(("FMIndex(" in e["types"]) == bool(e.get("wide")) for e in wide)
+    gpu = jit._entries(["mem-pe-gpu" + jit.WIDE])
+    assert [e["defines"] for e in gpu if "OCC_WIDE" in (e.get("defines") or {})] == [{"OCC_WIDE": 1}]
     ref = F.read_fasta(str(ROOT / "data/lambda.fa.gz"))
     idx = tmp_path / "lambda"
     fm = build_fm(ref.pac, sa_intv=8, wide=True)
