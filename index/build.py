@@ -7,7 +7,7 @@ import sys
 import time
 
 from g3align.index.fasta import read_fasta
-from g3align.index.fm import build_fm
+from g3align.index.fm import build_fm, wide_layout
 from g3align.index.store import save_index
 
 __all__ = ["build_index"]
@@ -113,7 +113,7 @@ def memory_needed(l_pac: int, device: str) -> int:
     on the GPU the reference, the rows' codes, the SA samples and the table (a 3.13 Gbp reference peaked at 7.7
     bytes a row)."""
     n = 2 * int(l_pac)
-    occ = 2.5 if n + 1 >= (1 << 32) else 1.5
+    occ = 2.5 if wide_layout(n) else 1.5
     if device == "gpu":
         return int(n * (0.5 + 1 + 1 + occ))
     return int(n * (1 + (8 if n >= (1 << 31) else 4) + occ))

@@ -23,15 +23,12 @@ OCC_INTERVAL = 128    # bases between two occurrence-count entries of .bwt
 SA_INTV = 32          # `bwa index`'s suffix array sampling
 
 
-def write_bwa_index(prefix: str, ref: Reference, T: np.ndarray | None = None, SA: np.ndarray | None = None) -> None:
-    """PREFIX.{pac,ann,amb,bwt,sa} as `bwa index` writes them for the FASTA that `ref` was read from. T / SA: the
-    text (forward + reverse complement codes) and its suffix array, when the caller has them already."""
+def write_bwa_index(prefix: str, ref: Reference) -> None:
+    """PREFIX.{pac,ann,amb,bwt,sa} as `bwa index` writes them for the FASTA that `ref` was read from (its suffix
+    array sorted here; `g3align index --bwa` writes them from its own build: write_bwa_rows)."""
     from g3align.index.fm import rows_from_sa
-    if T is None:
-        T = build_text(ref.pac)
-    if SA is None:
-        SA = suffix_array(T)
-    write_bwa_rows(prefix, ref, rows_from_sa(T, SA, 5))
+    T = build_text(ref.pac)
+    write_bwa_rows(prefix, ref, rows_from_sa(T, suffix_array(T), 5))
 
 
 def write_bwa_rows(prefix: str, ref: Reference, rows) -> None:

@@ -55,6 +55,7 @@ __all__ = [
     "fm_sa",
     "fm_step1",
     "fm_step2",
+    "wide_layout",
 ]
 
 FMIndex = namedtuple(
@@ -458,18 +459,22 @@ def suffix_array(T: np.ndarray) -> np.ndarray:
     return pydivsufsort.divsufsort(np.ascontiguousarray(T, dtype=np.uint8))
 
 
+def wide_layout(n: int) -> bool:
+    """Whether a text of n bases needs the uint64 table layout (its n + 1 rows do not fit in uint32 counts)."""
+    return n + 1 >= (1 << 32)
+
+
 def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None = None,
-             with_sa=None, device: str = "cpu", with_rows=None, stats=None) -> FMIndex:
+             device: str = "cpu", with_rows=None, stats=None) -> FMIndex:
     """Build the FM-index of ``pac + revcomp(pac)``.
 
     ``progress``: optional callable ``progress(stage: str, done: int, total: int)`` called as work
     advances (stages ``"text"``, ``"sa"``, ``"occ"``, ``"sample"``). ``wide``: force the uint64
     table layout (default: only when ``n + 1 >= 2**32``; forcing it is for tests). ``device``: "cpu" sorts the
     suffixes with divsufsort (the whole suffix array in memory); "gpu" by buckets on the GPU (index/sufsort.py,
-    never the whole suffix array; the same index). ``with_sa``: optional callable ``with_sa(T, SA)`` given the
-    text and its whole suffix array before only the samples are kept (CPU); ``with_rows``: optional callable given
-    the sorted rows (sufsort.Rows, sampled every min(sa_intv, 32) rows) on either device (bwa's index files are
-    written from either). ``stats``: a list that receives sufsort.sort_rows' chunk statistics (GPU).
+    never the whole suffix array; the same index). ``with_rows``: optional callable given the sorted rows
+    (sufsort.Rows, sampled every min(sa_intv, 32) rows) on either device (bwa's index files are written from
+    them). ``stats``: a list that receives sufsort.sort_rows' chunk statistics (GPU).
     """
     pac = np.asarray(pac, dtype=np.uint8)
     if pac.shape[0] < 1:
@@ -491,7 +496,7 @@ def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None
     SA = suffix_array(T)
     _p("sa", 1, 1)
 
-    wide = 1 if (n + 1 >= (1 << 32) or wide) else 0
+    wide = 1 if (wide_layout(n) or wide) else 0
 
     def codes_for(r0, r1, codes, specials, T=T, SA=SA):
         _codes_sa(T, SA, np.int64(n), np.int64(r0), np.int64(r1), codes, specials)
@@ -505,8 +510,6 @@ def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None
     sa = np.empty(n // intv + 1, dtype=occ.dtype)
     sa[0] = n
     sa[1:] = SA[intv - 1::intv]
-    if with_sa is not None:
-        with_sa(T, SA)
     if with_rows is not None:
         with_rows(rows_from_sa(T, SA, min(sa_shift, 5)))
     del SA
@@ -540,7 +543,7 @@ def _build_fm_rows(pac, sa_shift, progress, wide, with_rows, device, cap=None, s
             progress(stage, done, total)
 
     n = 2 * int(pac.shape[0])
-    wide = 1 if (n + 1 >= (1 << 32) or wide) else 0
+    wide = 1 if (wide_layout(n) or wide) else 0
     emit = min(sa_shift, 5) if with_rows is not None else sa_shift
     _p("sa", 0, 1)
     rows = sort_rows(pac, emit, device=device, cap=cap, stats=stats)
@@ -638,7 +641,7 @@ def fm_from_bwt(B: np.ndarray, primary: int, sa: np.ndarray, sa_shift: int, t0: 
     n = int(B.shape[0]) - 1
     if n < 2 or B[primary] != 4:
         raise ValueError("not a BWT with its '$' at the primary row")
-    wide = 1 if (n + 1 >= (1 << 32) or wide) else 0
+    wide = 1 if (wide_layout(n) or wide) else 0
     bc = _base_counts(B)
     C1 = _c1(bc)
     nsub = max(1, int(get_num_threads()))

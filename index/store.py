@@ -18,6 +18,7 @@ an index) raises :class:`IndexFormatError` with a one-line message naming the fi
 
 from __future__ import annotations
 
+import functools
 import json
 import mmap
 import os
@@ -73,18 +74,23 @@ def _mulmod(a: int, b: int) -> int:
     return p
 
 
-_X_POW2 = [1 << 30]      # x**(2**k) modulo the polynomial, k = 0, 1, ...: x**1, x**2, x**4, ...
-for _k in range(1, 64):
-    _X_POW2.append(_mulmod(_X_POW2[-1], _X_POW2[-1]))
+@functools.cache
+def _x_pow2() -> tuple:
+    """x**(2**k) modulo the polynomial, k = 0..63: x**1, x**2, x**4, ... (made at the first combine, not at import)."""
+    out = [1 << 30]
+    for _ in range(1, 64):
+        out.append(_mulmod(out[-1], out[-1]))
+    return tuple(out)
 
 
 def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
     """The CRC-32 of A + B from crc1 = crc32(A), crc2 = crc32(B) and len2 = len(B): crc1 shifted past len2 zero
     bytes (times x**(8 * len2)), then xor crc2."""
+    x_pow2 = _x_pow2()
     p, k, e = 1 << 31, 0, 8 * len2
     while e:
         if e & 1:
-            p = _mulmod(_X_POW2[k], p)
+            p = _mulmod(x_pow2[k], p)
         e >>= 1
         k += 1
     return _mulmod(p, crc1) ^ crc2

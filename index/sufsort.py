@@ -191,9 +191,6 @@ class _Cpu:
     def free(self):
         pass
 
-    def free_unused(self):
-        pass
-
 
 class _Gpu:
     """kernels/sufsort.cu through CuPy; CuPy's (stable) argsort."""
@@ -264,9 +261,6 @@ class _Gpu:
 
     def free(self):
         self.xp.get_default_memory_pool().free_all_blocks()
-
-    def free_unused(self):
-        self.free()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -389,7 +383,7 @@ def _double(be, P, n, isa, pos, slot, out, stats, cap=None, on_host=False):
             w += k
             del p, sl, g, newg, alone, tied
         nu = w
-        be.free_unused()
+        be.free()
         h *= 2
 
 
@@ -409,12 +403,12 @@ def _plan(hist: np.ndarray, cap: int) -> list:
     return out
 
 
-def sort_rows(pac: np.ndarray, shift: int, device: str = "cpu", cap: int | None = None, progress=None,
-              stats=None, tail_on_host: bool | None = None) -> Rows:
+def sort_rows(pac: np.ndarray, shift: int, device: str = "cpu", cap: int | None = None, stats=None,
+              tail_on_host: bool | None = None) -> Rows:
     """The rows of the FM-index of pac + revcomp(pac) (:class:`Rows`), the suffix array sampled every 1 << shift
     rows. device: "gpu" (kernels/sufsort.cu) or "cpu" (the numba twins); cap: most suffixes a chunk (default:
-    what fits in GPU memory; the whole text on the CPU). progress(done, total) after each chunk; stats: a list
-    that receives ("chunks", count, largest, seconds) and ("doubling", [(suffixes, h) a round], seconds);
+    what fits in GPU memory; the whole text on the CPU). stats: a list that receives ("chunks", count, largest,
+    seconds) and ("doubling", [(suffixes, h) a round], seconds);
     tail_on_host: keep the doubling's groups on the host (default: when they take more than half the GPU memory
     left beside the ranks)."""
     pac = np.ascontiguousarray(pac, dtype=np.uint8)
@@ -438,7 +432,7 @@ def sort_rows(pac: np.ndarray, shift: int, device: str = "cpu", cap: int | None 
     row0 = 1
     starts = np.zeros(NBINS + 1, np.int64)
     t = time.perf_counter()
-    for k, (lo, hi, m) in enumerate(plan):
+    for lo, hi, m in plan:
         np.cumsum(hist[lo:hi], out=starts[1:hi - lo + 1])
         pos = be.gather(P, n, lo, hi, starts[:hi - lo], m)
         key = be.keys(P, n, pos, 0)
@@ -458,8 +452,6 @@ def sort_rows(pac: np.ndarray, shift: int, device: str = "cpu", cap: int | None 
         if m > (1 << 26):
             be.free()
         row0 += m
-        if progress is not None:
-            progress(k + 1, len(plan) + 1)
     if stats is not None:
         stats.append(("chunks", len(plan), max(m for _, _, m in plan), time.perf_counter() - t))
     if row0 != n + 1:
@@ -484,8 +476,6 @@ def sort_rows(pac: np.ndarray, shift: int, device: str = "cpu", cap: int | None 
         stats.append(("doubling", rounds, time.perf_counter() - t))
     del isa, pos, slot
     be.free()
-    if progress is not None:
-        progress(len(plan) + 1, len(plan) + 1)
     if out.specials.min() < 1:
         raise RuntimeError("suffix sorting lost the rows of the suffixes at 0 and 1")
     return Rows(codes=out.codes, samples=out.samples, shift=int(shift), primary=int(out.specials[0]),

@@ -50,7 +50,7 @@ def test_read_bwa_index_equals_build(tmp_path):
     for fa in _fastas(tmp_path):
         ref = F.read_fasta(fa)
         prefix = fa + ".w"
-        fm = build_fm(ref.pac, sa_intv=32, with_sa=lambda T, SA, p=prefix, r=ref: bwafmt.write_bwa_index(p, r, T, SA))
+        fm = build_fm(ref.pac, sa_intv=32, with_rows=lambda rows, p=prefix, r=ref: bwafmt.write_bwa_rows(p, r, rows))
         ref2, fm2 = bwafmt.read_bwa_index(prefix)
         _same_fm(fm, fm2)
         _same_ref(ref, ref2)

@@ -103,7 +103,8 @@ def test_fm_from_rows_equals_build_fm(tmp_path, intv):
         lam.write_bytes(fi.read())
     ref = F.read_fasta(str(lam))
     got = {}
-    fm1 = build_fm(ref.pac, sa_intv=intv, with_sa=lambda T, SA: bwafmt.write_bwa_index(str(tmp_path / "a"), ref, T, SA))
+    fm1 = build_fm(ref.pac, sa_intv=intv)
+    bwafmt.write_bwa_index(str(tmp_path / "a"), ref)
     fm2 = _build_fm_rows(ref.pac, intv.bit_length() - 1, None, None,
                          lambda rows: got.setdefault("rows", rows), "cpu", cap=20000)
     _same_fm(fm1, fm2)

@@ -45,9 +45,8 @@ def index_cmd(fasta, prefix, sa_intv, presets, no_fm, bwa_files, device):
         if os.path.exists(fasta):
             jit.precompile("index")
         if not no_fm:
-            dev = pick_device(device, 1, "index") if gpu_machine(device) else "cpu"
-            if device == "gpu" and dev != "gpu":
-                raise G3Error("--device gpu: no CUDA device visible to CuPy (install g3align[cuda12] or [cuda13])")
+            # (gpu without a GPU: pick_device's one-line error)
+            dev = pick_device(device, 1, "index") if device == "gpu" or gpu_machine(device) else "cpu"
             build_index(fasta, prefix, sa_intv=sa_intv, progress=sys.stderr.isatty(), bwa_files=bwa_files,
                         device=dev)
         elif bwa_files:

@@ -207,13 +207,14 @@ def _run_mem(kw):
 
 def _index_is_wide(prefix) -> bool:
     """Whether PREFIX's FM-index has 2**32 rows or more (uint64 tables), from the .g3i header or bwa's .ann."""
+    from g3align.index.fasta import read_bwa_ann
+    from g3align.index.fm import wide_layout
     from g3align.index.store import IndexFormatError, index_path, read_index_meta
     try:
         if os.path.exists(index_path(prefix)):
             return bool(int(read_index_meta(prefix)["fm"]["occ_wide"]))
-        with open(prefix + ".ann", "rb") as fh:
-            return 2 * int(fh.readline().split()[0]) + 1 >= (1 << 32)
-    except (OSError, IndexFormatError, KeyError, ValueError, IndexError):
+        return wide_layout(2 * read_bwa_ann(prefix)[0])
+    except (OSError, IndexFormatError, KeyError, ValueError, IndexError, UnicodeDecodeError):
         return False  # the index load reports what is wrong
 
 
