@@ -404,38 +404,73 @@ def _sketch_pieces(ref_seq, ref_off, w, k, is_hpc, pc, cap_off, out, cnt, S0, S1
         cnt[p] = m
 
 
+def piece_caps(pc, w):
+    """Each piece's output slot (records) and the slots' offsets: 2.5 minimizers per w + 1 bases, + 64."""
+    ln = pc[:, 3] - pc[:, 2]
+    cap = ln * 5 // (2 * (w + 1)) + 64
+    cap_off = np.zeros(pc.shape[0] + 1, np.int64)
+    np.cumsum(cap, out=cap_off[1:])
+    return cap, cap_off
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _bad_pieces(pc, cnt, cap, S0, S1, w, k):
+    """Pieces whose output cannot be kept: overflowed (cnt > cap), or started (after the warm-up) in a state that
+    differs from the one the piece before it ended in."""
+    n = pc.shape[0]
+    bad = np.zeros(n, np.bool_)
+    for p in prange(n):
+        cont = pc[p, 1] < pc[p, 2]
+        bad[p] = cnt[p] > cap[p] or (cont and not _same_state(S1[p - 1], S0[p], w, k))
+    return bad
+
+
+def redo_pieces(ref_seq, ref_off, w, k, is_hpc, pc, cap, cnt, S0, S1) -> dict:
+    """The pieces whose sketch is not kept (_bad_pieces), sketched again on the CPU in order, each from the true
+    state (the end state of the piece before it, as corrected here: S1 is updated), with the piece after a redone
+    one checked again against that state. Returns {piece: its minimizers}."""
+    import heapq
+    todo = np.flatnonzero(_bad_pieces(pc, cnt, cap, S0, S1, int(w), int(k))).tolist()
+    heapq.heapify(todo)
+    queued = set(todo)
+    sw = S1.shape[1]
+    redo = {}
+    while todo:
+        p = heapq.heappop(todo)
+        r, i0, s, e = (int(x) for x in pc[p])
+        cont = i0 < s  # not the contig's first piece
+        S = S1[p - 1].copy() if cont else np.zeros(sw, np.uint64)
+        buf, m = _sketch_run(ref_seq, ref_off[r], ref_off[r + 1], s, s, e, int(w), int(k), r, bool(is_hpc),
+                             np.empty((int(cap[p]) * 2, 2), np.uint64), 0, S, cont)
+        redo[p] = buf[:m]
+        S1[p] = S
+        q = p + 1
+        if q < pc.shape[0] and q not in queued and pc[q, 1] < pc[q, 2] and not _same_state(S1[p], S0[q], w, k):
+            heapq.heappush(todo, q)
+            queued.add(q)
+    return redo
+
+
 def _sketch_all(ref_seq, ref_off, w, k, is_hpc):
     """The minimizers of every contig, in order, as one (n, 2) array and n: long contigs are cut into pieces
     sketched in parallel, each after a warm-up that rebuilds the sketch's state at its start. A piece's output is
     kept only when that state equals the state the piece before it ended in (_same_state), so the result is the
     sequential sketch's exactly; a piece whose state differs (a warm-up too short for a long repeat) or that
-    overflowed its buffer is sketched again from the true state."""
+    overflowed its buffer is sketched again from the true state (redo_pieces). index/mmgpu.py does the same on the
+    GPU, in smaller pieces."""
     pc = _pieces(ref_seq, ref_off, np.int64(SKETCH_PIECE), np.int64(SKETCH_WARM), bool(is_hpc))
     np_ = pc.shape[0]
     if np_ == 0:
         return np.empty((0, 2), np.uint64), 0
-    ln = pc[:, 3] - pc[:, 2]
-    cap = ln * 5 // (2 * (w + 1)) + 64
-    cap_off = np.zeros(np_ + 1, np.int64)
-    np.cumsum(cap, out=cap_off[1:])
+    cap, cap_off = piece_caps(pc, w)
     out = np.empty((int(cap_off[-1]), 2), np.uint64)
     cnt = np.zeros(np_, np.int64)
     sw = _S_N + 2 * w + 32
     S0 = np.zeros((np_, sw), np.uint64)
     S1 = np.zeros((np_, sw), np.uint64)
     _sketch_pieces(ref_seq, ref_off, int(w), int(k), bool(is_hpc), pc, cap_off, out, cnt, S0, S1)
-    parts = []
-    for p in range(np_):
-        r, i0, s, e = (int(x) for x in pc[p])
-        cont = i0 < s  # not the contig's first piece
-        if cnt[p] <= cap[p] and (not cont or _same_state(S1[p - 1], S0[p], w, k)):
-            parts.append(out[cap_off[p]:cap_off[p] + cnt[p]])
-            continue
-        S = S1[p - 1].copy() if cont else np.zeros(sw, np.uint64)
-        buf, m = _sketch_run(ref_seq, ref_off[r], ref_off[r + 1], s, s, e, int(w), int(k), r, bool(is_hpc),
-                             np.empty((int(cap[p]) * 2, 2), np.uint64), 0, S, cont)
-        parts.append(buf[:m])
-        S1[p] = S
+    redo = redo_pieces(ref_seq, ref_off, w, k, is_hpc, pc, cap, cnt, S0, S1)
+    parts = [redo[p] if p in redo else out[cap_off[p]:cap_off[p] + cnt[p]] for p in range(np_)]
     mz = np.concatenate(parts) if len(parts) > 1 else parts[0]
     return mz, int(mz.shape[0])
 
@@ -643,14 +678,24 @@ class MMIndex:
         return cal_max_occ(self, frac)
 
 
-def build_mm_index(ref: MMRef, k: int, w: int, is_hpc: bool, bucket_bits: int = 14) -> MMIndex:
-    """Index all contigs of ``ref`` (minimap2 ``mm_idx_gen`` in one batch; -I is not emulated)."""
+def build_mm_index(ref: MMRef, k: int, w: int, is_hpc: bool, bucket_bits: int = 14, device: str = "cpu",
+                   log=None) -> MMIndex:
+    """Index all contigs of ``ref`` (minimap2 ``mm_idx_gen`` in one batch; -I is not emulated). ``device="gpu"``
+    sketches and sorts on the current GPU (index/mmgpu.py; the same arrays byte for byte, and their device copies
+    in ``extra["device"]`` for the mapping), or on the CPU, with a note to ``log``, where the GPU cannot hold it."""
     check_wk(w, k)
     b = int(bucket_bits)
     if k * 2 < b:
         b = k * 2
     if not (0 < b <= 32):
         raise ValueError(f"bucket_bits out of range: {bucket_bits}")
+    if device == "gpu":
+        from g3align.index import mmgpu
+        built = mmgpu.build(ref.ref_seq, ref.ref_off, int(k), int(w), bool(is_hpc), b, log=log)
+        if built is not None:
+            (bkt_off, keys, key_off, pos), dev = built
+            return MMIndex(k=int(k), w=int(w), b=b, is_hpc=bool(is_hpc), ref=ref, bkt_off=bkt_off, keys=keys,
+                           key_off=key_off, pos=pos, extra={"device": dev})
     mz, n = _sketch_all(ref.ref_seq, ref.ref_off, int(w), int(k), bool(is_hpc))
     bkt_off, keys, key_off, pos = _group(mz, n, int(k), b)
     return MMIndex(k=int(k), w=int(w), b=b, is_hpc=bool(is_hpc), ref=ref, bkt_off=bkt_off, keys=keys,

@@ -208,3 +208,172 @@ extern "C" __global__ void mm_compact(const ulonglong2* __restrict__ slot, const
     ulonglong2* dst = out + off[r];
     for (long long j = lane; j < n; j += 32) dst[j] = src[j];
 }
+
+// ------------------------------------------------------------------------------------------------
+// The reference's minimizers for the index build, in pieces (index/mmidx.py _sketch_all's GPU side).
+//
+// One thread per piece (contig r, warm-up start i0, start s, end e; positions from the contig's
+// start): the sketch runs over [i0, s) without emitting (a warm-up that rebuilds the state at s;
+// none for a contig's first piece), its state at s is stored in S0, then it runs over [s, e)
+// emitting into out[cap_off[p] ...] (at most cap_off[p+1] - cap_off[p] records; cnt[p] = how many
+// there are) and its state at the end goes to S1. A port of _sketch_run line for line, with the
+// state in _sketch_run's layout (sw words a piece: 11 scalars, the window's hashes and positions,
+// the homopolymer run ring of 32), so that the host checks each piece's S0 against the S1 before
+// it (_same_state) and sketches again, on the CPU, the few that differ or overflowed.
+// y = rid << 32 | (pos << 1 & 0xffffffff) | strand, as minimap2's index stores it.
+// ------------------------------------------------------------------------------------------------
+
+struct MMRun {
+    u64 kf, kr, min_x, min_y;
+    long long l, span, bpos, mpos, qf, qc, i;
+    u64 bx[MM_W], by[MM_W];
+    long long runs[32];
+};
+
+__device__ __forceinline__ void mm_run_fresh(MMRun& R)
+{
+    R.kf = R.kr = 0;
+    R.min_x = R.min_y = MM_MAX;
+    R.l = R.span = R.bpos = R.mpos = R.qf = R.qc = R.i = 0;
+#pragma unroll
+    for (int j = 0; j < MM_W; ++j) R.bx[j] = R.by[j] = MM_MAX;
+    for (int j = 0; j < 32; ++j) R.runs[j] = 0;
+}
+
+__device__ void mm_run_save(const MMRun& R, u64* S)
+{
+    S[0] = R.kf; S[1] = R.kr; S[2] = (u64)R.l; S[3] = (u64)R.span; S[4] = R.min_x; S[5] = R.min_y;
+    S[6] = (u64)R.bpos; S[7] = (u64)R.mpos; S[8] = (u64)R.qf; S[9] = (u64)R.qc; S[10] = (u64)R.i;
+    for (int j = 0; j < MM_W; ++j) {
+        S[11 + j] = R.bx[j];
+        S[11 + MM_W + j] = R.by[j];
+    }
+    for (int j = 0; j < 32; ++j) S[11 + 2 * MM_W + j] = (u64)R.runs[j];
+}
+
+// _sketch_run over positions [i0, i_stop) of seq[st, en), emitting at positions >= i_emit (and the
+// last minimum when i_stop reaches the end) into out[0, cap) with n counting every record.
+__device__ void mm_run(const unsigned char* __restrict__ seq, long long st, long long en, long long i0,
+                       long long i_emit, long long i_stop, u64 rid, MMRun& R, ulonglong2* out, long long cap,
+                       long long& n)
+{
+    const long long length = en - st;
+    if (length <= 0) return;
+    const u64 shift1 = 2 * (MM_K - 1);
+    const u64 mask = (1ull << (2 * MM_K)) - 1;
+    const u64 ridsh = rid << 32;
+    const long long wk1 = MM_W + MM_K - 1;
+    u64 kf = R.kf, kr = R.kr, min_x = R.min_x, min_y = R.min_y;
+    long long l = R.l, span = R.span, bpos = R.bpos, mpos = R.mpos, q_front = R.qf, q_count = R.qc;
+    long long i = i0;
+    while (i < i_stop) {
+        const bool emit = i >= i_emit;
+        const unsigned c = __ldg(seq + st + i);
+        u64 ix = MM_MAX, iy = MM_MAX;
+        if (c < 4) {
+#if MM_HPC
+            long long run = 1;
+            if (i + 1 < length && __ldg(seq + st + i + 1) == c) {
+                run = 2;
+                while (i + run < length && __ldg(seq + st + i + run) == c) ++run;
+                i += run - 1;
+            }
+            R.runs[(q_count + q_front) & 31] = run;
+            ++q_count;
+            span += run;
+            if (q_count > MM_K) {
+                span -= R.runs[q_front];
+                q_front = (q_front + 1) & 31;
+                --q_count;
+            }
+#else
+            span = l + 1 < MM_K ? l + 1 : MM_K;
+#endif
+            const u64 cu = c;
+            kf = ((kf << 2) | cu) & mask;
+            kr = (kr >> 2) | ((3ull ^ cu) << shift1);
+            if (kf == kr) {  // palindromic k-mer: not a candidate, no window step
+                ++i;
+                continue;
+            }
+            const u64 z = kf < kr ? 0 : 1;
+            ++l;
+            if (l >= MM_K && span < 256) {
+                ix = (mm_hash64(z ? kr : kf, mask) << 8) | (u64)span;
+                iy = ridsh | ((((u64)i & 0xFFFFFFFFull) << 1) & 0xFFFFFFFFull) | z;
+            }
+        } else {
+            l = 0;
+            q_count = 0;
+            q_front = 0;
+            span = 0;
+        }
+        R.bx[bpos] = ix;
+        R.by[bpos] = iy;
+        if (l == wk1 && min_x != MM_MAX && emit) {
+            for (int j = bpos + 1; j < MM_W; ++j)
+                if (R.bx[j] == min_x && R.by[j] != min_y) mm_push(out, cap, n, R.bx[j], R.by[j]);
+            for (int j = 0; j < bpos; ++j)
+                if (R.bx[j] == min_x && R.by[j] != min_y) mm_push(out, cap, n, R.bx[j], R.by[j]);
+        }
+        if (ix <= min_x) {
+            if (l >= MM_W + MM_K && min_x != MM_MAX && emit) mm_push(out, cap, n, min_x, min_y);
+            min_x = ix;
+            min_y = iy;
+            mpos = bpos;
+        } else if (bpos == mpos) {
+            if (l >= wk1 && min_x != MM_MAX && emit) mm_push(out, cap, n, min_x, min_y);
+            min_x = MM_MAX;
+            for (int j = bpos + 1; j < MM_W; ++j)
+                if (min_x >= R.bx[j]) {
+                    min_x = R.bx[j];
+                    min_y = R.by[j];
+                    mpos = j;
+                }
+            for (int j = 0; j <= bpos; ++j)
+                if (min_x >= R.bx[j]) {
+                    min_x = R.bx[j];
+                    min_y = R.by[j];
+                    mpos = j;
+                }
+            if (l >= wk1 && min_x != MM_MAX && emit) {
+                for (int j = bpos + 1; j < MM_W; ++j)
+                    if (R.bx[j] == min_x && R.by[j] != min_y) mm_push(out, cap, n, R.bx[j], R.by[j]);
+                for (int j = 0; j <= bpos; ++j)
+                    if (R.bx[j] == min_x && R.by[j] != min_y) mm_push(out, cap, n, R.bx[j], R.by[j]);
+            }
+        }
+        if (++bpos == MM_W) bpos = 0;
+        ++i;
+    }
+    if (i_stop >= length && min_x != MM_MAX) mm_push(out, cap, n, min_x, min_y);
+    R.kf = kf; R.kr = kr; R.min_x = min_x; R.min_y = min_y;
+    R.l = l; R.span = span; R.bpos = bpos; R.mpos = mpos; R.qf = q_front; R.qc = q_count; R.i = i;
+}
+
+extern "C" __global__ void __launch_bounds__(128) mm_ref_pieces(const unsigned char* __restrict__ seq,
+                                                                const long long* __restrict__ ref_off,
+                                                                const long long* __restrict__ pc, long long n_pieces,
+                                                                const long long* __restrict__ cap_off,
+                                                                ulonglong2* __restrict__ out,
+                                                                long long* __restrict__ cnt, u64* __restrict__ S0,
+                                                                u64* __restrict__ S1, long long sw)
+{
+    const long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n_pieces) return;
+    const long long r = pc[4 * p], i0 = pc[4 * p + 1], s = pc[4 * p + 2], e = pc[4 * p + 3];
+    const long long st = ref_off[r], en = ref_off[r + 1];
+    const long long cap = cap_off[p + 1] - cap_off[p];
+    ulonglong2* buf = out + cap_off[p];
+    MMRun R;
+    mm_run_fresh(R);
+    long long n = 0;
+    if (i0 < s) {  // warm-up: nothing emitted (every position is below i_emit = s)
+        mm_run(seq, st, en, i0, s, s, (u64)r, R, buf, 0, n);
+        mm_run_save(R, S0 + p * sw);
+    }
+    n = 0;
+    mm_run(seq, st, en, s, s, e, (u64)r, R, buf, cap, n);
+    mm_run_save(R, S1 + p * sw);
+    cnt[p] = n;
+}

@@ -25,8 +25,8 @@ from g3align.aligner.cli.startup import gpu_machine
 @click.option("--bwa", "bwa_files", is_flag=True,
               help="also write bwa's index files (PREFIX.amb .ann .bwt .pac .sa, as `bwa index` writes them)")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
-              help="where the suffixes are sorted: gpu (buckets, kernels/sufsort.cu), cpu (divsufsort), auto (the GPU "
-                   "when there is one); the index is the same bytes")
+              help="where the suffixes are sorted (gpu: buckets, kernels/sufsort.cu; cpu: divsufsort) and the minimizer "
+                   "indexes built (gpu: index/mmgpu.py); auto: the GPU when there is one; the index is the same bytes")
 @click.argument("fasta")
 def index_cmd(fasta, prefix, sa_intv, presets, no_fm, bwa_files, device):
     """Build the FM-index (double-step occurrence tables) of FASTA[.gz] for `mem`, and with -x the
@@ -44,15 +44,15 @@ def index_cmd(fasta, prefix, sa_intv, presets, no_fm, bwa_files, device):
             raise G3Error(f"cannot write the index {prefix}.*: directory '{out_dir}' is not writable")
         if os.path.exists(fasta):
             jit.precompile("index")
+        # (gpu without a GPU: pick_device's one-line error)
+        dev = pick_device(device, 1, "index") if device == "gpu" or gpu_machine(device) else "cpu"
         if not no_fm:
-            # (gpu without a GPU: pick_device's one-line error)
-            dev = pick_device(device, 1, "index") if device == "gpu" or gpu_machine(device) else "cpu"
             build_index(fasta, prefix, sa_intv=sa_intv, progress=sys.stderr.isatty(), bwa_files=bwa_files,
                         device=dev)
         elif bwa_files:
             raise G3Error("--bwa needs the FM-index (drop --no-fm)")
         if presets:
-            _build_mm_indexes(fasta, prefix, presets)
+            _build_mm_indexes(fasta, prefix, presets, dev)
     except (OSError, ValueError, G3Error) as e:
         fail(str(e).splitlines()[0] if str(e) else repr(e))
 
@@ -62,7 +62,7 @@ def mm_index_path(prefix: str, opt) -> str:
     return f"{prefix}.{opt.index_key()}.g3m"
 
 
-def _build_mm_indexes(fasta: str, prefix: str, presets: str) -> None:
+def _build_mm_indexes(fasta: str, prefix: str, presets: str, device: str = "cpu") -> None:
     from g3align.aligner.map import options as MO
     from g3align.index import mmidx
     names = ["map-ont", "map-pb", "map-hifi", "sr"] if presets == "all" else [p for p in presets.split(",") if p]
@@ -81,6 +81,8 @@ def _build_mm_indexes(fasta: str, prefix: str, presets: str) -> None:
         if path in done:
             continue
         done.add(path)
-        idx = mmidx.build_mm_index(ref, o.k, o.w, o.is_hpc, o.bucket_bits)
+        idx = mmidx.build_mm_index(ref, o.k, o.w, o.is_hpc, o.bucket_bits, device=device,
+                                   log=lambda m: click.echo(m, err=True))
+        idx.extra.pop("device", None)  # its device copies: not needed to write it
         mmidx.save_mm_index(path, idx)
         click.echo(f"[M::index] wrote {path} ({idx.n_keys} minimizers, {idx.n_pos} positions)", err=True)

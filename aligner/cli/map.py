@@ -166,12 +166,21 @@ def map_index(ref_path, opt):
         return idx
     t0 = time.time()
     ref = mmidx.read_mm_ref(ref_path)
-    idx = mmidx.build_mm_index(ref, opt.k, opt.w, opt.is_hpc, opt.bucket_bits)
+    idx = mmidx.build_mm_index(ref, opt.k, opt.w, opt.is_hpc, opt.bucket_bits, device=_index_device(opt.device),
+                               log=lambda m: log(m, opt.verbose))
     log(f"[M::mm_idx_gen] indexed {ref.n_seq} sequences ({int(ref.lengths.sum())} bp) in "
         f"{time.time() - t0:.3f} s", opt.verbose)
     if opt.dump:
         mmidx.save_mm_index(opt.dump, idx)
     return idx
+
+
+def _index_device(choice: str) -> str:
+    """Where map builds a minimizer index: on the GPU whenever it maps there (--device gpu, or auto with a GPU)."""
+    if not gpu_machine(choice):
+        return "cpu"
+    from g3align.aligner.gpu.device import gpu_available
+    return "gpu" if gpu_available() else "cpu"
 
 
 def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, index, trace=None):

@@ -585,6 +585,7 @@ class MapAligner:
         """With the GPU: the index (batch seeding) and the reference (batch alignment) on the device and the
         kernel modules loaded, once, by the first caller (run_map calls it before its part workers start,
         _batch_stages for direct callers of map_batch / batch_jobs)."""
+        built = self.idx.extra.pop("device", None)  # the arrays of an index built on this GPU (mmgpu), if it was
         if self.device != "gpu" or not (self.batch_seed or self.batch_align) or self._dev_ready:
             return
         import cupy as cp
@@ -595,7 +596,7 @@ class MapAligner:
             if self._dev_ready:
                 return
             if self.batch_seed:
-                self._idx_dev = SG.index_to_device(*self.idx.arrays())[1:5]
+                self._idx_dev = built if built is not None else SG.index_to_device(*self.idx.arrays())[1:5]
                 get_module("mmseed")
                 get_module("mmsketch", {"MM_K": int(self.iv[I_K]), "MM_W": int(self.iv[I_W]),
                                         "MM_HPC": int(self.iv[I_HPC] != 0)})
