@@ -98,11 +98,14 @@ def test_build_logic_with_twins(monkeypatch, k, w, hpc, b):
 @pytest.mark.parametrize("k,w,hpc,b", PRESETS)
 def test_gpu_index_equals_cpu(monkeypatch, k, w, hpc, b):
     """Default pieces, then pieces and warm-ups so small that many pieces are sketched again."""
-    stats = {}
+    redone = []
     real = mmgpu._sketch
 
     def counted(*a):
-        return real(*a[:-1], stats)
+        stats = {}
+        out = real(*a[:-1], stats)
+        redone.append(stats.get("redone", 0))
+        return out
     monkeypatch.setattr(mmgpu, "_sketch", counted)
     for ref in [_hard_ref()] + _lambda_ecoli():
         want = mmidx.build_mm_index(ref, k, w, hpc, b)
@@ -114,7 +117,7 @@ def test_gpu_index_equals_cpu(monkeypatch, k, w, hpc, b):
             dev = got.extra["device"]
             for name, d in zip(("bkt_off", "keys", "key_off", "pos"), dev):
                 assert np.array_equal(d.get(), getattr(want, name)), name
-    assert stats["redone"] > 0  # the small pieces of the hard reference: some sketched again on the CPU
+    assert max(redone) > 0  # the small pieces of the hard reference: some sketched again on the CPU
 
 
 @pytest.mark.gpu
@@ -130,21 +133,16 @@ def test_gpu_index_no_minimizers_and_low_memory(monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("preset", ["map-pb", "map-ont"])
-def test_map_with_gpu_index_equals_golden(tmp_path, preset):
-    """`g3align map` on the GPU builds its index there; its output is the CPU's (and minimap2's golden file)."""
-    outs = {}
-    for dev in ("gpu", "cpu"):
-        out = tmp_path / f"{dev}.sam"
-        r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "map", "-ax", preset, "--device", dev,
-                            "-o", str(out), str(ROOT / "data" / "lambda.fa.gz"),
-                            str(ROOT / "data" / "lambda_pbsim.fq.gz")], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-        outs[dev] = [x for x in out.read_text().splitlines() if not x.startswith("@PG")]
-    assert outs["gpu"] == outs["cpu"]
-    if preset == "map-pb":
-        gold = tmp_path / "gold.sam"
-        gold.write_bytes(gzip.decompress((ROOT / "data" / "golden" / "lambda_pbsim.mm2.sam.gz").read_bytes()))
-        c = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "compare", "--strict", str(tmp_path / "gpu.sam"),
-                            str(gold)], capture_output=True, text=True)
-        assert c.returncode == 0, c.stdout + c.stderr
+def test_map_with_gpu_index_equals_golden(tmp_path):
+    """`g3align map` on the GPU builds its index there (its arrays: test_gpu_index_equals_cpu); the output is
+    minimap2's golden file."""
+    out = tmp_path / "gpu.sam"
+    r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "map", "-ax", "map-pb", "--device", "gpu",
+                        "-o", str(out), str(ROOT / "data" / "lambda.fa.gz"), str(ROOT / "data" / "lambda_pbsim.fq.gz")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    gold = tmp_path / "gold.sam"
+    gold.write_bytes(gzip.decompress((ROOT / "data" / "golden" / "lambda_pbsim.mm2.sam.gz").read_bytes()))
+    c = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "compare", "--strict", str(out), str(gold)],
+                       capture_output=True, text=True)
+    assert c.returncode == 0, c.stdout + c.stderr
