@@ -9,7 +9,8 @@
 #                                    NPAIRS=N also N wgsim pairs through `g3align mem` and `bwa mem -t THREADS` on
 #                                    those files, compared record by record
 #                                    (MAP="map-pb ..." PBDEPTH=D: pbsim reads through minimap2 and g3align map; TESTS=
-#                                    "tests/..." GPU tests; CHR20=0, WALK=0: those stages left out)
+#                                    "tests/..." GPU tests; CHR20=0, WALK=0, FM=0: those stages left out; REUSE=1: the
+#                                    stand-in and its index of an earlier run on this box kept; SECOND=1: g3align twice)
 #   bash scripts/gpu_index.sh pack-cache  here: numba's cache for the box's Python (NBDIR), carried in $P/nb.txz
 #   bash scripts/gpu_index.sh wait S on the box: wait up to S seconds for run to end; the log and results to $OUT
 # Everything lands in $W (/tmp/g3wg): log (one line a stage, with wall time and peak RSS), gpumem.txt.
@@ -94,8 +95,8 @@ print(h.hexdigest(), fm.primary, fm.row_sa1)' $W/c20 > $W/c20.fm.md5 || true
     rm -f $W/c20.*
     fi
 
-    [ "${REUSE:-0}" = 1 ] && [ -f $W/wg/wg.fa.g3i ] || timed wg-ref python3 scripts/wg_ref.py --data $P/src --out $W/wg --jobs $T --size ${WG_SIZE:-3.1e9} || true
-    [ "${REUSE:-0}" = 1 ] && [ -f $W/wg/wg.fa.g3i ] || timed wg-index $G3 index --device $DEV --bwa $W/wg/wg.fa || true
+    [ "${REUSE:-0}" = 1 ] && [ -f $W/wg/wg.fa ] || timed wg-ref python3 scripts/wg_ref.py --data $P/src --out $W/wg --jobs $T --size ${WG_SIZE:-3.1e9} || true
+    [ "${FM:-1}" = 0 ] || { [ "${REUSE:-0}" = 1 ] && [ -f $W/wg/wg.fa.g3i ]; } || timed wg-index $G3 index --device $DEV --bwa $W/wg/wg.fa || true
     grep -h "M::index" $W/wg-index.err >> $W/log || true
     ls -l $W/wg/ >> $W/log
     if [ "${WALK:-20000000}" != 0 ]; then
@@ -133,6 +134,12 @@ for e in ev:
             grep -h "Real time\|M::mm_idx_gen\|M::mm_idx_stat" $W/mm2-$x.err | tail -3 >> $W/log || true
             timed g3-map-$x env G3ALIGN_STAGES=1 $G3 map -ax $x -t $T --device $DEV $W/wg/wg.fa $W/pb.fq || true
             grep -h -i "stage\|index" $W/g3-map-$x.err | tail -8 >> $W/log || true
+            if [ "${SECOND:-0}" = 1 ]; then
+                timed g3-map-$x-2 env G3ALIGN_STAGES=1 $G3 map -ax $x -t $T --device $DEV $W/wg/wg.fa $W/pb.fq || true
+                grep -h -i "stage\|index" $W/g3-map-$x-2.err | tail -8 >> $W/log || true
+                cmp -s $W/g3-map-$x.out $W/g3-map-$x-2.out && note "g3 map $x: second run identical" \
+                    || note "g3 map $x: second run DIFFERS"
+            fi
             timed compare-$x $G3 compare $W/mm2-$x.out $W/g3-map-$x.out || true
             head -20 $W/compare-$x.out >> $W/log || true
         done

@@ -25,8 +25,8 @@ from g3align.aligner.cli.startup import gpu_machine
 @click.option("--bwa", "bwa_files", is_flag=True,
               help="also write bwa's index files (PREFIX.amb .ann .bwt .pac .sa, as `bwa index` writes them)")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
-              help="where the suffixes are sorted (gpu: buckets, kernels/sufsort.cu; cpu: divsufsort) and the minimizer "
-                   "indexes built (gpu: index/mmgpu.py); auto: the GPU when there is one; the index is the same bytes")
+              help="where the suffixes are sorted (gpu: buckets, kernels/sufsort.cu; cpu: divsufsort) and the "
+                   "minimizer indexes built (gpu: index/mmgpu.py); auto: the GPU when there is one; the same bytes")
 @click.argument("fasta")
 def index_cmd(fasta, prefix, sa_intv, presets, no_fm, bwa_files, device):
     """Build the FM-index (double-step occurrence tables) of FASTA[.gz] for `mem`, and with -x the
