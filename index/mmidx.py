@@ -321,9 +321,21 @@ def _same_state(A, B, w, k):
     sketch tells them apart (l only up to w + k, where every test on it is settled)."""
     MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
     cap = np.uint64(w + k)
-    if (A[_S_I] != B[_S_I] or A[_S_KF] != B[_S_KF] or A[_S_KR] != B[_S_KR] or A[_S_SPAN] != B[_S_SPAN]
-            or min(A[_S_L], cap) != min(B[_S_L], cap) or A[_S_MINX] != B[_S_MINX] or A[_S_MINY] != B[_S_MINY]
-            or A[_S_QC] != B[_S_QC]):
+    if (A[_S_I] != B[_S_I] or A[_S_SPAN] != B[_S_SPAN] or min(A[_S_L], cap) != min(B[_S_L], cap)
+            or A[_S_MINX] != B[_S_MINX] or A[_S_MINY] != B[_S_MINY] or A[_S_QC] != B[_S_QC]):
+        return False
+    # the k-mer registers: whole, or with k odd only the l bases read since the last N (kf's low bits, kr's high
+    # bits). The older ones shift out before any k-mer is a candidate (that needs l >= k), and with k odd no k-mer
+    # equals its reverse complement (nor does a register pair begun from zeros), so the palindrome test never
+    # depends on them: inside a long N run a piece's fresh warm-up then matches the sequential sketch, which still
+    # holds the bases before the run.
+    l = A[_S_L]
+    if k % 2 == 1 and l < np.uint64(k):
+        lo = (np.uint64(1) << np.uint64(2 * l)) - np.uint64(1)
+        hi = np.uint64(2 * (k - l))
+        if (A[_S_KF] & lo) != (B[_S_KF] & lo) or (A[_S_KR] >> hi) != (B[_S_KR] >> hi):
+            return False
+    elif A[_S_KF] != B[_S_KF] or A[_S_KR] != B[_S_KR]:
         return False
     ba, bb = np.int64(A[_S_BPOS]), np.int64(B[_S_BPOS])
     if A[_S_MINX] != MAX and (np.int64(A[_S_MPOS]) - ba) % w != (np.int64(B[_S_MPOS]) - bb) % w:

@@ -15,7 +15,7 @@ from g3align.index import mmgpu, mmidx
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESETS = [(15, 10, False, 14), (19, 10, True, 14), (19, 19, True, 14), (21, 11, False, 14), (5, 3, True, 8),
-           (11, 2, False, 20)]
+           (11, 2, False, 20), (16, 10, False, 14), (6, 5, True, 10)]
 
 
 def _hard_ref(seed=5):
@@ -23,7 +23,8 @@ def _hard_ref(seed=5):
     rnd = lambda n: "".join(rng.choice(list("ACGT"), n))  # noqa: E731
     seqs = [rnd(9000) + "A" * 3000 + rnd(500) + "ACGT" * 900 + "N" * 30 + rnd(4000) + "CA" * 2500 + rnd(3000),
             "ACGTACGT" * 700 + rnd(100), rnd(50), "", "T" * 6000, rnd(12000) + "GATC" * 40 + rnd(2000),
-            "N" * 5000, rnd(70000) + "N" * 2000 + rnd(3000) + "G" * 1500 + rnd(40000)]
+            "N" * 5000, rnd(70000) + "N" * 2000 + rnd(3000) + "G" * 1500 + rnd(40000),
+            rnd(3000) + "N" * 9000 + rnd(7) + "N" * 2500 + "ACGTTGCA" + "N" * 4000 + rnd(5000) + "N" * 3 + rnd(2)]
     return mmidx.mm_ref_from_strings(seqs)
 
 

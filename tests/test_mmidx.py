@@ -178,11 +178,14 @@ def _hard_ref(seed=5):
     rng = np.random.default_rng(seed)
     rnd = lambda n: "".join(rng.choice(list("ACGT"), n))  # noqa: E731
     seqs = [rnd(9000) + "A" * 3000 + rnd(500) + "ACGT" * 900 + "N" * 30 + rnd(4000) + "CA" * 2500 + rnd(3000),
-            "ACGTACGT" * 700 + rnd(100), rnd(50), "", "T" * 6000, rnd(12000) + "GATC" * 40 + rnd(2000)]
+            "ACGTACGT" * 700 + rnd(100), rnd(50), "", "T" * 6000, rnd(12000) + "GATC" * 40 + rnd(2000),
+            # N runs longer than a piece, with few bases between them (the k-mer registers keep older bases)
+            rnd(3000) + "N" * 9000 + rnd(7) + "N" * 2500 + "ACGTTGCA" + "N" * 4000 + rnd(5000) + "N" * 3 + rnd(2)]
     return mmidx.mm_ref_from_strings(seqs)
 
 
-@pytest.mark.parametrize("k,w,hpc", [(15, 10, False), (19, 10, True), (21, 11, False), (19, 19, True), (5, 3, True)])
+@pytest.mark.parametrize("k,w,hpc", [(15, 10, False), (19, 10, True), (21, 11, False), (19, 19, True), (5, 3, True),
+                                     (4, 3, False), (6, 5, True), (16, 10, False)])
 def test_pieced_sketch_equals_sequential(monkeypatch, k, w, hpc):
     """The index build sketches contigs in pieces, in parallel, each after a warm-up; the result must be the
     sequential sketch's exactly, including where a warm-up is too short (long repeats: a piece redone)."""
