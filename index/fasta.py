@@ -454,8 +454,10 @@ def pack_fasta_bytes(data: bytes, path: str = "<bytes>") -> Reference:
     hole_len = np.empty(nh, dtype=np.int32)
     hole_chr = np.empty(nh, dtype=np.uint8)
     _pack(raw, offsets, NST_NT4, np.int64(LRAND48_SEED), hole_off, hole_len, hole_chr)
-    pac = raw.copy() if olen < out.size else raw  # drop the unused tail of the buffer
-    del out, raw
+    del raw
+    out.resize(olen, refcheck=False)  # drop the unused tail of the buffer in place (realloc), not by a copy
+    pac = out
+    del out
     return Reference(
         pac=pac,
         l_pac=int(olen),

@@ -97,7 +97,9 @@ def parse_mm_seqs(data: bytes, path: str = "<bytes>"):
     if n and r.rec[n - 1, 0] == len(data):  # a header byte that ends the file: kseq reads no record
         n -= 1
     off = r.offsets(n)
-    return r.names(n), np.diff(off), off, r.seq[:off[-1]].copy()
+    seq = r.seq  # sized for the whole input: cut to the bases in place (realloc), not copied
+    seq.resize(int(off[-1]), refcheck=False)
+    return r.names(n), np.diff(off), off, seq
 
 
 @dataclass
