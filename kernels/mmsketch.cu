@@ -67,148 +67,6 @@ __device__ __forceinline__ void mm_push(ulonglong2* out, long long cap, long lon
     ++n;
 }
 
-// Minimizers of seq[st, en) -> out[0, cap); returns how many there are (may exceed cap).
-__device__ long long mm_sketch_one(const unsigned char* seq, long long st, long long en, ulonglong2* out,
-                                   long long cap)
-{
-    const long long length = en - st;
-    if (length <= 0) return 0;
-    const u64 shift1 = 2 * (MM_K - 1);
-    const u64 mask = (1ull << (2 * MM_K)) - 1;
-    const long long wk1 = MM_W + MM_K - 1;
-    ByteReader rd;
-    rd.words = reinterpret_cast<const u64*>(seq);
-    rd.cur = -1;
-    rd.v = 0;
-    u64 bx[MM_W], by[MM_W];
-#pragma unroll
-    for (int j = 0; j < MM_W; ++j) {
-        bx[j] = MM_MAX;
-        by[j] = MM_MAX;
-    }
-#if MM_HPC
-    long long runs[32];  // homopolymer run lengths of the current k-mer (ring)
-    int q_front = 0, q_count = 0;
-#endif
-    u64 kf = 0, kr = 0, min_x = MM_MAX, min_y = MM_MAX;
-    long long span = 0, l = 0, n = 0;
-    int bpos = 0, mpos = 0;
-    for (long long i = 0; i < length; ++i) {
-        const unsigned c = rd.get(st + i);
-        u64 ix = MM_MAX, iy = MM_MAX;
-        if (c < 4) {
-#if MM_HPC
-            long long run = 1;
-            if (i + 1 < length && rd.get(st + i + 1) == c) {
-                run = 2;
-                while (i + run < length && rd.get(st + i + run) == c) ++run;
-                i += run - 1;
-            }
-            runs[(q_count + q_front) & 31] = run;
-            ++q_count;
-            span += run;
-            if (q_count > MM_K) {
-                span -= runs[q_front];
-                q_front = (q_front + 1) & 31;
-                --q_count;
-            }
-#else
-            span = l + 1 < MM_K ? l + 1 : MM_K;
-#endif
-            const u64 cu = c;
-            kf = ((kf << 2) | cu) & mask;
-            kr = (kr >> 2) | ((3ull ^ cu) << shift1);
-            if (kf == kr) continue;  // symmetric k-mer: not a candidate, no window step
-            const u64 z = kf < kr ? 0 : 1;
-            ++l;
-            if (l >= MM_K && span < 256) {
-                ix = (mm_hash64(z ? kr : kf, mask) << 8) | (u64)span;
-                iy = (((u64)i << 1) & 0xFFFFFFFFull) | z;
-            }
-        } else {
-            l = 0;
-            span = 0;
-#if MM_HPC
-            q_count = 0;
-            q_front = 0;
-#endif
-        }
-        bx[bpos] = ix;
-        by[bpos] = iy;
-        if (l == wk1 && min_x != MM_MAX) {
-            // first full window: equal-hash k-mers seen before the minimum was fixed
-            for (int j = bpos + 1; j < MM_W; ++j)
-                if (bx[j] == min_x && by[j] != min_y) mm_push(out, cap, n, bx[j], by[j]);
-            for (int j = 0; j < bpos; ++j)
-                if (bx[j] == min_x && by[j] != min_y) mm_push(out, cap, n, bx[j], by[j]);
-        }
-        if (ix <= min_x) {
-            if (l >= MM_W + MM_K && min_x != MM_MAX) mm_push(out, cap, n, min_x, min_y);
-            min_x = ix;
-            min_y = iy;
-            mpos = bpos;
-        } else if (bpos == mpos) {
-            // the minimum left the window: emit it and rescan (oldest first, ties -> the latest)
-            if (l >= wk1 && min_x != MM_MAX) mm_push(out, cap, n, min_x, min_y);
-            min_x = MM_MAX;
-            for (int j = bpos + 1; j < MM_W; ++j)
-                if (min_x >= bx[j]) {
-                    min_x = bx[j];
-                    min_y = by[j];
-                    mpos = j;
-                }
-            for (int j = 0; j <= bpos; ++j)
-                if (min_x >= bx[j]) {
-                    min_x = bx[j];
-                    min_y = by[j];
-                    mpos = j;
-                }
-            if (l >= wk1 && min_x != MM_MAX) {
-                for (int j = bpos + 1; j < MM_W; ++j)
-                    if (bx[j] == min_x && by[j] != min_y) mm_push(out, cap, n, bx[j], by[j]);
-                for (int j = 0; j <= bpos; ++j)
-                    if (bx[j] == min_x && by[j] != min_y) mm_push(out, cap, n, bx[j], by[j]);
-            }
-        }
-        if (++bpos == MM_W) bpos = 0;
-    }
-    if (min_x != MM_MAX) mm_push(out, cap, n, min_x, min_y);
-    return n;
-}
-
-// Thread t sketches read r = reads ? reads[t] : t into out[base[r] ...] (cap[r] records at most);
-// count[r] = its number of minimizers when count is not null.
-extern "C" __global__ void __launch_bounds__(128) mm_sketch(const unsigned char* __restrict__ seq,
-                                                            const long long* __restrict__ seq_off,
-                                                            const long long* __restrict__ reads, long long n_reads,
-                                                            const long long* __restrict__ base,
-                                                            const long long* __restrict__ cap,
-                                                            ulonglong2* __restrict__ out,
-                                                            long long* __restrict__ count)
-{
-    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= n_reads) return;
-    const long long r = reads ? reads[t] : t;
-    const long long n = mm_sketch_one(seq, seq_off[r], seq_off[r + 1], out + base[r], cap[r]);
-    if (count) count[r] = n;
-}
-
-// One warp per read: slot[base[r], base[r] + count[r]) -> out[off[r], ...) when count[r] <= cap[r].
-extern "C" __global__ void mm_compact(const ulonglong2* __restrict__ slot, const long long* __restrict__ base,
-                                      const long long* __restrict__ cap, const long long* __restrict__ count,
-                                      const long long* __restrict__ off, long long n_reads,
-                                      ulonglong2* __restrict__ out)
-{
-    const long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    const int lane = threadIdx.x & 31;
-    if (r >= n_reads) return;
-    const long long n = count[r];
-    if (n > cap[r]) return;
-    const ulonglong2* src = slot + base[r];
-    ulonglong2* dst = out + off[r];
-    for (long long j = lane; j < n; j += 32) dst[j] = src[j];
-}
-
 // ------------------------------------------------------------------------------------------------
 // The reference's minimizers for the index build, in pieces (index/mmidx.py _sketch_all's GPU side).
 //
@@ -248,14 +106,21 @@ __device__ void mm_run_save(const MMRun& R, u64* S)
         S[11 + j] = R.bx[j];
         S[11 + MM_W + j] = R.by[j];
     }
-    for (int j = 0; j < 32; ++j) S[11 + 2 * MM_W + j] = (u64)R.runs[j];
+    for (int j = 0; j < 32; ++j) S[11 + 2 * MM_W + j] = (u64)R.runs[j];  // no ring without MM_HPC
 }
 
+// Byte reader of the reference pieces: one read-only byte load a base (seq carries no padding).
+struct LdgReader {
+    const unsigned char* seq;
+    __device__ __forceinline__ unsigned get(long long p) { return __ldg(seq + p); }
+};
+
 // _sketch_run over positions [i0, i_stop) of seq[st, en), emitting at positions >= i_emit (and the
-// last minimum when i_stop reaches the end) into out[0, cap) with n counting every record.
-__device__ void mm_run(const unsigned char* __restrict__ seq, long long st, long long en, long long i0,
-                       long long i_emit, long long i_stop, u64 rid, MMRun& R, ulonglong2* out, long long cap,
-                       long long& n)
+// last minimum when i_stop reaches the end) into out[0, cap) with n counting every record; the bases come
+// from rd.get(position in seq). One loop serves both the reads (mm_sketch_one) and the reference pieces.
+template <class Reader>
+__device__ void mm_run(Reader& rd, long long st, long long en, long long i0, long long i_emit, long long i_stop,
+                       u64 rid, MMRun& R, ulonglong2* out, long long cap, long long& n)
 {
     const long long length = en - st;
     if (length <= 0) return;
@@ -268,14 +133,14 @@ __device__ void mm_run(const unsigned char* __restrict__ seq, long long st, long
     long long i = i0;
     while (i < i_stop) {
         const bool emit = i >= i_emit;
-        const unsigned c = __ldg(seq + st + i);
+        const unsigned c = rd.get(st + i);
         u64 ix = MM_MAX, iy = MM_MAX;
         if (c < 4) {
 #if MM_HPC
             long long run = 1;
-            if (i + 1 < length && __ldg(seq + st + i + 1) == c) {
+            if (i + 1 < length && rd.get(st + i + 1) == c) {
                 run = 2;
-                while (i + run < length && __ldg(seq + st + i + run) == c) ++run;
+                while (i + run < length && rd.get(st + i + run) == c) ++run;
                 i += run - 1;
             }
             R.runs[(q_count + q_front) & 31] = run;
@@ -365,15 +230,64 @@ extern "C" __global__ void __launch_bounds__(128) mm_ref_pieces(const unsigned c
     const long long st = ref_off[r], en = ref_off[r + 1];
     const long long cap = cap_off[p + 1] - cap_off[p];
     ulonglong2* buf = out + cap_off[p];
+    LdgReader rd{seq};
+    MMRun R;
+    mm_run_fresh(R);
+    // phase 0, the warm-up over [i0, s): nothing emitted (every position is below i_emit = s), state to S0
+    // (none for a contig's first piece); phase 1, [s, e) emitting, state to S1. One call site: one inlined copy.
+    for (int ph = i0 < s ? 0 : 1; ph < 2; ++ph) {
+        long long n = 0;
+        mm_run(rd, st, en, ph ? s : i0, s, ph ? e : s, (u64)r, R, buf, ph ? cap : 0, n);
+        mm_run_save(R, (ph ? S1 : S0) + p * sw);
+        if (ph) cnt[p] = n;
+    }
+}
+
+// Minimizers of one read, seq[st, en) -> out[0, cap) (rid 0, everything emitted); returns how many there are
+// (may exceed cap). The bases come as aligned 64-bit words (ByteReader).
+__device__ long long mm_sketch_one(const unsigned char* seq, long long st, long long en, ulonglong2* out,
+                                   long long cap)
+{
+    ByteReader rd;
+    rd.words = reinterpret_cast<const u64*>(seq);
+    rd.cur = -1;
+    rd.v = 0;
     MMRun R;
     mm_run_fresh(R);
     long long n = 0;
-    if (i0 < s) {  // warm-up: nothing emitted (every position is below i_emit = s)
-        mm_run(seq, st, en, i0, s, s, (u64)r, R, buf, 0, n);
-        mm_run_save(R, S0 + p * sw);
-    }
-    n = 0;
-    mm_run(seq, st, en, s, s, e, (u64)r, R, buf, cap, n);
-    mm_run_save(R, S1 + p * sw);
-    cnt[p] = n;
+    mm_run(rd, st, en, 0, 0, en - st, 0ull, R, out, cap, n);
+    return n;
+}
+
+// Thread t sketches read r = reads ? reads[t] : t into out[base[r] ...] (cap[r] records at most);
+// count[r] = its number of minimizers when count is not null.
+extern "C" __global__ void __launch_bounds__(128) mm_sketch(const unsigned char* __restrict__ seq,
+                                                            const long long* __restrict__ seq_off,
+                                                            const long long* __restrict__ reads, long long n_reads,
+                                                            const long long* __restrict__ base,
+                                                            const long long* __restrict__ cap,
+                                                            ulonglong2* __restrict__ out,
+                                                            long long* __restrict__ count)
+{
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_reads) return;
+    const long long r = reads ? reads[t] : t;
+    const long long n = mm_sketch_one(seq, seq_off[r], seq_off[r + 1], out + base[r], cap[r]);
+    if (count) count[r] = n;
+}
+
+// One warp per read: slot[base[r], base[r] + count[r]) -> out[off[r], ...) when count[r] <= cap[r].
+extern "C" __global__ void mm_compact(const ulonglong2* __restrict__ slot, const long long* __restrict__ base,
+                                      const long long* __restrict__ cap, const long long* __restrict__ count,
+                                      const long long* __restrict__ off, long long n_reads,
+                                      ulonglong2* __restrict__ out)
+{
+    const long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (r >= n_reads) return;
+    const long long n = count[r];
+    if (n > cap[r]) return;
+    const ulonglong2* src = slot + base[r];
+    ulonglong2* dst = out + off[r];
+    for (long long j = lane; j < n; j += 32) dst[j] = src[j];
 }

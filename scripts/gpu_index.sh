@@ -10,7 +10,9 @@
 #                                    those files, compared record by record
 #                                    (MAP="map-pb ..." PBDEPTH=D: pbsim reads through minimap2 and g3align map; TESTS=
 #                                    "tests/..." GPU tests; CHR20=0, WALK=0, FM=0: those stages left out; REUSE=1: the
-#                                    stand-in and its index of an earlier run on this box kept; SECOND=1: g3align twice)
+#                                    stand-in and its index of an earlier run on this box kept; SECOND=1: g3align twice,
+#                                    SECOND_MEM=0: not for mem; SR=1: the NPAIRS pairs also through minimap2 -ax sr and
+#                                    g3align map -ax sr; MEM=0: those pairs not through mem)
 #   bash scripts/gpu_index.sh pack-cache  here: numba's cache for the box's Python (NBDIR), carried in $P/nb.txz
 #   bash scripts/gpu_index.sh wait S on the box: wait up to S seconds for run to end; the log and results to $OUT
 # Everything lands in $W (/tmp/g3wg): log (one line a stage, with wall time and peak RSS), gpumem.txt.
@@ -107,6 +109,7 @@ print(h.hexdigest(), fm.primary, fm.row_sa1)' $W/c20 > $W/c20.fm.md5 || true
     if [ -n "$NPAIRS" ]; then   # mem at scale: NPAIRS wgsim pairs, g3align mem and bwa mem on the GPU-built files
         timed wgsim wgsim -S 7 -N $NPAIRS -1 150 -2 150 -e 0.01 $W/wg/wg.fa $W/r1.fq $W/r2.fq
         head -4000 $W/r1.fq > $W/s1.fq; head -4000 $W/r2.fq > $W/s2.fq   # 1,000 pairs: start-up and index load
+        if [ "${MEM:-1}" = 1 ]; then   # MEM=0: the pairs for SR only
         timed g3-mem-small $G3 mem -t $T --device $DEV $W/wg/wg.fa $W/s1.fq $W/s2.fq || true
         timed g3-mem env G3ALIGN_STAGES=1 G3ALIGN_TRACE=$W/g3-mem.trace.json $G3 mem -t $T --device $DEV $W/wg/wg.fa $W/r1.fq $W/r2.fq || true
         python3 -c 'import json, sys
@@ -117,13 +120,26 @@ for e in ev:
         timed bwa-mem-small bwa mem -t $T $W/wg/wg.fa $W/s1.fq $W/s2.fq || true
         timed bwa-mem bwa mem -t $T $W/wg/wg.fa $W/r1.fq $W/r2.fq || true
         grep -h "Real time" $W/bwa-mem.err >> $W/log || true
-        if [ "${SECOND:-0}" = 1 ]; then
+        if [ "${SECOND_MEM:-${SECOND:-0}}" = 1 ]; then
             timed g3-mem-2 $G3 mem -t $T --device $DEV $W/wg/wg.fa $W/r1.fq $W/r2.fq || true
             cmp -s $W/g3-mem.out $W/g3-mem-2.out && note "g3 mem: second run identical" || note "g3 mem: second run DIFFERS"
         fi
         timed compare $G3 compare $W/bwa-mem.out $W/g3-mem.out || true
         head -30 $W/compare.out >> $W/log || true
         rm -f $W/g3-mem-2.out
+        fi
+        if [ "${SR:-0}" = 1 ]; then   # the same pairs through minimap2 -ax sr and g3align map -ax sr (index built in the run)
+            timed mm2-sr minimap2 -ax sr -t $T $W/wg/wg.fa $W/r1.fq $W/r2.fq || true
+            grep -h "Real time\|M::mm_idx_gen\|M::mm_idx_stat" $W/mm2-sr.err | tail -3 >> $W/log || true
+            for run in 1 2; do
+                timed g3-sr-$run env G3ALIGN_STAGES=1 $G3 map -ax sr -t $T --device $DEV $W/wg/wg.fa $W/r1.fq $W/r2.fq || true
+                grep -h -i "stage\|index" $W/g3-sr-$run.err | tail -8 >> $W/log || true
+            done
+            cmp -s $W/g3-sr-1.out $W/g3-sr-2.out && note "g3 sr: second run identical" || note "g3 sr: second run DIFFERS"
+            timed compare-sr $G3 compare $W/mm2-sr.out $W/g3-sr-1.out || true
+            head -20 $W/compare-sr.out >> $W/log || true
+            rm -f $W/g3-sr-2.out
+        fi
     fi
     if [ -n "$MAP" ]; then   # map at scale: pbsim CLR reads at depth $PBDEPTH, minimap2 -ax map-pb and g3align map
         mkdir -p $W/pb
