@@ -394,8 +394,9 @@ def _entries(jobs) -> list:
     of the FM-index built for the wide table layout (OCC_WIDE = index/fm.py's SUPER_SHIFT), which the manifest does
     not record: an index of 2**32 rows or more (a human genome) keeps the same array types (the numba kernels are
     the same), but kernels/smem.cu reads its superblocks."""
-    from g3align.index.fm import SUPER_SHIFT
     import json
+
+    from g3align.index.fm import SUPER_SHIFT
     try:
         man = json.loads(_MANIFEST.read_text())
     except (OSError, ValueError):
