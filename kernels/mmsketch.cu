@@ -106,7 +106,7 @@ __device__ void mm_run_save(const MMRun& R, u64* S)
         S[11 + j] = R.bx[j];
         S[11 + MM_W + j] = R.by[j];
     }
-    for (int j = 0; j < 32; ++j) S[11 + 2 * MM_W + j] = (u64)R.runs[j];  // no ring without MM_HPC
+    for (int j = 0; j < 32; ++j) S[11 + 2 * MM_W + j] = (u64)R.runs[j];  // zeros without MM_HPC
 }
 
 // Byte reader of the reference pieces: one read-only byte load a base (seq carries no padding).

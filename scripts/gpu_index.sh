@@ -80,6 +80,24 @@ sys.exit(r)' "$W/$name.err" "$W/$name.out" "$@" > $W/$name.time; local rc=$?
         [ $rc = 0 ] && note "$name: $(cat $W/$name.time)" \
             || { note "$name: FAILED $(cat $W/$name.time) $(tail -3 $W/$name.err | tr '\n' ' ')"; return 1; }
     }
+    # map_vs_mm2 TAG PRESET READS...: minimap2 -ax PRESET and g3align map -ax PRESET (twice with SECOND=1, the two
+    # outputs compared) on READS, each building its index from the FASTA in the command; then the records compared
+    map_vs_mm2() {
+        local tag=$1 x=$2; shift 2
+        timed mm2-$tag minimap2 -ax $x -t $T $W/wg/wg.fa "$@" || true
+        grep -h "Real time\|M::mm_idx_gen\|M::mm_idx_stat" $W/mm2-$tag.err | tail -3 >> $W/log || true
+        timed g3-map-$tag env G3ALIGN_STAGES=1 $G3 map -ax $x -t $T --device $DEV $W/wg/wg.fa "$@" || true
+        grep -h -i "stage\|index" $W/g3-map-$tag.err | tail -8 >> $W/log || true
+        if [ "${SECOND:-0}" = 1 ]; then
+            timed g3-map-$tag-2 env G3ALIGN_STAGES=1 $G3 map -ax $x -t $T --device $DEV $W/wg/wg.fa "$@" || true
+            grep -h -i "stage\|index" $W/g3-map-$tag-2.err | tail -8 >> $W/log || true
+            cmp -s $W/g3-map-$tag.out $W/g3-map-$tag-2.out && note "g3 map $tag: second run identical" \
+                || note "g3 map $tag: second run DIFFERS"
+            rm -f $W/g3-map-$tag-2.out
+        fi
+        timed compare-$tag $G3 compare $W/mm2-$tag.out $W/g3-map-$tag.out || true
+        head -20 $W/compare-$tag.out >> $W/log || true
+    }
     note "device: $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader), $(nproc) cores"
     # chr20 on the GPU against the CPU's (divsufsort) files: their md5 sums, made by `pack` (CHR20=0: not)
     if [ "${CHR20:-1}" = 1 ]; then
@@ -110,55 +128,33 @@ print(h.hexdigest(), fm.primary, fm.row_sa1)' $W/c20 > $W/c20.fm.md5 || true
         timed wgsim wgsim -S 7 -N $NPAIRS -1 150 -2 150 -e 0.01 $W/wg/wg.fa $W/r1.fq $W/r2.fq
         head -4000 $W/r1.fq > $W/s1.fq; head -4000 $W/r2.fq > $W/s2.fq   # 1,000 pairs: start-up and index load
         if [ "${MEM:-1}" = 1 ]; then   # MEM=0: the pairs for SR only
-        timed g3-mem-small $G3 mem -t $T --device $DEV $W/wg/wg.fa $W/s1.fq $W/s2.fq || true
-        timed g3-mem env G3ALIGN_STAGES=1 G3ALIGN_TRACE=$W/g3-mem.trace.json $G3 mem -t $T --device $DEV $W/wg/wg.fa $W/r1.fq $W/r2.fq || true
-        python3 -c 'import json, sys
+            timed g3-mem-small $G3 mem -t $T --device $DEV $W/wg/wg.fa $W/s1.fq $W/s2.fq || true
+            timed g3-mem env G3ALIGN_STAGES=1 G3ALIGN_TRACE=$W/g3-mem.trace.json $G3 mem -t $T --device $DEV $W/wg/wg.fa $W/r1.fq $W/r2.fq || true
+            python3 -c 'import json, sys
 ev = json.load(open(sys.argv[1]))
 for e in ev:
     if str(e[0]).startswith(("start-up", "end")): print(f"  g3 trace {e[0]}: {e[2]:.2f}-{e[3]:.2f} s")' $W/g3-mem.trace.json >> $W/log 2>&1 || true
-        grep -h "M::main\|M::pool" $W/g3-mem.err | tail -4 >> $W/log || true
-        timed bwa-mem-small bwa mem -t $T $W/wg/wg.fa $W/s1.fq $W/s2.fq || true
-        timed bwa-mem bwa mem -t $T $W/wg/wg.fa $W/r1.fq $W/r2.fq || true
-        grep -h "Real time" $W/bwa-mem.err >> $W/log || true
-        if [ "${SECOND_MEM:-${SECOND:-0}}" = 1 ]; then
-            timed g3-mem-2 $G3 mem -t $T --device $DEV $W/wg/wg.fa $W/r1.fq $W/r2.fq || true
-            cmp -s $W/g3-mem.out $W/g3-mem-2.out && note "g3 mem: second run identical" || note "g3 mem: second run DIFFERS"
+            grep -h "M::main\|M::pool" $W/g3-mem.err | tail -4 >> $W/log || true
+            timed bwa-mem-small bwa mem -t $T $W/wg/wg.fa $W/s1.fq $W/s2.fq || true
+            timed bwa-mem bwa mem -t $T $W/wg/wg.fa $W/r1.fq $W/r2.fq || true
+            grep -h "Real time" $W/bwa-mem.err >> $W/log || true
+            if [ "${SECOND_MEM:-${SECOND:-0}}" = 1 ]; then
+                timed g3-mem-2 $G3 mem -t $T --device $DEV $W/wg/wg.fa $W/r1.fq $W/r2.fq || true
+                cmp -s $W/g3-mem.out $W/g3-mem-2.out && note "g3 mem: second run identical" || note "g3 mem: second run DIFFERS"
+            fi
+            timed compare $G3 compare $W/bwa-mem.out $W/g3-mem.out || true
+            head -30 $W/compare.out >> $W/log || true
+            rm -f $W/g3-mem-2.out
         fi
-        timed compare $G3 compare $W/bwa-mem.out $W/g3-mem.out || true
-        head -30 $W/compare.out >> $W/log || true
-        rm -f $W/g3-mem-2.out
-        fi
-        if [ "${SR:-0}" = 1 ]; then   # the same pairs through minimap2 -ax sr and g3align map -ax sr (index built in the run)
-            timed mm2-sr minimap2 -ax sr -t $T $W/wg/wg.fa $W/r1.fq $W/r2.fq || true
-            grep -h "Real time\|M::mm_idx_gen\|M::mm_idx_stat" $W/mm2-sr.err | tail -3 >> $W/log || true
-            for run in 1 2; do
-                timed g3-sr-$run env G3ALIGN_STAGES=1 $G3 map -ax sr -t $T --device $DEV $W/wg/wg.fa $W/r1.fq $W/r2.fq || true
-                grep -h -i "stage\|index" $W/g3-sr-$run.err | tail -8 >> $W/log || true
-            done
-            cmp -s $W/g3-sr-1.out $W/g3-sr-2.out && note "g3 sr: second run identical" || note "g3 sr: second run DIFFERS"
-            timed compare-sr $G3 compare $W/mm2-sr.out $W/g3-sr-1.out || true
-            head -20 $W/compare-sr.out >> $W/log || true
-            rm -f $W/g3-sr-2.out
+        if [ "${SR:-0}" = 1 ]; then   # the same pairs through minimap2 -ax sr and g3align map -ax sr
+            map_vs_mm2 sr sr $W/r1.fq $W/r2.fq
         fi
     fi
     if [ -n "$MAP" ]; then   # map at scale: pbsim CLR reads at depth $PBDEPTH, minimap2 -ax map-pb and g3align map
         mkdir -p $W/pb
         timed pbsim bash -c "cd $W/pb && pbsim --data-type CLR --model_qc $M/bin/model_qc_clr --depth ${PBDEPTH:-0.02} --seed 3 $W/wg/wg.fa > pbsim.log 2>&1 && cat sd_*.fastq > ../pb.fq && rm -f sd_*"
         note "pbsim: $(awk 'NR % 4 == 2 {n++; b += length($0)} END {print n " reads, " b " bases"}' $W/pb.fq)"
-        for x in $MAP; do   # map-pb, map-ont, ...
-            timed mm2-$x minimap2 -ax $x -t $T $W/wg/wg.fa $W/pb.fq || true
-            grep -h "Real time\|M::mm_idx_gen\|M::mm_idx_stat" $W/mm2-$x.err | tail -3 >> $W/log || true
-            timed g3-map-$x env G3ALIGN_STAGES=1 $G3 map -ax $x -t $T --device $DEV $W/wg/wg.fa $W/pb.fq || true
-            grep -h -i "stage\|index" $W/g3-map-$x.err | tail -8 >> $W/log || true
-            if [ "${SECOND:-0}" = 1 ]; then
-                timed g3-map-$x-2 env G3ALIGN_STAGES=1 $G3 map -ax $x -t $T --device $DEV $W/wg/wg.fa $W/pb.fq || true
-                grep -h -i "stage\|index" $W/g3-map-$x-2.err | tail -8 >> $W/log || true
-                cmp -s $W/g3-map-$x.out $W/g3-map-$x-2.out && note "g3 map $x: second run identical" \
-                    || note "g3 map $x: second run DIFFERS"
-            fi
-            timed compare-$x $G3 compare $W/mm2-$x.out $W/g3-map-$x.out || true
-            head -20 $W/compare-$x.out >> $W/log || true
-        done
+        for x in $MAP; do map_vs_mm2 $x $x $W/pb.fq; done   # map-pb, map-ont, ...
     fi
     if [ -n "$TESTS" ]; then
         timed tests python3 -m pytest -q -p no:cacheprovider -m gpu $TESTS || true
