@@ -386,14 +386,17 @@ def _record_to(path: str) -> None:
 RECORD: dict = {}  # "cupy": the loader's hook when recording
 
 
-WIDE = "+wide"  # a job's suffix for an FM-index of 2**32 rows or more (uint64 tables: `wide_job`)
+WIDE = "+wide"  # a job's suffix for an FM-index of 2**32 rows or more (the superblock layout: `wide_job`)
 
 
 def _entries(jobs) -> list:
-    """The manifest's entries for these jobs, each once. A job named JOB+wide is JOB's entries with every FMIndex
-    argument typed for the wide layout (``widen``), which the manifest does not record: an index of 2**32 rows or
-    more (a human genome) has uint64 occ and sa arrays, and the kernels that take it are compiled for those."""
+    """The manifest's entries for these jobs, each once. A job named JOB+wide is JOB's entries with the CUDA modules
+    of the FM-index built for the wide table layout (OCC_WIDE = index/fm.py's SUPER_SHIFT), which the manifest does
+    not record: an index of 2**32 rows or more (a human genome) keeps the same array types (the numba kernels are
+    the same), but kernels/smem.cu reads its superblocks."""
     import json
+
+    from g3align.index.fm import SUPER_SHIFT
     try:
         man = json.loads(_MANIFEST.read_text())
     except (OSError, ValueError):
@@ -402,29 +405,15 @@ def _entries(jobs) -> list:
     for job in jobs:
         base, wide = (job[:-len(WIDE)], True) if job.endswith(WIDE) else (job, False)
         for e in man.get("jobs", {}).get(base, []):
-            if wide and "FMIndex(" in e.get("types", ""):
-                e = dict(e, wide=1)
-            elif wide and "OCC_WIDE" in (e.get("defines") or {}):   # the CUDA module of the wide table layout
-                e = dict(e, defines=dict(e["defines"], OCC_WIDE=1))
+            if wide and "OCC_WIDE" in (e.get("defines") or {}):   # the CUDA module of the wide table layout
+                e = dict(e, defines=dict(e["defines"], OCC_WIDE=SUPER_SHIFT))
             out.setdefault(entry_key(e), e)
     return list(out.values())
 
 
 def wide_job(job: str, wide: bool) -> str:
-    """The precompile job for an index of the narrow (uint32) or wide (uint64) FM-index layout."""
+    """The precompile job for an index of the narrow or the wide (superblock) FM-index layout."""
     return job + WIDE if wide else job
-
-
-def widen(t):
-    """A numba type with each FMIndex named tuple in it retyped for the wide layout (occ and sa uint64 arrays)."""
-    from numba.core import types
-    if isinstance(t, types.BaseNamedTuple) and t.instance_class.__name__ == "FMIndex":
-        fields = [types.Array(types.uint64, 1, "C") if name in ("occ", "sa") else ty
-                  for name, ty in zip(t.instance_class._fields, t.types)]
-        return types.NamedTuple(fields, t.instance_class)
-    if isinstance(t, types.BaseTuple) and not isinstance(t, types.BaseNamedTuple):
-        return types.Tuple([widen(x) for x in t.types])
-    return t
 
 
 def entry_key(e: dict) -> str:
@@ -551,8 +540,6 @@ def _compile_stdin() -> None:
             for part in e["f"].split("."):
                 obj = getattr(obj, part)
             sig = pickle.loads(base64.b64decode(e["sig"]))
-            if e.get("wide"):
-                sig = tuple(widen(t) for t in sig)
         except (ImportError, AttributeError, pickle.UnpicklingError, TypeError, ValueError):
             continue
         if hasattr(obj, "compile"):

@@ -7,7 +7,7 @@ import sys
 import time
 
 from g3align.index.fasta import read_fasta
-from g3align.index.fm import build_fm, wide_layout
+from g3align.index.fm import build_fm, check_rows
 from g3align.index.store import save_index
 
 __all__ = ["build_index"]
@@ -109,11 +109,11 @@ def build_index(fasta_path, prefix=None, sa_intv: int = 8, progress: bool = True
 
 def memory_needed(l_pac: int, device: str) -> int:
     """Host bytes the FM-index build of l_pac bases needs at least (n = 2 * l_pac rows): on the CPU the text, the
-    whole suffix array (4 bytes a row, 8 from 2**31 rows) and the occurrence table (1.5 bytes a row, 2.5 from 2**32);
-    on the GPU the reference, the rows' codes, the SA samples and the table (a 3.13 Gbp reference peaked at 7.7
-    bytes a row)."""
+    whole suffix array (4 bytes a row, 8 from 2**31 rows) and the occurrence table (1.5 bytes a row); on the GPU the
+    reference, the rows' codes, the SA samples and the table (a 3.13 Gbp reference peaked at 7.7 bytes a row with a
+    table of 2.5 bytes a row)."""
     n = 2 * int(l_pac)
-    occ = 2.5 if wide_layout(n) else 1.5
+    occ = 1.5
     if device == "gpu":
         return int(n * (0.5 + 1 + 1 + occ))
     return int(n * (1 + (8 if n >= (1 << 31) else 4) + occ))
@@ -132,7 +132,9 @@ def _size(b: float) -> str:
 
 
 def check_memory(l_pac: int, device: str) -> None:
-    """A one-line ValueError, before the build, when this machine's memory is below what the build needs at least."""
+    """A one-line ValueError, before the build, when the reference is beyond the FM-index's limit or this machine's
+    memory is below what the build needs at least."""
+    check_rows(2 * int(l_pac))
     need, have = memory_needed(l_pac, device), _mem_total()
     if have and need > have:
         hint = "" if device == "gpu" else f"; on a GPU (--device gpu) it needs {_size(memory_needed(l_pac, 'gpu'))}"

@@ -12,12 +12,18 @@ suffix). Two rows have no such pair: the ``primary`` row (SA = 0, BWT char ``$``
 the row ``row_sa1`` (SA = 1, one base ``T[0]`` before it) stores code ``T[0]`` (i.e. pair ``A,T[0]``,
 whose low 2 bits are the correct single preceding base). Queries subtract these two fake entries.
 
-Rows are grouped in blocks of ``occ_intv = 64`` (fixed). Each block of the flat array ``occ``
-holds, at ``occ[b*occ_stride : b*occ_stride + 16]``, the 16 cumulative counts of the stored codes in
-rows ``< b*occ_intv``, followed by the block's codes, 16 per uint64 (row ``b*occ_intv + 16*w + k`` is
-nibble ``k`` (bits ``4k..4k+3``) of code word ``w``). With ``occ_wide == 0`` the array is uint32 and
-a code word is two consecutive uint32 (low word first); with ``occ_wide == 1`` (``n + 1 >= 2**32``)
-the array is uint64. There is a final block so that ``occ(c, n + 1)`` works.
+Rows are grouped in blocks of ``occ_intv = 64`` (fixed). Each block of the flat uint32 array ``occ``
+(``occ_stride = 24`` words) holds, at ``occ[b*24 : b*24 + 16]``, the 16 counts of the stored codes in rows
+``< b*occ_intv``, followed by the block's codes, 16 per 64-bit code word stored as two uint32 (low word first;
+row ``b*occ_intv + 16*w + k`` is nibble ``k`` (bits ``4k..4k+3``) of code word ``w``). There is a final block
+so that ``occ(c, n + 1)`` works: ``nblocks = ((n + 1) >> 6) + 1``.
+
+With ``occ_wide == 0`` (``n + 1 < 2**32``) the counts are the whole counts. With ``occ_wide == s`` (7..31;
+``SUPER_SHIFT`` = 31 for ``n + 1 >= 2**32``, a smaller s only forced by tests) the rows also form superblocks of
+``2**s`` rows: a block's counts are those of the rows from its superblock's first row, and after the blocks,
+at ``occ[nblocks*24 + 32*j ...]``, superblock j's 16 whole counts (rows ``< j << s``) follow as 64-bit values
+(two uint32, low first). So the table keeps 1.5 bytes a row at every size, and ``n + 1 < 2**33``
+(``MAX_ROWS``).
 
 ``occ2(ab, i) = #{j < i : SA[j] >= 2, T[SA[j]-2] = a, T[SA[j]-1] = b}``
 ``occ1(c, i)  = #{j < i : SA[j] >= 1, T[SA[j]-1] = c}`` = sum over a of the stored counts of ``a<<2|c``
@@ -27,7 +33,9 @@ the array is uint64. There is a final block so that ``occ(c, n + 1)`` works.
 ``C2[ab]`` (ab = 0..15) is the first row starting with ``ab``, ``C2[16] = n + 1``; the interval of
 ``ab`` is ``[C2[ab], C2[ab] + occ2(ab, n + 1))``.
 
-Sampled suffix array: ``sa[i] = SA[i*sa_intv]`` (``sa[0] = n``), ``sa_intv`` a power of two.
+Sampled suffix array: ``sa[i] = SA[i*sa_intv]`` (``sa[0] = n``), ``sa_intv`` a power of two, i below
+``m = (n >> sa_shift) + 1``. uint32: with ``occ_wide == 0`` the m values; otherwise their low 32 bits, then
+``ceil(m / 32)`` words of their bit 32 (bit k of word q: sample 32q + k; ``pack_sa``).
 """
 
 from __future__ import annotations
@@ -68,11 +76,11 @@ FMIndex = namedtuple(
         "t0",  # int: T[0], the fake pair code stored at row_sa1
         "C1",  # int64[6]
         "C2",  # int64[17]
-        "occ",  # uint32[] (occ_wide 0) or uint64[] (occ_wide 1), interleaved blocks
+        "occ",  # uint32[]: the blocks (then, with occ_wide, the superblocks' counts)
         "occ_shift",  # int: log2(occ_intv) = 6 (fixed; recorded for the file format)
-        "occ_stride",  # int: words of occ per block
-        "occ_wide",  # int: 0 -> uint32 layout, 1 -> uint64 layout
-        "sa",  # uint32[] or uint64[]: SA at rows multiple of sa_intv
+        "occ_stride",  # int: words of occ per block (24)
+        "occ_wide",  # int: 0, or log2 of a superblock's rows (SUPER_SHIFT from 2**32 rows)
+        "sa",  # uint32[]: SA at rows multiple of sa_intv (with occ_wide: low words, then the bits 32)
         "sa_shift",  # int: log2(sa_intv)
     ],
 )
@@ -104,16 +112,36 @@ def popcount64(typingctx, x):
 # in-block counting below is branchless and fully unrolled.
 OCC_SHIFT = 6
 OCC_INTV = 1 << OCC_SHIFT
+OCC_STRIDE = 24           # uint32 words a block: 16 counts, 4 code words of two uint32
+SUPER_SHIFT = 31          # log2 of a superblock's rows in the layout of 2**32 rows or more
+MAX_ROWS = (1 << 33) - 1  # rows the layout holds at most (n + 1: the sampled SA keeps one bit above 32)
 
 
 @njit(inline="always")
 def _code_word(occ, wide, base, w):
-    """Code word w (0..3) of the block starting at occ[base]."""
-    if wide:
-        return np.uint64(occ[base + 16 + w])
+    """Code word w (0..3) of the block starting at occ[base] (two uint32, low first, in both layouts)."""
     lo = np.uint64(occ[base + 16 + 2 * w])
     hi = np.uint64(occ[base + 17 + 2 * w])
     return lo | (hi << np.uint64(32))
+
+
+@njit(inline="always")
+def _sup(fm, i, ab):
+    """Wide layout: the count of code ab in the rows before row i's superblock (0 in the narrow layout)."""
+    if fm.occ_wide == 0:
+        return np.int64(0)
+    t = ((((fm.n + 1) >> OCC_SHIFT) + 1) * OCC_STRIDE) + (i >> fm.occ_wide) * 32 + 2 * ab
+    return np.int64(fm.occ[t]) | (np.int64(fm.occ[t + 1]) << np.int64(32))
+
+
+@njit(inline="always")
+def _sa_at(fm, j):
+    """Sample j of the suffix array (the bit 32 from its words after the m low words in the wide layout)."""
+    v = np.int64(fm.sa[j])
+    if fm.occ_wide != 0:
+        m = (fm.n >> fm.sa_shift) + 1
+        v |= np.int64((fm.sa[m + (j >> 5)] >> np.uint32(j & 31)) & np.uint32(1)) << np.int64(32)
+    return v
 
 
 @njit(inline="always")
@@ -154,7 +182,7 @@ def _count_low2(occ, wide, base, r, pat):
 def _occ2(fm, ab, i):
     occ = fm.occ
     base = (i >> OCC_SHIFT) * fm.occ_stride
-    cnt = np.int64(occ[base + ab])
+    cnt = np.int64(occ[base + ab]) + _sup(fm, i, ab)
     cnt += _count_pair(occ, fm.occ_wide, base, i & (OCC_INTV - 1), np.uint64(ab) * _NIB_LO)
     if ab == 0 and fm.primary < i:
         cnt -= 1
@@ -173,6 +201,8 @@ def _occ1(fm, c, i):
         + np.int64(occ[base + 8 + c])
         + np.int64(occ[base + 12 + c])
     )
+    if fm.occ_wide != 0:
+        cnt += _sup(fm, i, c) + _sup(fm, i, 4 + c) + _sup(fm, i, 8 + c) + _sup(fm, i, 12 + c)
     cnt += _count_low2(occ, fm.occ_wide, base, i & (OCC_INTV - 1), np.uint64(c) * _NIB_LO)
     if c == 0 and fm.primary < i:
         cnt -= 1
@@ -218,10 +248,10 @@ def fm_occ4(fm, i):
     o2 = np.int64(0)
     o3 = np.int64(0)
     for a in range(4):
-        o0 += np.int64(occ[base + 4 * a])
-        o1 += np.int64(occ[base + 4 * a + 1])
-        o2 += np.int64(occ[base + 4 * a + 2])
-        o3 += np.int64(occ[base + 4 * a + 3])
+        o0 += np.int64(occ[base + 4 * a]) + _sup(fm, i, 4 * a)
+        o1 += np.int64(occ[base + 4 * a + 1]) + _sup(fm, i, 4 * a + 1)
+        o2 += np.int64(occ[base + 4 * a + 2]) + _sup(fm, i, 4 * a + 2)
+        o3 += np.int64(occ[base + 4 * a + 3]) + _sup(fm, i, 4 * a + 3)
     for w in range(4):
         keep = _NIB_LO & _keep(r, w)
         lo = _code_word(occ, wide, base, w)
@@ -282,7 +312,7 @@ def fm_sa(fm, row):
         c = _bwt(fm, row)
         row = fm.C1[c] + _occ1(fm, c, row)
         steps += 1
-    return steps + np.int64(fm.sa[row >> fm.sa_shift])
+    return steps + _sa_at(fm, row >> fm.sa_shift)
 
 
 @njit(cache=True)
@@ -412,26 +442,37 @@ def _fill_occ(codes, r0, n, occ, b0, b1, shift, stride, wide, nsub, sub_tot):
                         counts[code] += 1
                         word |= np.uint64(code) << np.uint64(4 * k)
                     row += 1
-                if wide:
-                    occ[base + 16 + w] = word
-                else:
-                    occ[base + 16 + 2 * w] = word & np.uint64(0xFFFFFFFF)
-                    occ[base + 17 + 2 * w] = word >> np.uint64(32)
+                occ[base + 16 + 2 * w] = word & np.uint64(0xFFFFFFFF)
+                occ[base + 17 + 2 * w] = word >> np.uint64(32)
         for ab in range(16):
             sub_tot[p, ab] = counts[ab]
 
 
 @njit(cache=True)
-def _fix_occ(occ, b0, b1, stride, nsub, sub_tot, carry):
-    """Add the counts of everything before each piece; ``carry`` (int64[16]) runs across calls."""
+def _fix_occ(occ, b0, b1, stride, nsub, sub_tot, carry, wide, nbw, sup):
+    """Add the counts of everything before each piece; ``carry`` (int64[16]) runs across calls. Wide layout
+    (``wide`` = log2 of a superblock's rows): the counts become those from the block's superblock, whose whole
+    counts go to occ[nbw + 32*j ...] at its first block; ``sup`` (int64[16]) keeps them across calls."""
     per = (b1 - b0 + nsub - 1) // nsub
+    bmask = (np.int64(1) << (wide - OCC_SHIFT)) - 1 if wide else np.int64(0)
     for p in range(nsub):
         pb0 = b0 + p * per
         pb1 = min(b1, pb0 + per)
         for b in range(pb0, pb1):
             base = b * stride
-            for ab in range(16):
-                occ[base + ab] += carry[ab]
+            if wide:
+                if (b & bmask) == 0:
+                    t = nbw + (b >> (wide - OCC_SHIFT)) * 32
+                    for ab in range(16):
+                        v = np.int64(occ[base + ab]) + carry[ab]
+                        sup[ab] = v
+                        occ[t + 2 * ab] = v & np.int64(0xFFFFFFFF)
+                        occ[t + 2 * ab + 1] = v >> np.int64(32)
+                for ab in range(16):
+                    occ[base + ab] = np.int64(occ[base + ab]) + carry[ab] - sup[ab]
+            else:
+                for ab in range(16):
+                    occ[base + ab] += carry[ab]
         for ab in range(16):
             carry[ab] += sub_tot[p, ab]
 
@@ -460,8 +501,58 @@ def suffix_array(T: np.ndarray) -> np.ndarray:
 
 
 def wide_layout(n: int) -> bool:
-    """Whether a text of n bases needs the uint64 table layout (its n + 1 rows do not fit in uint32 counts)."""
+    """Whether a text of n bases needs the wide table layout (its n + 1 rows do not fit in uint32 counts)."""
     return n + 1 >= (1 << 32)
+
+
+def table_layout(n: int, wide=None) -> int:
+    """occ_wide for a text of n bases: 0, or SUPER_SHIFT from 2**32 rows. ``wide`` forces the wide layout (tests):
+    True for SUPER_SHIFT, an int s (7..31) for superblocks of 2**s rows."""
+    check_rows(n)
+    if wide_layout(n) or wide:
+        s = SUPER_SHIFT if wide is None or wide is True or wide is False or wide == 0 else int(wide)
+        if not OCC_SHIFT < s <= SUPER_SHIFT:
+            raise ValueError(f"superblock shift must be in {OCC_SHIFT + 1}..{SUPER_SHIFT} (got {s})")
+        return s
+    return 0
+
+
+def check_rows(n: int) -> None:
+    """A one-line ValueError when a text of n bases (both strands) is beyond what the FM-index holds."""
+    if n + 1 > MAX_ROWS:
+        raise ValueError(f"a reference of {n // 2} bp is beyond g3align's FM-index, which holds at most "
+                         f"{(MAX_ROWS - 1) // 2} bp (both strands in fewer than 2**33 rows)")
+
+
+def occ_words(n: int, wide: int) -> int:
+    """uint32 words of the occurrence table of n + 1 rows: the blocks, then (wide layout) the superblocks'."""
+    nblocks = ((n + 1) >> OCC_SHIFT) + 1
+    nsup = ((nblocks - 1) >> (wide - OCC_SHIFT)) + 1 if wide else 0
+    return nblocks * OCC_STRIDE + 32 * nsup
+
+
+def sa_words(n: int, sa_shift: int, wide: int) -> int:
+    """uint32 words of the sampled suffix array: m = (n >> sa_shift) + 1 samples (and their bits 32, wide)."""
+    m = (n >> sa_shift) + 1
+    return m + ((m + 31) >> 5 if wide else 0)
+
+
+def pack_sa(samples: np.ndarray, wide: int) -> np.ndarray:
+    """The stored sampled suffix array of ``samples`` (SA values < 2**33; module docstring): uint32 values, or in the
+    wide layout their low words and then their bits 32, 32 a word; done in pieces (no uint64 copy of the whole)."""
+    samples = np.asarray(samples)
+    m = int(samples.shape[0])
+    if not wide:
+        return np.ascontiguousarray(samples, dtype=np.uint32)
+    out = np.zeros(m + ((m + 31) >> 5), np.uint32)
+    hi = out[m:].view(np.uint8)
+    step = 1 << 24  # samples a piece: a multiple of 32 (whole words of bits)
+    for a in range(0, m, step):
+        part = samples[a:a + step]
+        out[a:a + part.shape[0]] = part.astype(np.uint32)  # the low 32 bits (a C cast)
+        bits = np.packbits((part >> 32).astype(bool), bitorder="little")
+        hi[a >> 3:(a >> 3) + bits.shape[0]] = bits
+    return out
 
 
 def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None = None,
@@ -469,8 +560,8 @@ def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None
     """Build the FM-index of ``pac + revcomp(pac)``.
 
     ``progress``: optional callable ``progress(stage: str, done: int, total: int)`` called as work
-    advances (stages ``"text"``, ``"sa"``, ``"occ"``, ``"sample"``). ``wide``: force the uint64
-    table layout (default: only when ``n + 1 >= 2**32``; forcing it is for tests). ``device``: "cpu" sorts the
+    advances (stages ``"text"``, ``"sa"``, ``"occ"``, ``"sample"``). ``wide``: force the wide table layout
+    (default: only when ``n + 1 >= 2**32``; forcing it is for tests: ``table_layout``). ``device``: "cpu" sorts the
     suffixes with divsufsort (the whole suffix array in memory); "gpu" by buckets on the GPU (index/sufsort.py,
     never the whole suffix array; the same index). ``with_rows``: optional callable given the sorted rows
     (sufsort.Rows, sampled every min(sa_intv, 32) rows) on either device (bwa's index files are written from
@@ -480,6 +571,7 @@ def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None
     if pac.shape[0] < 1:
         raise ValueError("cannot build an FM-index of an empty reference")
     sa_shift = _log2_pow2(int(sa_intv), "sa_intv")
+    wide = table_layout(2 * int(pac.shape[0]), wide)
     if device == "gpu":
         return _build_fm_rows(pac, sa_shift, progress, wide, with_rows, "gpu", stats=stats)
 
@@ -496,8 +588,6 @@ def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None
     SA = suffix_array(T)
     _p("sa", 1, 1)
 
-    wide = 1 if (wide_layout(n) or wide) else 0
-
     def codes_for(r0, r1, codes, specials, T=T, SA=SA):
         _codes_sa(T, SA, np.int64(n), np.int64(r0), np.int64(r1), codes, specials)
 
@@ -507,9 +597,11 @@ def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None
 
     _p("sample", 0, 1)
     intv = 1 << sa_shift
-    sa = np.empty(n // intv + 1, dtype=occ.dtype)
-    sa[0] = n
-    sa[1:] = SA[intv - 1::intv]
+    samples = np.empty(n // intv + 1, dtype=np.int64)
+    samples[0] = n
+    samples[1:] = SA[intv - 1::intv]
+    sa = pack_sa(samples, wide)
+    del samples
     if with_rows is not None:
         with_rows(rows_from_sa(T, SA, min(sa_shift, 5)))
     del SA
@@ -543,7 +635,7 @@ def _build_fm_rows(pac, sa_shift, progress, wide, with_rows, device, cap=None, s
             progress(stage, done, total)
 
     n = 2 * int(pac.shape[0])
-    wide = 1 if (wide_layout(n) or wide) else 0
+    wide = table_layout(n, wide)
     emit = min(sa_shift, 5) if with_rows is not None else sa_shift
     _p("sa", 0, 1)
     rows = sort_rows(pac, emit, device=device, cap=cap, stats=stats)
@@ -555,7 +647,7 @@ def _build_fm_rows(pac, sa_shift, progress, wide, with_rows, device, cap=None, s
 
     occ, counts, primary, row_sa1 = _occ_table(n, wide, codes_for, lambda b1, nb: _p("occ", b1, nb))
     _p("sample", 0, 1)
-    sa = np.ascontiguousarray(rows.samples[::1 << (sa_shift - emit)], dtype=occ.dtype)
+    sa = pack_sa(rows.samples[::1 << (sa_shift - emit)], wide)
     if with_rows is not None:
         with_rows(rows)
     del rows, codes_for
@@ -566,10 +658,10 @@ def _build_fm_rows(pac, sa_shift, progress, wide, with_rows, device, cap=None, s
     return _assemble(n, int(pac.shape[0]), primary, row_sa1, t0, 3 - t0, bc, counts, occ, wide, sa, sa_shift)
 
 
-def occ_stride(wide) -> int:
-    """Words of ``occ`` per block: 16 counts, then the block's pair codes (16 a uint64: one word wide, two uint32)."""
-    nwords = (1 << OCC_SHIFT) >> 4
-    return 16 + (nwords if wide else 2 * nwords)
+def occ_stride(wide=0) -> int:
+    """uint32 words of ``occ`` per block (both layouts): 16 counts, then the block's pair codes (16 a uint64 word,
+    two uint32)."""
+    return OCC_STRIDE
 
 
 def _c1(bc) -> np.ndarray:
@@ -585,10 +677,11 @@ def _occ_table(n: int, wide: int, codes_for, progress=None):
     """(occ, the 16 code totals, primary, row_sa1): the occurrence table of rows 0..n, their pair codes given
     ~32M rows at a time by codes_for(r0, r1, codes, specials) (_codes_sa or _codes_bwt)."""
     shift = OCC_SHIFT
-    wdt = np.uint64 if wide else np.uint32
-    stride = occ_stride(wide)
+    stride = OCC_STRIDE
     nblocks = ((n + 1) >> shift) + 1
-    occ = np.empty(nblocks * stride, dtype=wdt)
+    occ = np.empty(occ_words(n, wide), dtype=np.uint32)
+    nbw = np.int64(nblocks * stride)
+    sup = np.zeros(16, dtype=np.int64)
     counts = np.zeros(16, dtype=np.int64)
     specials = np.full(2, -1, dtype=np.int64)
     nsub = max(1, int(get_num_threads()))
@@ -604,7 +697,8 @@ def _occ_table(n: int, wide: int, codes_for, progress=None):
             codes_for(r0, r1, codes, specials)
         _fill_occ(codes, np.int64(r0), np.int64(n), occ, np.int64(b0), np.int64(b1), np.int64(shift),
                   np.int64(stride), np.int64(wide), np.int64(nsub), sub_tot)
-        _fix_occ(occ, np.int64(b0), np.int64(b1), np.int64(stride), np.int64(nsub), sub_tot, counts)
+        _fix_occ(occ, np.int64(b0), np.int64(b1), np.int64(stride), np.int64(nsub), sub_tot, counts,
+                 np.int64(wide), nbw, sup)
         if progress is not None:
             progress(b1, nblocks)
     primary, row_sa1 = int(specials[0]), int(specials[1])
@@ -628,7 +722,7 @@ def _assemble(n, l_pac, primary, row_sa1, t0, last, bc, counts, occ, wide, sa, s
             acc += pair[a * 4 + b]
     C2[16] = n + 1
     return FMIndex(n=n, l_pac=l_pac, primary=primary, row_sa1=row_sa1, t0=t0, C1=C1, C2=C2, occ=occ,
-                   occ_shift=OCC_SHIFT, occ_stride=occ_stride(wide), occ_wide=wide, sa=sa, sa_shift=sa_shift)
+                   occ_shift=OCC_SHIFT, occ_stride=OCC_STRIDE, occ_wide=int(wide), sa=sa, sa_shift=sa_shift)
 
 
 def fm_from_bwt(B: np.ndarray, primary: int, sa: np.ndarray, sa_shift: int, t0: int, wide: bool | None = None,
@@ -641,7 +735,7 @@ def fm_from_bwt(B: np.ndarray, primary: int, sa: np.ndarray, sa_shift: int, t0: 
     n = int(B.shape[0]) - 1
     if n < 2 or B[primary] != 4:
         raise ValueError("not a BWT with its '$' at the primary row")
-    wide = 1 if (wide_layout(n) or wide) else 0
+    wide = table_layout(n, wide)
     bc = _base_counts(B)
     C1 = _c1(bc)
     nsub = max(1, int(get_num_threads()))
@@ -655,5 +749,5 @@ def fm_from_bwt(B: np.ndarray, primary: int, sa: np.ndarray, sa_shift: int, t0: 
     if p != primary:
         raise ValueError("not a BWT with its '$' at the primary row")
     last = int(B[0])  # row 0 is the suffix '$': the base before it is T[n-1]
-    sa = np.asarray(sa, dtype=occ.dtype)
+    sa = pack_sa(sa, wide)
     return _assemble(n, n // 2, primary, row_sa1, int(t0), last, bc, counts, occ, wide, sa, int(sa_shift))

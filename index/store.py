@@ -29,7 +29,7 @@ import zlib
 import numpy as np
 
 from g3align.index.fasta import Reference
-from g3align.index.fm import OCC_SHIFT, FMIndex, occ_stride
+from g3align.index.fm import OCC_SHIFT, OCC_STRIDE, SUPER_SHIFT, FMIndex, occ_words, sa_words, wide_layout
 
 __all__ = [
     "FORMAT_VERSION",
@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 MAGIC = b"G3AIDX\r\n"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: one uint32 table layout at every size (superblocks from 2**32 rows), index/fm.py
 _FIXED = struct.Struct("<8sIIQQ")  # magic, version, header crc, header length, file size
 _ALIGN = 64
 
@@ -340,20 +340,21 @@ def read_alt(path, names):
 def _consistent(ref: Reference, fm: FMIndex) -> bool:
     """Sizes that the numba query code relies on (it does no bounds checking)."""
     n = fm.n
-    if fm.occ_shift != OCC_SHIFT or fm.occ_wide not in (0, 1) or not (0 <= fm.sa_shift < 32):
+    if fm.occ_shift != OCC_SHIFT or not (0 <= fm.sa_shift < 32):
         return False
-    stride = occ_stride(fm.occ_wide)
-    wdt = np.uint64 if fm.occ_wide else np.uint32
+    if not (fm.occ_wide == 0 or OCC_SHIFT < fm.occ_wide <= SUPER_SHIFT) or (wide_layout(n) and not fm.occ_wide):
+        return False
     return (
         ref.pac.shape[0] == ref.l_pac
         and n == 2 * ref.l_pac
         and ref.offsets.shape[0] == len(ref.names) + 1
         and len(ref.comments) == len(ref.names)
         and ref.hole_off.shape == ref.hole_len.shape == ref.hole_chr.shape
-        and fm.occ_stride == stride
-        and fm.occ.dtype == wdt
-        and fm.occ.shape[0] == (((n + 1) >> OCC_SHIFT) + 1) * stride
-        and fm.sa.shape[0] == (n >> fm.sa_shift) + 1
+        and fm.occ_stride == OCC_STRIDE
+        and fm.occ.dtype == np.uint32
+        and fm.sa.dtype == np.uint32
+        and fm.occ.shape[0] == occ_words(n, fm.occ_wide)
+        and fm.sa.shape[0] == sa_words(n, fm.sa_shift, fm.occ_wide)
         and fm.C1.shape[0] == 6
         and fm.C2.shape[0] == 17
         and 1 <= fm.primary <= n

@@ -13,13 +13,15 @@
 //   seed_pos_kernel: one thread per seed occurrence: row = mk + j*step (bwa's even sampling), fm_sa by
 //     LF walking to a sampled row, then bwa's bns_intv2rid.
 //
-// Index layout (index/fm.py): blocks of 64 rows; block b at occ[b*OCC_STRIDE ...]: 16 cumulative
-// counts of the rows' 4-bit pair codes (rows < 64b), then 4 code words of 16 nibbles (uint64; with
-// OCC_WIDE == 0 the array is uint32 and a code word is two uint32, low first). The primary row (SA 0)
-// stores code 0 and row_sa1 (SA 1) stores code T[0]; queries subtract those fake entries.
+// Index layout (index/fm.py), uint32 words: blocks of 64 rows; block b at occ[b*24 ...]: 16 counts of
+// the rows' 4-bit pair codes (rows < 64b), then 4 code words of 16 nibbles (two uint32 each, low first).
+// The primary row (SA 0) stores code 0 and row_sa1 (SA 1) stores code T[0]; queries subtract those fake
+// entries. With OCC_WIDE = s > 0 (2**32 rows or more) a block's counts start at its superblock of 2**s rows,
+// whose whole counts (16 uint64 as two uint32) follow the blocks, and the sampled SA's m low words are
+// followed by their bits 32, 32 a word.
 //
-// Compile-time constants (prepended by kernels/loader.py): OCC_WIDE (0/1), COUNT_LOOKUPS (0/1:
-// instrumented build counting occurrence-block visits in g_lookups).
+// Compile-time constants (prepended by kernels/loader.py): OCC_WIDE (0, or the superblock shift: 31),
+// COUNT_LOOKUPS (0/1: instrumented build counting occurrence-block visits in g_lookups).
 // Checked with: nvcc -arch=sm_90 -cubin -Xptxas -v kernels/smem.cu
 
 #ifndef OCC_WIDE
@@ -28,11 +30,7 @@
 
 typedef long long i64;
 typedef unsigned long long u64;
-#if OCC_WIDE
-typedef u64 occ_t;
-#else
-typedef unsigned int occ_t;
-#endif
+typedef unsigned int occ_t;  // both layouts
 
 #ifndef COUNT_LOOKUPS
 #define COUNT_LOOKUPS 0
@@ -62,8 +60,11 @@ __device__ unsigned long long g_lookups;
 
 struct FM {
     const occ_t* occ;
-    const occ_t* sa;  // same word type as occ (index/fm.py: wdt)
+    const occ_t* sa;
     i64 n, primary, row_sa1, t0, stride, sa_shift;
+#if OCC_WIDE
+    i64 nbw, m_sa;  // words of the blocks (the superblocks' counts follow); SA samples (their bits 32 follow)
+#endif
     const i64* C1;  // -> shared memory copy of P (indexed by base: kept out of local memory)
     const i64* C2;
 };
@@ -77,16 +78,25 @@ __device__ __forceinline__ void fm_load(FM& fm, const occ_t* occ, const occ_t* s
     fm.t0 = P[P_T0];
     fm.stride = P[P_STRIDE];
     fm.sa_shift = P[P_SA_SHIFT];
+#if OCC_WIDE
+    fm.nbw = (((fm.n + 1) >> OCC_SHIFT) + 1) * fm.stride;
+    fm.m_sa = (fm.n >> fm.sa_shift) + 1;
+#endif
     fm.C1 = P + P_C1;
     fm.C2 = P + P_C2;
 }
 
 // code word w (0..3) of the block starting at occ[base]
 __device__ __forceinline__ u64 code_word(const FM& fm, i64 base, int w) {
-#if OCC_WIDE
-    return __ldg(fm.occ + base + 16 + w);
-#else
     return __ldg(reinterpret_cast<const u64*>(fm.occ + base + 16) + w);  // base even: 8-byte aligned
+}
+
+// the count of code ab in the rows before row i's superblock (wide layout; 0 otherwise)
+__device__ __forceinline__ i64 sup_count(const FM& fm, i64 i, int ab) {
+#if OCC_WIDE
+    return (i64)__ldg(reinterpret_cast<const u64*>(fm.occ + fm.nbw) + (i >> OCC_WIDE) * 16 + ab);
+#else
+    return 0;
 #endif
 }
 
@@ -126,7 +136,7 @@ __device__ __forceinline__ int count_low2(const FM& fm, i64 base, int r, u64 pat
 __device__ __forceinline__ i64 occ2(const FM& fm, int ab, i64 i) {
     COUNT_LOOKUP();
     i64 base = (i >> OCC_SHIFT) * fm.stride;
-    i64 cnt = (i64)__ldg(fm.occ + base + ab);
+    i64 cnt = (i64)__ldg(fm.occ + base + ab) + sup_count(fm, i, ab);
     cnt += count_pair(fm, base, (int)(i & (OCC_INTV - 1)), (u64)ab * NIB_LO);
     if (ab == 0 && fm.primary < i) cnt -= 1;
     if (ab == fm.t0 && fm.row_sa1 < i) cnt -= 1;
@@ -138,6 +148,9 @@ __device__ __forceinline__ i64 occ1(const FM& fm, int c, i64 i) {
     i64 base = (i >> OCC_SHIFT) * fm.stride;
     i64 cnt = (i64)__ldg(fm.occ + base + c) + (i64)__ldg(fm.occ + base + 4 + c) +
               (i64)__ldg(fm.occ + base + 8 + c) + (i64)__ldg(fm.occ + base + 12 + c);
+#if OCC_WIDE
+    cnt += sup_count(fm, i, c) + sup_count(fm, i, 4 + c) + sup_count(fm, i, 8 + c) + sup_count(fm, i, 12 + c);
+#endif
     cnt += count_low2(fm, base, (int)(i & (OCC_INTV - 1)), (u64)c * NIB_LO);
     if (c == 0 && fm.primary < i) cnt -= 1;
     return cnt;
@@ -178,7 +191,12 @@ __device__ i64 fm_sa(const FM& fm, i64 row) {
         row = fm.C1[c] + occ1(fm, c, row);
         ++steps;
     }
-    return steps + (i64)__ldg(fm.sa + (row >> fm.sa_shift));
+    const i64 j = row >> fm.sa_shift;
+    i64 v = (i64)__ldg(fm.sa + j);
+#if OCC_WIDE
+    v |= (i64)((__ldg(fm.sa + fm.m_sa + (j >> 5)) >> (j & 31)) & 1u) << 32;
+#endif
+    return steps + v;
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Check an FM-index against its text: walk it backwards from the row of '$' for K steps (LF mapping) and compare
-each row's BWT base with the text base before its suffix, and each sampled row's SA value with its text position.
+each row's BWT base with the text base before its suffix, and each sampled row's SA value with its text position
+(the walk starts at the text's end: on a 3.1 Gbp index its positions are above 2**32, the wide layout's bit 32).
 A wrong row anywhere on the walk shows as a wrong base or SA from there on. Used on indexes too large to build on
 the CPU (scripts/gpu_index.sh).
 
@@ -13,7 +14,7 @@ import time
 
 import numpy as np
 
-from g3align.index.fm import fm_bwt, fm_lf
+from g3align.index.fm import fm_bwt, fm_lf, fm_sa
 from g3align.index.store import load_index
 from g3align.jit import njit
 
@@ -32,7 +33,7 @@ def walk(fm, pac, k):
         pos = n - i                      # the suffix of this row starts at pos
         if (row & mask) == 0:
             checked += 1
-            if np.int64(fm.sa[row >> fm.sa_shift]) != pos:
+            if fm_sa(fm, row) != pos:     # a sampled row: its stored value (bit 32 included, wide layout)
                 sa_bad += 1
         q = pos - 1                      # the base before it: T[q]
         t = np.int64(pac[q]) if q < lp else np.int64(3 - pac[n - 1 - q])

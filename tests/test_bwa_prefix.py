@@ -56,7 +56,7 @@ def test_read_bwa_index_equals_build(tmp_path):
         _same_ref(ref, ref2)
 
 
-@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize("wide", [False, True, 7])  # 7: superblocks of 128 rows
 def test_fm_from_bwt_texts(wide):
     """fm_from_bwt on the BWT of short and repetitive texts equals build_fm (both table layouts)."""
     rng = np.random.default_rng(5)

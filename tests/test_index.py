@@ -238,7 +238,7 @@ def _texts():
     yield np.array([1, 2] * 70, np.uint8)
 
 
-@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize("wide", [False, True, 7])  # 7: superblocks of 128 rows (the wide layout's counts)
 def test_fm_bruteforce(wide):
     rng = np.random.default_rng(2)
     for pac in _texts():
@@ -269,6 +269,33 @@ def test_fm_bruteforce(wide):
             rows = [r for r in range(n + 1) if starts[r] == c]
             assert fm.C1[c] == (rows[0] if rows else fm.C1[c + 1])
         assert fm.C1[4] == fm.C1[5] == n + 1 and fm.C1[0] == 1
+
+
+def test_wide_sa_samples_keep_bit_32():
+    """The wide layout's sampled SA (values up to 2**33 - 2: a 4.29 Gbp reference): pack_sa keeps each value's bit 32
+    in the words after the low words, and fm_sa reads it back (rows on the sampling grid: no LF step)."""
+    from g3align.index.fm import MAX_ROWS, SUPER_SHIFT, FMIndex, pack_sa, sa_words
+    rng = np.random.default_rng(11)
+    n = MAX_ROWS - 1
+    shift = 27
+    m = (n >> shift) + 1
+    vals = rng.integers(0, n + 1, m).astype(np.int64)
+    vals[:3] = [n, (1 << 32) - 1, 1 << 32]
+    sa = pack_sa(vals, SUPER_SHIFT)
+    assert sa.dtype == np.uint32 and sa.shape[0] == sa_words(n, shift, SUPER_SHIFT) == m + (m + 31) // 32
+    assert np.array_equal(pack_sa(vals[vals < (1 << 32)], 0), vals[vals < (1 << 32)].astype(np.uint32))
+    z = np.zeros(1, np.uint32)
+    fm = FMIndex(n=n, l_pac=n // 2, primary=n, row_sa1=n, t0=0, C1=np.zeros(6, np.int64),
+                 C2=np.zeros(17, np.int64), occ=z, occ_shift=6, occ_stride=24, occ_wide=SUPER_SHIFT, sa=sa,
+                 sa_shift=shift)
+    assert [fm_sa(fm, j << shift) for j in range(m)] == vals.tolist()
+
+
+def test_reference_beyond_the_index_limit(tmp_path):
+    """A reference of more than 4,294,967,295 bp is refused, before any work, with what the limit is."""
+    from g3align.index.build import check_memory
+    with pytest.raises(ValueError, match="at most 4294967295 bp"):
+        check_memory((1 << 32) + 5, "cpu")
 
 
 def test_fm_search_bruteforce():

@@ -350,22 +350,22 @@ def test_shipped_kernels_first_run_compiles_nothing(tmp_path):
     assert r.stdout.strip() == "native"
 
 
-def test_wide_index_first_run_compiles_the_retyped_kernels(tmp_path):
-    """mem on an FM-index of 2**32 rows or more (uint64 occ and sa: a human genome) precompiles JOB+wide, the job's
-    manifest entries with each FMIndex argument retyped (jit.widen), so that its first run compiles nothing itself
-    either (a lambda index built in the wide layout stands in). Output is bwa's."""
+def test_wide_index_first_run_compiles_nothing(tmp_path):
+    """mem on an FM-index of 2**32 rows or more (the superblock layout: a human genome) precompiles JOB+wide: the same
+    numba kernels as JOB (the layout keeps the array types) and the CUDA module of the wide table (OCC_WIDE =
+    SUPER_SHIFT), so that its first run compiles nothing itself either (a lambda index built in the wide layout
+    stands in). Output is bwa's."""
     from g3align.index import fasta as F
-    from g3align.index.fm import build_fm
+    from g3align.index.fm import SUPER_SHIFT, build_fm
     from g3align.index.store import save_index
     narrow, wide = jit._entries(["mem-se-cpu"]), jit._entries(["mem-se-cpu" + jit.WIDE])
-    assert len(narrow) == len(wide) and any(e.get("wide") for e in wide)
-    assert all(("FMIndex(" in e["types"]) == bool(e.get("wide")) for e in wide)
+    assert narrow and sorted(map(jit.entry_key, narrow)) == sorted(map(jit.entry_key, wide))
     gpu = jit._entries(["mem-pe-gpu" + jit.WIDE])
-    assert [e["defines"] for e in gpu if "OCC_WIDE" in (e.get("defines") or {})] == [{"OCC_WIDE": 1}]
+    assert [e["defines"] for e in gpu if "OCC_WIDE" in (e.get("defines") or {})] == [{"OCC_WIDE": SUPER_SHIFT}]
     ref = F.read_fasta(str(ROOT / "data/lambda.fa.gz"))
     idx = tmp_path / "lambda"
     fm = build_fm(ref.pac, sa_intv=8, wide=True)
-    assert fm.occ.dtype == np.uint64 and fm.sa.dtype == np.uint64
+    assert fm.occ_wide == SUPER_SHIFT and fm.occ.dtype == np.uint32 and fm.sa.dtype == np.uint32
     save_index(str(idx), ref, fm)
     env = _env(tmp_path / "cache")
     (tmp_path / "gold.sam").write_bytes(gzip.decompress((ROOT / "data/golden/lambda_se.bwa.sam.gz").read_bytes()))

@@ -206,7 +206,8 @@ def _run_mem(kw):
 
 
 def _index_is_wide(prefix) -> bool:
-    """Whether PREFIX's FM-index has 2**32 rows or more (uint64 tables), from the .g3i header or bwa's .ann."""
+    """Whether PREFIX's FM-index has 2**32 rows or more (the superblock table layout), from the .g3i header or bwa's
+    .ann."""
     from g3align.index.fasta import read_bwa_ann
     from g3align.index.fm import wide_layout
     from g3align.index.store import IndexFormatError, index_path, read_index_meta

@@ -38,8 +38,9 @@ __all__ = [
     "seed_counts",
 ]
 
-# FM-index arrays on the device: occ and sa (same word type), P = fm_params_array(fm) (int64[29]),
-# wide (occ_wide), and the host copies of the scalars the launchers need.
+# FM-index arrays on the device: occ and sa (uint32), P = fm_params_array(fm) (int64[29]),
+# wide (occ_wide: 0 or the superblock shift, kernels/smem.cu's OCC_WIDE), and the host copies of the scalars the
+# launchers need.
 FMDevice = namedtuple("FMDevice", ["occ", "sa", "P", "wide", "n", "l_pac"])
 
 
@@ -58,8 +59,8 @@ def fm_to_device(fm) -> FMDevice:
     """Copy the occurrence table and sampled SA to the current GPU."""
     import cupy as cp
 
-    if fm.sa.dtype != fm.occ.dtype:
-        raise ValueError("occ and sa must share a word type")
+    if fm.sa.dtype != np.uint32 or fm.occ.dtype != np.uint32:
+        raise ValueError("occ and sa must be uint32 arrays (index/fm.py)")
     from g3align.aligner.mem.gpu.stage import upload_large
 
     return FMDevice(occ=upload_large(fm.occ), sa=upload_large(fm.sa), P=cp.asarray(fm_params_array(fm)),
