@@ -14,7 +14,7 @@ import os
 import numpy as np
 from numba import prange
 
-from g3align.index.fasta import Reference, read_bwa_amb, read_bwa_ann, read_bwa_pac
+from g3align.index.fasta import Reference, pack_2bit, read_bwa_amb, read_bwa_ann, read_bwa_pac
 from g3align.index.fm import build_text, suffix_array
 from g3align.jit import njit
 
@@ -55,14 +55,11 @@ def write_bwa_rows(prefix: str, ref: Reference, rows) -> None:
 def write_pac(prefix: str, pac: np.ndarray) -> None:
     """Forward strand, 4 bases a byte (the first in the high bits), then a 0 byte when l_pac % 4 == 0, then the
     byte l_pac % 4."""
-    pac = np.asarray(pac, np.uint8)
-    n = pac.size
-    pad = np.zeros((-n) % 4, np.uint8)
-    q = np.concatenate([pac, pad]).reshape(-1, 4)
-    body = (q[:, 0] << 6) | (q[:, 1] << 4) | (q[:, 2] << 2) | q[:, 3]
+    n = int(np.asarray(pac).size)
+    body = pack_2bit(pac)
     tail = (b"\x00" if n % 4 == 0 else b"") + bytes([n % 4])
     with open(prefix + ".pac", "wb") as f:
-        f.write(body.astype(np.uint8).tobytes())
+        f.write(memoryview(body))
         f.write(tail)
 
 

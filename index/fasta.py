@@ -485,6 +485,68 @@ def read_fasta(path) -> Reference:
     return ref
 
 
+def _pac_threads(n_bytes: int) -> int:
+    return max(1, min(len(os.sched_getaffinity(0)), n_bytes >> 22))
+
+
+def _byte_codes() -> np.ndarray:
+    """Byte b of a 2-bit packed text -> its four codes as one little-endian uint32 (the first code in the
+    high bits of b lands in the lowest byte)."""
+    b = np.arange(256, dtype=np.uint32)
+    return ((b >> 6) & 3) | (((b >> 4) & 3) << 8) | (((b >> 2) & 3) << 16) | ((b & 3) << 24)
+
+
+_BYTE_CODES = _byte_codes()
+_PACK_STEP = 1 << 22  # bytes of packed text per piece (the pieces run on threads: numpy releases the GIL)
+
+
+def pack_2bit(codes: np.ndarray) -> np.ndarray:
+    """Base codes 0..3, one a byte -> 4 a byte, the first in the high bits (bwa's .pac body; the last byte
+    padded with code 0)."""
+    codes = np.ascontiguousarray(codes, np.uint8)
+    nb = (codes.size + 3) // 4
+    body = np.empty(nb, np.uint8)
+
+    def piece(i):
+        j = min(i + _PACK_STEP, nb)
+        c = codes[4 * i:4 * j]
+        if c.size < 4 * (j - i):
+            c = np.concatenate([c, np.zeros(4 * (j - i) - c.size, np.uint8)])
+        v = c.view(np.uint32)
+        body[i:j] = ((v & 3) << 6) | (((v >> 8) & 3) << 4) | (((v >> 16) & 3) << 2) | ((v >> 24) & 3)
+
+    _pieces(piece, nb)
+    return body
+
+
+def unpack_2bit(body: np.ndarray, n: int) -> np.ndarray:
+    """The first n codes of a 2-bit packed text (pack_2bit's inverse), one a byte."""
+    body = np.ascontiguousarray(body, np.uint8)
+    nb = (n + 3) // 4
+    if body.size < nb:
+        raise ValueError(f"{body.size} packed bytes hold fewer than {n} bases")
+    out = np.empty(4 * nb, np.uint8)
+    out32 = out.view(np.uint32)
+
+    def piece(i):
+        j = min(i + _PACK_STEP, nb)
+        np.take(_BYTE_CODES, body[i:j], out=out32[i:j])
+
+    _pieces(piece, nb)
+    return out[:n]
+
+
+def _pieces(fn, nb: int) -> None:
+    starts = range(0, nb, _PACK_STEP)
+    if len(starts) <= 1:
+        for i in starts:
+            fn(i)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(_pac_threads(nb)) as ex:
+        list(ex.map(fn, starts))
+
+
 def read_bwa_pac(prefix: str, l_pac: int | None = None) -> np.ndarray:
     """Decode bwa's ``PREFIX.pac`` (forward strand part) into one base code per byte (index/bwafmt.read_bwa_index,
     tests)."""
@@ -493,11 +555,7 @@ def read_bwa_pac(prefix: str, l_pac: int | None = None) -> np.ndarray:
         # last byte = l_pac % 4 where l_pac counted both strands when written by `bwa index`
         with open(prefix + ".ann") as fh:
             l_pac = int(fh.readline().split()[0])
-    body = raw[: (l_pac + 3) // 4]
-    codes = np.empty(body.size * 4, dtype=np.uint8)
-    for k in range(4):
-        codes[k::4] = (body >> (6 - 2 * k)) & 3
-    return codes[:l_pac]
+    return unpack_2bit(raw[: (l_pac + 3) // 4], l_pac)
 
 
 def read_bwa_amb(prefix: str):

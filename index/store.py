@@ -11,6 +11,9 @@ Layout (all integers little-endian)::
            path/size/mtime, and an ``arrays`` table {name: {offset, dtype, shape, nbytes, crc32}}
     ..     arrays, each starting at a 64-byte aligned offset
 
+The reference's bases are stored 4 a byte (``ref.pac2``: bwa's ``.pac`` body, the first base in the high bits) and
+unpacked on load to the one-a-byte codes the aligner reads.
+
 ``load_index`` maps the arrays (copy-on-write mmap: writable, numba-friendly plain ndarrays) and by
 default verifies every array's crc32. Any problem (missing, truncated, corrupt, wrong version, not
 an index) raises :class:`IndexFormatError` with a one-line message naming the file.
@@ -28,7 +31,7 @@ import zlib
 
 import numpy as np
 
-from g3align.index.fasta import Reference
+from g3align.index.fasta import Reference, pack_2bit, unpack_2bit
 from g3align.index.fm import OCC_SHIFT, OCC_STRIDE, SUPER_SHIFT, FMIndex, occ_words, sa_words, wide_layout
 
 __all__ = [
@@ -43,11 +46,11 @@ __all__ = [
 ]
 
 MAGIC = b"G3AIDX\r\n"
-FORMAT_VERSION = 2  # 2: one uint32 table layout at every size (superblocks from 2**32 rows), index/fm.py
+FORMAT_VERSION = 3  # 2: one uint32 table layout at every size (superblocks from 2**32 rows), index/fm.py; 3: ref.pac2
 _FIXED = struct.Struct("<8sIIQQ")  # magic, version, header crc, header length, file size
 _ALIGN = 64
 
-_REF_ARRAYS = ("pac", "offsets", "hole_off", "hole_len", "hole_chr")
+_REF_ARRAYS = ("offsets", "hole_off", "hole_len", "hole_chr")
 _FM_ARRAYS = ("C1", "C2", "occ", "sa")
 _FM_SCALARS = ("n", "l_pac", "primary", "row_sa1", "t0", "occ_shift", "occ_stride", "occ_wide", "sa_shift")
 
@@ -114,7 +117,7 @@ def _crc(arr: np.ndarray) -> int:
 def save_index(prefix, ref: Reference, fm: FMIndex) -> str:
     """Write ``PREFIX.g3i`` atomically (via a temporary file). Returns the path."""
     path = index_path(prefix)
-    arrays = {}
+    arrays = {"ref.pac2": pack_2bit(ref.pac[:ref.l_pac])}  # the bases 4 a byte
     for k in _REF_ARRAYS:
         arrays["ref." + k] = np.ascontiguousarray(getattr(ref, k))
     for k in _FM_ARRAYS:
@@ -270,9 +273,12 @@ def load_index(prefix, verify: bool = True, use_mmap: bool = True):
     try:
         r = meta["ref"]
         src = meta.get("source", {})
+        l_pac = int(r["l_pac"])
+        if l_pac < 0 or arrays["ref.pac2"].shape != ((l_pac + 3) // 4,):
+            raise IndexFormatError(f"{path}: index is inconsistent (reference and FM-index sizes disagree)")
         ref = Reference(
-            pac=arrays["ref.pac"],
-            l_pac=int(r["l_pac"]),
+            pac=unpack_2bit(arrays["ref.pac2"], l_pac),
+            l_pac=l_pac,
             names=list(r["names"]),
             comments=list(r["comments"]),
             offsets=arrays["ref.offsets"],

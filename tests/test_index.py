@@ -13,6 +13,7 @@ from numba import njit
 
 from g3align.index import fasta as F
 from g3align.index.build import build_index
+from g3align.index.bwafmt import write_pac
 from g3align.index.fm import (
     build_fm,
     build_text,
@@ -371,6 +372,28 @@ def test_store_roundtrip(small_index, use_mmap):
     meta = read_index_meta(prefix)
     assert meta["params"]["sa_intv"] == 4 and meta["ref"]["names"] == ref.names
     assert meta["source"]["size"] == os.path.getsize(fa)
+    # the bases are stored 4 a byte, as bwa's .pac body
+    assert "ref.pac" not in meta["arrays"] and meta["arrays"]["ref.pac2"]["nbytes"] == (ref.l_pac + 3) // 4
+    write_pac(prefix, ref.pac)
+    off = meta["arrays"]["ref.pac2"]["offset"]
+    with open(index_path(prefix), "rb") as fh:
+        fh.seek(off)
+        stored = fh.read((ref.l_pac + 3) // 4)
+    with open(prefix + ".pac", "rb") as fh:
+        assert fh.read((ref.l_pac + 3) // 4) == stored
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 4, 5, 4 * (1 << 22) + 7])
+def test_pack_2bit_roundtrip(n):
+    """pack_2bit is bwa's .pac body (first base in the high bits, the last byte padded with 0), in pieces on
+    threads past 4M bytes; unpack_2bit inverts it."""
+    codes = np.random.default_rng(n).integers(0, 4, n).astype(np.uint8)
+    body = F.pack_2bit(codes)
+    q = np.concatenate([codes, np.zeros(-n % 4, np.uint8)]).reshape(-1, 4).astype(np.uint8)
+    assert np.array_equal(body, (q[:, 0] << 6) | (q[:, 1] << 4) | (q[:, 2] << 2) | q[:, 3])
+    assert np.array_equal(F.unpack_2bit(body, n), codes)
+    with pytest.raises(ValueError):
+        F.unpack_2bit(body, 4 * body.size + 1)
 
 
 def _corrupt(path, offset, data):
