@@ -12,7 +12,9 @@
 #                                    "tests/..." GPU tests; CHR20=0, WALK=0, FM=0: those stages left out; REUSE=1: the
 #                                    stand-in and its index of an earlier run on this box kept; SECOND=1: g3align twice,
 #                                    SECOND_MEM=0: not for mem; SR=1: the NPAIRS pairs also through minimap2 -ax sr and
-#                                    g3align map -ax sr; MEM=0: those pairs not through mem)
+#                                    g3align map -ax sr; MEM=0: those pairs not through mem; SR_T="1 4 16": g3align
+#                                    map -ax sr's mapping of SR_PAIRS of them (200,000) at those thread counts, from an
+#                                    sr index saved first)
 #   bash scripts/gpu_index.sh pack-cache  here: numba's cache for the box's Python (NBDIR), carried in $P/nb.txz
 #   bash scripts/gpu_index.sh wait S on the box: wait up to S seconds for run to end; the log and results to $OUT
 # Everything lands in $W (/tmp/g3wg): log (one line a stage, with wall time and peak RSS), gpumem.txt.
@@ -86,7 +88,8 @@ sys.exit(r)' "$W/$name.err" "$W/$name.out" "$@" > $W/$name.time; local rc=$?
         local tag=$1 x=$2; shift 2
         timed mm2-$tag minimap2 -ax $x -t $T $W/wg/wg.fa "$@" || true
         grep -h "Real time\|M::mm_idx_gen\|M::mm_idx_stat" $W/mm2-$tag.err | tail -3 >> $W/log || true
-        timed g3-map-$tag env G3ALIGN_STAGES=1 $G3 map -ax $x -t $T --device $DEV $W/wg/wg.fa "$@" || true
+        timed g3-map-$tag env G3ALIGN_STAGES=1 ${G3TRACE:+G3ALIGN_TRACE=$G3TRACE} $G3 map -ax $x -t $T --device $DEV \
+            $W/wg/wg.fa "$@" || true
         grep -h -i "stage\|index" $W/g3-map-$tag.err | tail -8 >> $W/log || true
         if [ "${SECOND:-0}" = 1 ]; then
             timed g3-map-$tag-2 env G3ALIGN_STAGES=1 $G3 map -ax $x -t $T --device $DEV $W/wg/wg.fa "$@" || true
@@ -147,7 +150,20 @@ for e in ev:
             rm -f $W/g3-mem-2.out
         fi
         if [ "${SR:-0}" = 1 ]; then   # the same pairs through minimap2 -ax sr and g3align map -ax sr
-            map_vs_mm2 sr sr $W/r1.fq $W/r2.fq
+            G3TRACE=$W/g3-map-sr.trace.json map_vs_mm2 sr sr $W/r1.fq $W/r2.fq
+        fi
+        if [ -n "$SR_T" ]; then   # g3align map -ax sr's mapping alone at -t N for N in SR_T, on SR_PAIRS pairs, from
+            # the sr minimizer index saved once (g3align index -x sr): how the CPU fragment mode scales with threads
+            timed g3-index-sr $G3 index -x sr --no-fm --device $DEV -p $W/wg/wgsr $W/wg/wg.fa || true
+            head -$((4 * ${SR_PAIRS:-200000})) $W/r1.fq > $W/q1.fq; head -$((4 * ${SR_PAIRS:-200000})) $W/r2.fq > $W/q2.fq
+            for t in $SR_T; do
+                timed g3-sr-t$t env G3ALIGN_STAGES=1 G3ALIGN_TRACE=$W/g3-sr-t$t.trace.json $G3 map -ax sr -t $t \
+                    --device $DEV $W/wg/wgsr $W/q1.fq $W/q2.fq || true
+                grep -h -i "stage\|mapping" $W/g3-sr-t$t.err | tail -12 >> $W/log || true
+                [ -f $W/g3-sr-t$t.out ] && cmp -s $W/g3-sr-t$t.out $W/g3-sr-t${SR_T%% *}.out \
+                    && note "sr -t $t: same output as -t ${SR_T%% *}" || note "sr -t $t: output DIFFERS"
+            done
+            rm -f $W/g3-sr-t*.out
         fi
     fi
     if [ -n "$MAP" ]; then   # map at scale: pbsim CLR reads at depth $PBDEPTH, minimap2 -ax map-pb and g3align map
@@ -187,7 +203,10 @@ PY
 wait)
     end=$((SECONDS + ${2:-500}))
     while [ $SECONDS -lt $end ] && pgrep -f "gpu_index.sh stages" > /dev/null; do sleep 3; done
-    mkdir -p "${OUT:-gpu_out}"; cp $W/log $W/*.err $W/stages.out "${OUT:-gpu_out}/" 2>/dev/null || true
+    mkdir -p "${OUT:-gpu_out}"; cp $W/log "${OUT:-gpu_out}/" 2>/dev/null || true
+    # the rest in one file (at most 8 files come back from a call): stderr, times, traces, the GPU memory samples
+    (cd $W && tar czf "${OUT:-gpu_out}/results.tgz" stages.out gpumem.txt spans.txt *.err *.time *.trace.json \
+        compare*.out 2>/dev/null) || true
     cat $W/log
     ;;
 *)
