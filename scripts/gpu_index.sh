@@ -76,7 +76,8 @@ stages)
         echo "$name $(date +%s.%N)" >> $W/spans.txt
         python3 -c 'import resource, subprocess, sys, time
 t = time.time(); r = subprocess.call(sys.argv[3:], stderr=open(sys.argv[1], "w"), stdout=open(sys.argv[2], "w"))
-print(f"{time.time() - t:.1f} s wall, peak RSS {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e6:.2f} GB, rc {r}")
+u = resource.getrusage(resource.RUSAGE_CHILDREN); w = time.time() - t
+print(f"{w:.1f} s wall, {u.ru_utime + u.ru_stime:.1f} s CPU ({(u.ru_utime + u.ru_stime) / max(w, 1e-9):.1f} cores), peak RSS {u.ru_maxrss / 1e6:.2f} GB, rc {r}")
 sys.exit(r)' "$W/$name.err" "$W/$name.out" "$@" > $W/$name.time; local rc=$?
         echo "$name-end $(date +%s.%N)" >> $W/spans.txt
         [ $rc = 0 ] && note "$name: $(cat $W/$name.time)" \
@@ -157,7 +158,7 @@ for e in ev:
             timed g3-index-sr $G3 index -x sr --no-fm --device $DEV -p $W/wg/wgsr $W/wg/wg.fa || true
             head -$((4 * ${SR_PAIRS:-200000})) $W/r1.fq > $W/q1.fq; head -$((4 * ${SR_PAIRS:-200000})) $W/r2.fq > $W/q2.fq
             for t in $SR_T; do
-                timed g3-sr-t$t env G3ALIGN_STAGES=1 G3ALIGN_TRACE=$W/g3-sr-t$t.trace.json $G3 map -ax sr -t $t \
+                timed g3-sr-t$t env G3ALIGN_DETACH=0 G3ALIGN_STAGES=1 G3ALIGN_TRACE=$W/g3-sr-t$t.trace.json $G3 map -ax sr -t $t \
                     --device $DEV $W/wg/wgsr $W/q1.fq $W/q2.fq || true
                 grep -h -i "stage\|mapping" $W/g3-sr-t$t.err | tail -12 >> $W/log || true
                 [ -f $W/g3-sr-t$t.out ] && cmp -s $W/g3-sr-t$t.out $W/g3-sr-t${SR_T%% *}.out \
