@@ -127,9 +127,16 @@ class MMRef:
 
 def read_mm_ref(path) -> MMRef:
     """Read a FASTA/FASTQ (optionally gzipped) reference. Empty contigs are kept (length 0)."""
+    import time
+
+    from g3align.aligner import trace_event
     path = os.fspath(path)
+    t0 = time.perf_counter()
     data = read_ref_bytes(path, minimap2=True)
+    t1 = time.perf_counter()
     names, lengths, off, codes = parse_mm_seqs(data, path)
+    trace_event("index: reference read", t0, t1)  # (with G3ALIGN_TRACE)
+    trace_event("index: reference scan", t1, time.perf_counter())
     if not names:
         raise MMRefFormatError(f"{path}: no sequences found (empty file?)")
     if int(lengths.max()) >= 1 << 31:

@@ -122,6 +122,73 @@ def test_read_fasta_errors(tmp_path, text, msg):
     assert isinstance(ei.value, ValueError)
 
 
+SCAN_CASES = [
+    FA_TEXT,
+    FA_TEXT.replace("\n", "\r\n"),  # '\r': the pieces leave it to the serial scan
+    ">a\nACGT\n>b x\nAC\n@r\n",  # a FASTQ-like line: likewise
+    ">a\nACGT\n+\nIIII\n>b\nAC\n",
+    "  \n\t>a desc with  spaces\n" + "ACGTN" * 40 + "\n\n\n" + ">b\n" + "acgt\n" * 30 + ">c\n>d\nA",
+    ">only header no newline",
+    ">x\n" + "ACGTTGCA" * 25 + ">",  # a '>' that ends the text: a record with an empty name
+    ">e1\n>e2\n>e3\n\n>e4\nAC\nGT\n",
+    "ACGT\n>a\nAC\n",  # text before the first header
+]
+
+
+@pytest.mark.parametrize("text", SCAN_CASES)
+@pytest.mark.parametrize("fastq", [False, True])
+@pytest.mark.parametrize("piece", [1, 3, 7, 64])
+def test_scan_in_pieces_equals_serial_scan(text, fastq, piece, monkeypatch):
+    """scan_records with the text cut into pieces of a few bytes (SCAN_PIECE) finds what one serial _scan finds:
+    records, sequence bytes, errors."""
+    data = text.encode()
+    table = np.arange(256, dtype=np.uint8)[::-1].copy()  # any byte table: each sequence byte is looked up
+    arr = np.frombuffer(data, np.uint8)
+    seq = np.empty(arr.size, np.uint8)
+    n, olen, err, epos, rec = F._scan(arr, fastq, table, seq)
+    monkeypatch.setattr(F, "SCAN_PIECE", piece)
+    r = F.scan_records(data, fastq, table)
+    assert (r.n, r.seq_len, r.err, r.err_pos) == (n, olen, err, epos)
+    assert np.array_equal(r.rec[:n], rec[:n]) and np.array_equal(r.seq[:olen], seq[:olen])
+
+
+def test_scan_pieces_of_random_fasta(monkeypatch):
+    rng = np.random.default_rng(5)
+    lines = []
+    for r in range(300):
+        lines.append(f">c{r}" + (f" note {r}" if r % 3 else ""))
+        for _ in range(int(rng.integers(0, 6))):
+            lines.append("".join(rng.choice(list("ACGTNacgtn"), int(rng.integers(0, 90)))))
+    data = ("\n".join(lines) + "\n").encode()
+    arr = np.frombuffer(data, np.uint8)
+    seq = np.empty(arr.size, np.uint8)
+    n, olen, _, _, rec = F._scan(arr, True, F.RAW_BYTES, seq)
+    monkeypatch.setattr(F, "SCAN_PIECE", 97)
+    assert F._scan_parallel(arr, F.RAW_BYTES, np.empty(arr.size, np.uint8)) is not None  # the pieces' path
+    r = F.scan_records(data, True)
+    assert r.n == n == 300 and r.seq_len == olen
+    assert np.array_equal(r.rec[:n], rec[:n]) and np.array_equal(r.seq[:olen], seq[:olen])
+
+
+@pytest.mark.parametrize("piece", [5, 64, 1 << 20])
+def test_read_ref_bytes_in_pieces(tmp_path, piece, monkeypatch):
+    """A plain file of several READ_PIECE bytes is read by threads into an array: the same bytes, and read_fasta
+    packs it as from one read."""
+    from g3align.index.mmidx import read_mm_ref
+    path = _write(tmp_path / "r.fa", "".join(f">s{i} c{i}\nACGTNNAC\nGG\n" for i in range(40)))
+    want = open(path, "rb").read()
+    ref0, mm0 = F.read_fasta(path), read_mm_ref(path)
+    monkeypatch.setattr(F, "READ_PIECE", piece)
+    monkeypatch.setattr(F, "SCAN_PIECE", 16)
+    got = F.read_ref_bytes(path)
+    assert bytes(got) == want and (isinstance(got, np.ndarray) or 2 * piece > len(want))
+    ref, mm = F.read_fasta(path), read_mm_ref(path)
+    assert ref.names == ref0.names and ref.comments == ref0.comments and np.array_equal(ref.pac, ref0.pac)
+    assert ref.hole_off.tolist() == ref0.hole_off.tolist()
+    assert mm.names == mm0.names and np.array_equal(mm.ref_seq, mm0.ref_seq) and np.array_equal(mm.ref_off,
+                                                                                                mm0.ref_off)
+
+
 def test_read_fasta_missing(tmp_path):
     with pytest.raises(FileNotFoundError, match="nothere.fa"):
         F.read_fasta(str(tmp_path / "nothere.fa"))

@@ -207,10 +207,14 @@ def _map_with(args, opt, extra, queries, rg_line, first_parts, reader, t_enter, 
     log(f"[M::mm_mapopt_update] mid_occ = {opt.mid_occ}", opt.verbose)
     t_setup = time.perf_counter()
     aligner = MapAligner(idx, opt, device=device)
-    aligner.preload()
-    aligner.device_setup()
-    if device == "gpu":
-        mmpipeline.warm_thread(aligner)  # the seeding's CuPy kernels loaded beside the first parts' reading
+    # fragment mode on two files in lockstep: every fragment of two reads maps on the CPU threads, so the index
+    # and the kernels go to the GPU only if a batch of single reads needs them (mates whose names disagree)
+    aligner.defer_device = bool(opt.flag & MO.F_FRAG_MODE) and all(isinstance(q, tuple) for q in queries)
+    if not aligner.defer_device:
+        aligner.preload()
+        aligner.device_setup()
+        if device == "gpu":
+            mmpipeline.warm_thread(aligner)  # the seeding's CuPy kernels loaded beside the first parts' reading
     t0 = startup.process_t0()
     if trace is not None:
         trace += [("start-up: imports, numba, options", "MainThread", t_enter, t_device),

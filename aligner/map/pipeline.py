@@ -555,6 +555,10 @@ class MapAligner:
         self.ext_stats: dict = {}
         self.stage_times: dict = {}
         self._dev_ready = False
+        # the device set-up left to the first batch that needs it (device_setup from _batch_stages) instead of
+        # run_map's start: map's CLI sets it for fragment mode on two files in lockstep, whose fragments of two
+        # reads are mapped on the CPU threads (_map_frags) and need nothing on the GPU
+        self.defer_device = False
         self._lock = threading.Lock()  # ext_stats / the lazy device arrays, from worker threads (stage times: lap)
         self._idx_dev = None
         self._ref_dev = None
@@ -628,8 +632,9 @@ class MapAligner:
         batches run on the second (default priority; _map_staged). On chr20 pbsim CLR (H100) the second stream took
         the mapping phase from 1.99 to 1.91 s and from 1.81 to 1.72 s (medians of 4 interleaved runs, two
         measurements), and the worker's own stream current instead of CuPy's null stream from 1.72 to 1.68 s (4 runs
-        each), with pinned.drain from 1.67 to 1.54 s (3 runs each; docs/BENCHMARKS.md's git history)."""
-        if self.device == "gpu" and (self.batch_seed or self.batch_align):
+        each), with pinned.drain from 1.67 to 1.54 s (3 runs each; docs/BENCHMARKS.md's git history). With
+        defer_device nothing (a batch that needs the GPU then runs on CuPy's current stream)."""
+        if self.device == "gpu" and (self.batch_seed or self.batch_align) and not self.defer_device:
             import cupy as cp
 
             from g3align.aligner.gpu.pinned import reserve_pool
@@ -899,7 +904,8 @@ def run_map(aligner: MapAligner, batches, sink, verbose: int = 3, marks: bool = 
     t0 = time.time()
     t_wall = time.perf_counter()
     n_threads = max(1, aligner.opt.n_threads)
-    aligner.device_setup()
+    if not aligner.defer_device:
+        aligner.device_setup()
     pend: deque = deque()
     batch_reads, batch_t0 = 0, time.time()  # reads of the current -K batch written, when it started
 
