@@ -396,6 +396,9 @@ def scan_records(data: bytes, fastq: bool = False, table: np.ndarray = RAW_BYTES
     ``Records.err`` (one of the ``SCAN_*`` codes), for the caller to word. Input of several SCAN_PIECE bytes is
     scanned in pieces on threads (_scan_parallel), with the same result."""
     arr = np.frombuffer(data, dtype=np.uint8)
+    if arr.flags.writeable:  # (read_ref_bytes' array) read-only like the bytes of a small file: one compiled type
+        arr = arr.view()
+        arr.flags.writeable = False
     seq = np.empty(arr.size, dtype=np.uint8)
     got = _scan_parallel(arr, table, seq) if arr.size >= 2 * SCAN_PIECE else None
     nrec, olen, err, epos, rec = got if got is not None else _scan(arr, bool(fastq), table, seq)

@@ -45,7 +45,7 @@ def main() -> int:
     p = warmup.make_data(work)
     cache = work / "cache"
     env = dict(os.environ, G3ALIGN_CACHE_DIR=str(cache), G3ALIGN_COMPILE_NOTE="0", G3ALIGN_PRECOMPILE="0",
-               G3ALIGN_DETACH="0", CUPY_CACHE_DIR=str(cache / "cupy"))
+               G3ALIGN_DETACH="0", CUPY_CACHE_DIR=str(cache / "cupy"), G3ALIGN_TUNE=warmup.run_tune(os.environ))
     runs = []
 
     def one(k_args):

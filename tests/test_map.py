@@ -372,7 +372,7 @@ def test_map_tune_cli():
     outs = set()
     for tune in ("MAP_DEPTH=1", "MAP_PART_BASES=2000,MAP_DEPTH=4", "MAP_PART_BASES=2000,MAP_QUEUED=0",
                  "MAP_PART_BASES=3000,KSW2_AT_ONCE=0", "MAP_PART_BASES=3000,KSW2_AT_ONCE=2",
-                 "MAP_READ_AHEAD=1,MAP_PART_BASES=3000"):
+                 "MAP_READ_AHEAD=1,MAP_PART_BASES=3000", "SCAN_PIECE=700"):
         r = g3map(["-ax", "map-pb", "-t", "2", REF, READS], env={**os.environ, "G3ALIGN_TUNE": tune})
         assert r.returncode == 0, r.stderr.decode()
         outs.add(b"\n".join(_records(r.stdout)))

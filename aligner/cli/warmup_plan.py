@@ -154,6 +154,16 @@ def _gpu_present() -> bool:
     return gpu_available()
 
 
+# G3ALIGN_TUNE of the warm-up's runs: their small references are scanned in pieces too (index/fasta.py's threaded
+# scan of a large FASTA), so that those kernels are compiled and listed (scripts/jit_manifest.py) with the rest
+RUN_TUNE = "SCAN_PIECE=512"
+
+
+def run_tune(environ) -> str:
+    """G3ALIGN_TUNE for a warm-up run: the caller's, then RUN_TUNE."""
+    return ",".join(x for x in (environ.get("G3ALIGN_TUNE", ""), RUN_TUNE) if x)
+
+
 def run(threads: int, device: str, log=sys.stderr) -> int:
     """Compile for this machine; returns the number of failed runs (0: all compiled)."""
     t0 = time.perf_counter()
@@ -161,7 +171,8 @@ def run(threads: int, device: str, log=sys.stderr) -> int:
     failed = 0
     try:
         p = make_data(work)
-        env = dict(os.environ, G3ALIGN_COMPILE_NOTE="0", G3ALIGN_DETACH="0", G3ALIGN_PRECOMPILE="0")
+        env = dict(os.environ, G3ALIGN_COMPILE_NOTE="0", G3ALIGN_DETACH="0", G3ALIGN_PRECOMPILE="0",
+                   G3ALIGN_TUNE=run_tune(os.environ))
         devices = _devices(device)
         log.write(f"[M::warmup] compiling for {', '.join(devices)} into {jit.cache_dir()} with {threads} "
                   f"processes\n")

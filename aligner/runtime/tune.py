@@ -22,6 +22,7 @@ TUNABLE = {  # name: (module, what it sets)
     "RESCUE_GROUP_BASES": (_MEM, "bases of a -K batch whose mate rescue is one GPU launch"),
     "SWITCH_INTERVAL_US": (_MEM, "the GIL's switch interval on mem's GPU path, microseconds (0: Python's 5 ms)"),
     "MAP_DEPTH": (_MAP, "map parts in flight at once"),
+    "SCAN_PIECE": ("g3align.index.fasta", "bytes per piece of a reference FASTA scanned on threads"),
     "MAP_QUEUED": (_MAP, "map parts queued for the GPU stages"),
     "MAP_SWITCH_INTERVAL_US": (_MAP, "the GIL's switch interval on map's GPU path, microseconds (0: Python's 5 ms)"),
     "KSW2_AT_ONCE": ("g3align.aligner.map.align_batch", "ksw2 job batches of a map part in flight on the GPU"),
