@@ -273,21 +273,18 @@ def _append_cigars(cig, c, R, n):
 
 
 @njit(cache=True, nogil=True)
-def map_frag(qc, seg_off, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, ref_off, dual_skip, diag_rid):
-    """mm_map_frag for a fragment of two or more segments mapped together (minimap2's fragment mode: -x sr pairs,
-    --frag=yes): qc holds the segments' codes back to back (those frag_flips names already reverse-complemented),
-    segment s at seg_off[s]:seg_off[s+1]; name is the first segment's. Seeds of all segments chain together (a
-    chain may join the mates), the chains are split per segment (seg_gen), each segment's regions are aligned on
-    their own, then the two segments are paired (mm_pair). Returns (R_cat, r_off, cigar buffer, rep_len): segment s
-    has the regions R_cat[r_off[s]:r_off[s+1]], in the coordinates of the sequence as mapped."""
+def map_frag_pre(qc, seg_off, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, dual_skip, diag_rid):
+    """map_frag up to the base alignment: the fragment's seeds and chains, its regions split per segment (seg_gen)
+    with their parents set. Returns (ok, R_seg, s_off, a_cat, a_off, rep_len): segment s has the regions
+    R_seg[s_off[s]:s_off[s+1]] and the anchors a_cat[a_off[s]:a_off[s+1]]; ok False: nothing to map (empty or
+    too long)."""
     flag = iv[I_FLAG]
     n_segs = seg_off.shape[0] - 1
     qlens = seg_off[1:] - seg_off[:-1]
     qlen_sum = seg_off[n_segs] - seg_off[0]
-    cig = np.zeros(16, np.uint32)
-    r_off = np.zeros(n_segs + 1, np.int64)
+    s_off = np.zeros(n_segs + 1, np.int64)
     if qlen_sum == 0 or (iv[I_MAX_QLEN] > 0 and qlen_sum > iv[I_MAX_QLEN]):
-        return np.zeros((0, NR), np.int64), r_off, cig, 0
+        return False, np.zeros((0, NR), np.int64), s_off, np.zeros((0, 2), np.uint64), s_off.copy(), 0
     is_sr = (flag & MO.F_SR) != 0
     is_rmq = (flag & MO.F_RMQ) != 0
     hname = name if (flag & MO.F_NO_HASH_NAME) == 0 else name[:0]
@@ -314,14 +311,58 @@ def map_frag(qc, seg_off, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len,
         MH.est_err(qlen_sum, R0, n0, a, mini_pos, ref_len)
         n0 = MH.filter_strand_retained(R0, n0)
     a_cat, a_off, R_seg, s_off = LC.seg_gen(hsh, qlens, R0, n0, a)
+    for s in range(n_segs):  # (each segment's rows in place: the segments' slices do not overlap)
+        MH.set_parent(fv[F_MASK_LEVEL], iv[I_MASK_LEN], R_seg[s_off[s]:s_off[s + 1]], s_off[s + 1] - s_off[s],
+                      sub_diff, (flag & MO.F_HARD_MLEVEL) != 0, fv[F_ALT_DROP])
+    return True, R_seg, s_off, a_cat, a_off, rep_len
+
+
+@njit(cache=True, nogil=True)
+def _frag_pair(iv, fv, qlens, Rs, ns):
+    """mm_map_frag's end for a fragment whose segments are aligned: mm_pair of two segments (-a/-c)."""
+    flag = iv[I_FLAG]
+    if qlens.shape[0] == 2 and iv[I_PE_ORI] >= 0 and (flag & MO.F_CIGAR):
+        max_gap_qry, max_gap_ref, pen_gap, pen_skip = _chain_params(iv, fv, (flag & MO.F_SR) != 0, qlens.sum())
+        MH.pair_regs(max_gap_ref, iv[I_PE_BONUS], iv[I_A] * 2 + iv[I_B], iv[I_A], qlens, Rs[0], ns[0], Rs[1], ns[1])
+
+
+@njit(cache=True, nogil=True)
+def _frag_cat(Rs, ns):
+    """The segments' regions back to back, and their offsets."""
+    n_segs = ns.shape[0]
+    r_off = np.zeros(n_segs + 1, np.int64)
+    for s in range(n_segs):
+        r_off[s + 1] = r_off[s] + ns[s]
+    R_cat = np.empty((r_off[n_segs], NR), np.int64)
+    for s in range(n_segs):
+        R_cat[r_off[s]:r_off[s + 1]] = Rs[s][:ns[s]]
+    return R_cat, r_off
+
+
+@njit(cache=True, nogil=True)
+def map_frag(qc, seg_off, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len, ref_seq, ref_off, dual_skip, diag_rid):
+    """mm_map_frag for a fragment of two or more segments mapped together (minimap2's fragment mode: -x sr pairs,
+    --frag=yes): qc holds the segments' codes back to back (those frag_flips names already reverse-complemented),
+    segment s at seg_off[s]:seg_off[s+1]; name is the first segment's. Seeds of all segments chain together (a
+    chain may join the mates), the chains are split per segment (seg_gen), each segment's regions are aligned on
+    their own, then the two segments are paired (mm_pair). Returns (R_cat, r_off, cigar buffer, rep_len): segment s
+    has the regions R_cat[r_off[s]:r_off[s+1]], in the coordinates of the sequence as mapped. (The staged path
+    runs the same steps as map_frag_plan and map_frag_finish.)"""
+    flag = iv[I_FLAG]
+    n_segs = seg_off.shape[0] - 1
+    qlens = seg_off[1:] - seg_off[:-1]
+    cig = np.zeros(16, np.uint32)
+    ok, R_seg, s_off, a_cat, a_off, rep_len = map_frag_pre(qc, seg_off, name, iv, fv, b, bkt_off, keys, key_off,
+                                                           pos, ref_len, dual_skip, diag_rid)
+    if not ok:
+        return np.zeros((0, NR), np.int64), np.zeros(n_segs + 1, np.int64), cig, 0
+    is_sr = (flag & MO.F_SR) != 0
     jc = MA.jc_new(MA.JC_DIRECT, 0)
     Rs = []
     ns = np.zeros(n_segs, np.int64)
     for s in range(n_segs):
         R = R_seg[s_off[s]:s_off[s + 1]].copy()
         n = R.shape[0]
-        MH.set_parent(fv[F_MASK_LEVEL], iv[I_MASK_LEN], R, n, sub_diff, (flag & MO.F_HARD_MLEVEL) != 0,
-                      fv[F_ALT_DROP])
         if flag & MO.F_CIGAR:  # (align_skeleton fills a CIGAR buffer from its start: one per segment, appended)
             R, n, c = _align(qc[seg_off[s]:seg_off[s + 1]], iv, fv, R, n, a_cat[a_off[s]:a_off[s + 1]], ref_seq,
                              ref_off, ref_len, np.zeros(16, np.uint32), jc)
@@ -329,13 +370,8 @@ def map_frag(qc, seg_off, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len,
         MH.set_mapq(R, n, iv[I_MIN_CHAIN_SCORE], iv[I_A], rep_len, is_sr)
         Rs.append(R)
         ns[s] = n
-    if n_segs == 2 and iv[I_PE_ORI] >= 0 and (flag & MO.F_CIGAR):
-        MH.pair_regs(max_gap_ref, iv[I_PE_BONUS], sub_diff, iv[I_A], qlens, Rs[0], ns[0], Rs[1], ns[1])
-    for s in range(n_segs):
-        r_off[s + 1] = r_off[s] + ns[s]
-    R_cat = np.empty((r_off[n_segs], NR), np.int64)
-    for s in range(n_segs):
-        R_cat[r_off[s]:r_off[s + 1]] = Rs[s][:ns[s]]
+    _frag_pair(iv, fv, qlens, Rs, ns)
+    R_cat, r_off = _frag_cat(Rs, ns)
     return R_cat, r_off, cig, rep_len
 
 
@@ -411,6 +447,186 @@ def map_frag_range(flo, fhi, frag_off, seq, seq_off, raw, qual, qual_on, names, 
         buf, nb_ = write_frag(buf, nb_, flag, names[name_off[r0]:name_off[r1]], name_off[r0:r1 + 1] - name_off[r0],
                               raw[s0:seq_off[r1]], qual[s0:seq_off[r1]] if qual_on else qual[:0],
                               seq[s0:seq_off[r1]], so, R_cat, r_off, cig, rls, ref_seq, ref_off, ctg_names, ctg_noff,
+                              ref_len, comments[com_off[r0]:com_off[r1]], com_off[r0:r1 + 1] - com_off[r0], rg_id)
+    return buf, nb_
+
+
+@njit(cache=True, nogil=True)
+def frag_codes(seq, seq_off, frag_off, pe_ori):
+    """The batch's codes with each fragment's segments as map_frag maps them: those frag_flips names
+    reverse-complemented (the staged fragment path's ksw2 jobs read their queries from this buffer)."""
+    qc = seq.copy()
+    for f in range(frag_off.shape[0] - 1):
+        r0, r1 = frag_off[f], frag_off[f + 1]
+        if r1 - r0 < 2:
+            continue
+        flips = frag_flips(r1 - r0, pe_ori)
+        for s in range(r1 - r0):
+            if flips[s]:
+                a, e = seq_off[r0 + s], seq_off[r0 + s + 1]
+                for i in range(e - a):
+                    c = seq[a + i]
+                    qc[e - 1 - i] = 3 - c if c < 4 else 4
+    return qc
+
+
+@njit(cache=True, nogil=True)
+def _plan_keys(q, iv, fv, R, n, aa, ref_seq, ref_off, ref_len, K, k_off, j):
+    """The ksw calls the base alignment of regions R[:n] (anchors aa) of read j would make (JC_PLAN, on copies),
+    appended to K after k_off[j] -> (K, k_off[j + 1] set)."""
+    k_off[j + 1] = k_off[j]
+    if n == 0:
+        return K
+    cap = 4
+    for r in range(n):
+        cap += R[r, CNT] + 2
+    jc = MA.jc_new(MA.JC_PLAN, cap)
+    _align(q, iv, fv, R[:n].copy(), n, aa.copy(), ref_seq, ref_off, ref_len, np.zeros(16, np.uint32), jc)
+    nk = jc[0][2]
+    K = _grow_rows(K, k_off[j], nk)
+    K[k_off[j]:k_off[j] + nk] = jc[1][:nk]
+    k_off[j + 1] = k_off[j] + nk
+    return K
+
+
+@njit(cache=True, nogil=True)
+def map_frag_plan(flo, fhi, frag_off, qc, seq_off, names, name_off, iv, fv, b, bkt_off, keys, key_off, pos, ref_len,
+                  ref_seq, ref_off, dual_skip, diag_rids):
+    """The staged fragment path's first half for fragments [flo, fhi) of a batch (map_frag_range's fragments, their
+    codes as frag_codes turns them): each fragment's seeds, chains and regions per segment (map_frag_pre; a fragment
+    of one read: map_one_pre), then the ksw calls of every segment's base alignment (JC_PLAN). Per read of the range,
+    as map_range_plan returns them: (regions, their offsets, anchors, their offsets, (ok, rep_len), job keys, their
+    offsets); map_frag_finish takes them back."""
+    (qc, seq_off, names, name_off, iv, fv, bkt_off, keys, key_off, pos, ref_len, ref_seq, ref_off, dual_skip,
+     diag_rids) = unowned((qc, seq_off, names, name_off, iv, fv, bkt_off, keys, key_off, pos, ref_len, ref_seq,
+                           ref_off, dual_skip, diag_rids))
+    lo, hi = frag_off[flo], frag_off[fhi]
+    nr = hi - lo
+    flag = iv[I_FLAG]
+    Rs = np.empty((max(16, 2 * nr), NR), np.int64)
+    r_off = np.zeros(nr + 1, np.int64)
+    As = np.empty((max(64, 16 * nr), 2), np.uint64)
+    a_off2 = np.zeros(nr + 1, np.int64)
+    st = np.zeros((nr, 2), np.int64)
+    K = np.empty((max(16, 4 * nr), MA.KJ), np.int64)
+    k_off = np.zeros(nr + 1, np.int64)
+    no_seeds = np.zeros((0, 2), np.uint64)
+    no_mini = np.zeros(0, np.uint64)
+    no_f = np.zeros(0, np.int64)
+    cigar = (flag & MO.F_CIGAR) != 0
+    for f in range(flo, fhi):
+        r0, r1 = frag_off[f], frag_off[f + 1]
+        if r1 - r0 == 1:
+            j = r0 - lo
+            q = qc[seq_off[r0]:seq_off[r0 + 1]]
+            ok, R, n, aa, rl = map_one_pre(q, names[name_off[r0]:name_off[r0 + 1]], iv, fv, b, bkt_off, keys, key_off,
+                                           pos, ref_len, dual_skip, diag_rids[r0], False, no_seeds, no_seeds, 0,
+                                           no_mini, False, no_f, no_f)
+            st[j, 0] = 1 if ok else 0
+            st[j, 1] = rl
+            Rs = _grow_rows(Rs, r_off[j], n)
+            Rs[r_off[j]:r_off[j] + n] = R[:n]
+            r_off[j + 1] = r_off[j] + n
+            As = _grow_rows(As, a_off2[j], aa.shape[0])
+            As[a_off2[j]:a_off2[j] + aa.shape[0]] = aa
+            a_off2[j + 1] = a_off2[j] + aa.shape[0]
+            K = _plan_keys(q, iv, fv, R, n if ok and cigar else 0, aa, ref_seq, ref_off, ref_len, K, k_off, j)
+            continue
+        so = seq_off[r0:r1 + 1] - seq_off[r0]
+        fq = qc[seq_off[r0]:seq_off[r1]]
+        ok, R_seg, s_off, a_cat, a_off, rl = map_frag_pre(fq, so, names[name_off[r0]:name_off[r0 + 1]], iv, fv, b,
+                                                          bkt_off, keys, key_off, pos, ref_len, dual_skip,
+                                                          diag_rids[r0])
+        for s in range(r1 - r0):
+            j = r0 + s - lo
+            st[j, 0] = 1 if ok else 0
+            st[j, 1] = rl
+            R = R_seg[s_off[s]:s_off[s + 1]]
+            n = R.shape[0]
+            aa = a_cat[a_off[s]:a_off[s + 1]]
+            Rs = _grow_rows(Rs, r_off[j], n)
+            Rs[r_off[j]:r_off[j] + n] = R
+            r_off[j + 1] = r_off[j] + n
+            As = _grow_rows(As, a_off2[j], aa.shape[0])
+            As[a_off2[j]:a_off2[j] + aa.shape[0]] = aa
+            a_off2[j + 1] = a_off2[j] + aa.shape[0]
+            K = _plan_keys(fq[so[s]:so[s + 1]], iv, fv, R, n if ok and cigar else 0, aa, ref_seq, ref_off, ref_len,
+                           K, k_off, j)
+    return Rs[:r_off[nr]], r_off, As[:a_off2[nr]], a_off2, st, K[:k_off[nr]], k_off
+
+
+@njit(cache=True, nogil=True)
+def map_frag_finish(flo, fhi, frag_off, seq, qc, seq_off, raw, qual, qual_on, names, name_off, comments, com_off, iv,
+                    fv, ref_len, ref_seq, ref_off, ctg_names, ctg_noff, rg_id, Rs, r_off, As, a_off2, st, K, k_off,
+                    pez, pcig, pcig_off, pn_cig):
+    """The staged fragment path's second half: each segment's base alignment from map_frag_plan's arrays, its ksw
+    calls served from the batch's results (JC_REPLAY), MAPQ, the pairing, and the records, as map_frag_range
+    writes them. Returns (bytes buffer, used length)."""
+    (seq, qc, seq_off, raw, qual, names, name_off, comments, com_off, iv, fv, ref_len, ref_seq, ref_off, ctg_names,
+     ctg_noff, rg_id, Rs, r_off, As, a_off2, st, K, k_off, pez, pcig, pcig_off, pn_cig) = unowned(
+        (seq, qc, seq_off, raw, qual, names, name_off, comments, com_off, iv, fv, ref_len, ref_seq, ref_off, ctg_names,
+         ctg_noff, rg_id, Rs, r_off, As, a_off2, st, K, k_off, pez, pcig, pcig_off, pn_cig))
+    buf = np.empty(1 << 16, np.uint8)
+    nb_ = 0
+    flag = iv[I_FLAG]
+    is_sr = (flag & MO.F_SR) != 0
+    lo = frag_off[flo]
+    for f in range(flo, fhi):
+        r0, r1 = frag_off[f], frag_off[f + 1]
+        n_seg = r1 - r0
+        cig = np.zeros(16, np.uint32)
+        rl = 0
+        Rl = []
+        ns = np.zeros(n_seg, np.int64)
+        for s in range(n_seg):
+            j = r0 + s - lo
+            R = Rs[r_off[j]:r_off[j + 1]].copy()
+            aa = As[a_off2[j]:a_off2[j + 1]].copy()
+            n = R.shape[0]
+            ctl = np.zeros(4, np.int64)
+            ctl[0] = MA.JC_REPLAY
+            ctl[2] = k_off[j + 1] - k_off[j]
+            jc = (ctl, K[k_off[j]:k_off[j + 1]], pez[k_off[j]:k_off[j + 1]], pcig, pcig_off[k_off[j]:k_off[j + 1]],
+                  pn_cig[k_off[j]:k_off[j + 1]])
+            q = qc[seq_off[r0 + s]:seq_off[r0 + s + 1]]
+            if n_seg == 1:
+                R, n, cig, rl = map_one_post(st[j, 0] != 0, q, iv, fv, R, n, aa, st[j, 1], ref_seq, ref_off, ref_len,
+                                             jc)
+            else:
+                if st[j, 0] != 0 and (flag & MO.F_CIGAR):
+                    R, n, c = _align(q, iv, fv, R, n, aa, ref_seq, ref_off, ref_len, np.zeros(16, np.uint32), jc)
+                    cig = _append_cigars(cig, c, R, n)
+                if st[j, 0] != 0:
+                    MH.set_mapq(R, n, iv[I_MIN_CHAIN_SCORE], iv[I_A], st[j, 1], is_sr)
+            Rl.append(R)
+            ns[s] = n
+        s0 = seq_off[r0]
+        if n_seg == 1:
+            buf, nb_ = write_read(buf, nb_, flag, names[name_off[r0]:name_off[r0 + 1]], raw[s0:seq_off[r1]],
+                                  qual[s0:seq_off[r1]] if qual_on else qual[:0], seq[s0:seq_off[r1]], Rl[0], ns[0],
+                                  cig, rl, ref_seq, ref_off, ctg_names, ctg_noff, ref_len,
+                                  comments[com_off[r0]:com_off[r0 + 1]], rg_id)
+            continue
+        ok = st[r0 - lo, 0] != 0
+        rls = np.full(n_seg, st[r0 - lo, 1] if ok else 0, np.int64)
+        if ok:
+            _frag_pair(iv, fv, seq_off[r0 + 1:r1 + 1] - seq_off[r0:r1], Rl, ns)
+            R_cat, ro = _frag_cat(Rl, ns)
+        else:
+            R_cat, ro = np.zeros((0, NR), np.int64), np.zeros(n_seg + 1, np.int64)
+        so = seq_off[r0:r1 + 1] - seq_off[r0]
+        flips = frag_flips(n_seg, iv[I_PE_ORI])
+        for s in range(n_seg):  # back to the strand and coordinates of the read as given
+            if flips[s]:
+                ql = so[s + 1] - so[s]
+                for i in range(ro[s], ro[s + 1]):
+                    t = R_cat[i, QS]
+                    R_cat[i, QS] = ql - R_cat[i, QE]
+                    R_cat[i, QE] = ql - t
+                    R_cat[i, REV] = 1 - R_cat[i, REV]
+        buf, nb_ = write_frag(buf, nb_, flag, names[name_off[r0]:name_off[r1]], name_off[r0:r1 + 1] - name_off[r0],
+                              raw[s0:seq_off[r1]], qual[s0:seq_off[r1]] if qual_on else qual[:0],
+                              seq[s0:seq_off[r1]], so, R_cat, ro, cig, rls, ref_seq, ref_off, ctg_names, ctg_noff,
                               ref_len, comments[com_off[r0]:com_off[r1]], com_off[r0:r1 + 1] - com_off[r0], rg_id)
     return buf, nb_
 
@@ -532,7 +748,7 @@ class MapAligner:
     """A minimizer index plus options; `map_batch(batch)` -> the batch's PAF/SAM bytes."""
 
     def __init__(self, idx, opt: MO.MapOpt, device: str = "cpu", batch_seed: bool | None = None,
-                 batch_chain: bool | None = None, batch_align: bool | None = None):
+                 batch_chain: bool | None = None, batch_align: bool | None = None, stage_frags: bool | None = None):
         """device "gpu": each batch is sketched, seeded and DP-chained (scores) on the GPU (aligner/
         mmsketch_gpu.py, aligner/map/gpu/seed.py, aligner/map/gpu/lchain.py), and with batch_align (-c/-a) its ksw2
         extensions and gap fills run as one batch of GPU jobs (aligner/map/align_batch.py); the rest runs on the CPU.
@@ -541,7 +757,8 @@ class MapAligner:
         batch_align (default: on with device "gpu" unless opt.gpu_align is False (--cpu-align); with batch
         seeding on the CPU only when opt.gpu_align is True) the staged base alignment. On chr20 pbsim CLR reads
         it makes the whole GPU run 2.3x faster than aligning per read on 16 CPU threads; on the small E. coli
-        sets it is about even (docs/BENCHMARKS.md's git history)."""
+        sets it is about even (docs/BENCHMARKS.md's git history). stage_frags (default: batch_align with
+        --gpu-align given): fragment mode's base alignment staged too (_map_frags_staged)."""
         self.idx = idx
         self.opt = opt
         self.device = device
@@ -552,6 +769,9 @@ class MapAligner:
         if batch_align is None:  # --gpu-align / --cpu-align, else on when the batch is on the GPU
             batch_align = self.batch_seed and (device == "gpu" if opt.gpu_align is None else opt.gpu_align)
         self.batch_align = batch_align and bool(opt.flag & MO.F_CIGAR)
+        # fragment mode's base alignment as a batch of ksw2 jobs too (_map_frags_staged), with the staged alignment:
+        # for now only where asked (stage_frags, or --gpu-align given), as its GPU run is not yet measured
+        self.stage_frags = self.batch_align and (opt.gpu_align is True if stage_frags is None else stage_frags)
         self.ext_stats: dict = {}
         self.stage_times: dict = {}
         self._dev_ready = False
@@ -700,6 +920,10 @@ class MapAligner:
         qual = batch.qual if batch.has_qual else np.zeros(0, np.uint8)
         b, bkt_off, keys, key_off, pos = self.idx.arrays()
         ref = self.idx.ref
+        ranges = _ranges(np.ascontiguousarray(seq_off[frag_off]), max(1, n_threads))
+        if self.stage_frags and not (self.opt.flag & MO.F_INDEPEND_SEG):
+            return self._map_frags_staged(pool, batch, frag_off, ranges, seq_off, diag, comments, com_off, raw,
+                                          qual_on, qual)
         t = time.perf_counter()
 
         def run(lo_hi):
@@ -709,10 +933,71 @@ class MapAligner:
                                        self.rg_id, self.dual_skip, diag)
             return buf[:used].tobytes()
 
-        ranges = _ranges(np.ascontiguousarray(seq_off[frag_off]), max(1, n_threads))
         out = run(ranges[0]) if len(ranges) == 1 else b"".join(pool.map(run, ranges))
         self._lap("fragments: chaining+alignment+text (CPU threads)", t)
         return out
+
+    def _map_frags_staged(self, pool, batch, frag_off, ranges, seq_off, diag, comments, com_off, raw, qual_on, qual):
+        """_map_frags with the base alignment as one batch of ksw2 jobs, as _map_staged does for single reads:
+        every range of fragments planned on the pool (map_frag_plan), the jobs run on the GPU or the CPU twin, then
+        every range finished (map_frag_finish). The jobs read their queries from frag_codes' buffer (the segments
+        as mapped, those frag_flips names reverse-complemented)."""
+        from g3align.aligner.map import align_batch as mmext
+        b, bkt_off, keys, key_off, pos = self.idx.arrays()
+        ref = self.idx.ref
+        iv = self.iv
+        names, name_off = batch.name_csr()
+        t = time.perf_counter()
+        qc = frag_codes(batch.seq, seq_off, frag_off, iv[I_PE_ORI])
+
+        def plan(lo_hi):
+            return map_frag_plan(lo_hi[0], lo_hi[1], frag_off, qc, seq_off, names, name_off, iv, self.fv, b, bkt_off,
+                                 keys, key_off, pos, self.ref_len, ref.ref_seq, ref.ref_off, self.dual_skip, diag)
+
+        plans = list(pool.map(plan, ranges))
+        K = np.concatenate([pl[5] for pl in plans]) if plans else np.zeros((0, MA.KJ), np.int64)
+        key_read = np.concatenate([np.repeat(np.arange(frag_off[lo], frag_off[hi], dtype=np.int64), np.diff(pl[6]))
+                                   for (lo, hi), pl in zip(ranges, plans)])
+        jobs = mmext.keys_to_jobs(K, key_read, seq_off, ref.ref_off)
+        P = mmext.scoring_pset(int(iv[I_A]), int(iv[I_B]), int(iv[I_SC_AMBI]), int(iv[I_Q]), int(iv[I_E]),
+                               int(iv[I_Q2]), int(iv[I_E2]))
+        t = self._lap("fragments: chaining+regions (CPU)", t)
+        ref_seq = self._align_setup() if self.device == "gpu" else ref.ref_seq
+        stats: dict = {}
+        ksw2_stream = getattr(_WORKER, "ksw2_stream", None)
+        with contextlib.nullcontext() if ksw2_stream is None else on_stream(ksw2_stream):
+            pez, pcig, pcig_off, pn_cig = mmext.run_jobs(qc, ref_seq, jobs, P, self.device, stats, MAP_KSW2_SCRATCH)
+        with self._lock:
+            for k, v in stats.items():
+                self.ext_stats[k] = self.ext_stats.get(k, 0) + v
+        t = self._lap("fragments: extension (ksw2 batch)", t)
+        k0 = np.cumsum([0] + [pl[5].shape[0] for pl in plans])
+
+        def finish(i):
+            (lo, hi), pl = ranges[i], plans[i]
+            a, c = int(k0[i]), int(k0[i + 1])
+            buf, used = map_frag_finish(lo, hi, frag_off, batch.seq, qc, seq_off, raw, qual, qual_on, names, name_off,
+                                        comments, com_off, iv, self.fv, self.ref_len, ref.ref_seq, ref.ref_off,
+                                        self.ctg_names, self.ctg_noff, self.rg_id, *pl, pez[a:c], pcig,
+                                        pcig_off[a:c], pn_cig[a:c])
+            return buf[:used].tobytes()
+
+        out = b"".join(pool.map(finish, range(len(ranges))))
+        self._lap("fragments: alignment replay+output (CPU)", t)
+        return out
+
+    def _align_setup(self):
+        """The reference on the GPU and the ksw2 module loaded, once (device_setup does it for every part when the
+        device is not deferred): what the staged fragment path needs."""
+        if self._ref_dev is None:
+            import cupy as cp
+
+            from g3align.kernels.loader import get_module
+            with self._lock:
+                if self._ref_dev is None:
+                    get_module("ksw2")
+                    self._ref_dev = cp.asarray(self.idx.ref.ref_seq)
+        return self._ref_dev
 
     def _lap(self, stage: str, t0: float) -> float:
         return lap(self.stage_times, stage, t0)  # (lap takes the stage-times lock itself)
