@@ -246,6 +246,40 @@ def _isspace(c):
 
 
 @njit(cache=True, nogil=True)
+def _header(data, pos, end, rec, i):
+    """The header line whose header byte is data[pos], read up to end (kseq's rules): its name and comment offsets
+    into row i of rec (grown when full; columns 0-3). Returns (the position after the line's '\n', rec)."""
+    pos += 1
+    name_s = pos
+    while pos < end and not _isspace(data[pos]):
+        pos += 1
+    name_e = pos
+    if pos < end and data[pos] != 10:
+        pos += 1
+        com_s = pos
+        while pos < end and data[pos] != 10:
+            pos += 1
+        com_e = pos
+        # kseq's: one '\r' before the '\n' goes unless it is the whole comment (`mem -V` prints it as bwa)
+        if com_e - com_s > 1 and data[com_e - 1] == 13:
+            com_e -= 1
+    else:
+        com_s = pos
+        com_e = pos
+    if pos < end:
+        pos += 1  # the '\n'
+    if i == rec.shape[0]:
+        grown = np.empty((2 * i, rec.shape[1]), dtype=np.int64)
+        grown[:i] = rec
+        rec = grown
+    rec[i, 0] = name_s
+    rec[i, 1] = name_e
+    rec[i, 2] = com_s
+    rec[i, 3] = com_e
+    return pos, rec
+
+
+@njit(cache=True, nogil=True)
 def _scan(data, fastq, table, seq):
     """Split the bytes into records (kseq's rules, see the module docstring).
 
@@ -271,33 +305,7 @@ def _scan(data, fastq, table, seq):
     olen = 0
     while pos < n:
         # here data[pos] is a header byte at a line start
-        pos += 1
-        name_s = pos
-        while pos < n and not _isspace(data[pos]):
-            pos += 1
-        name_e = pos
-        if pos < n and data[pos] != 10:
-            pos += 1
-            com_s = pos
-            while pos < n and data[pos] != 10:
-                pos += 1
-            com_e = pos
-            # kseq's: one '\r' before the '\n' goes unless it is the whole comment (`mem -V` prints it as bwa)
-            if com_e - com_s > 1 and data[com_e - 1] == 13:
-                com_e -= 1
-        else:
-            com_s = pos
-            com_e = pos
-        if pos < n:
-            pos += 1  # the '\n'
-        if nrec == rec.shape[0]:
-            grown = np.empty((2 * nrec, 6), dtype=np.int64)
-            grown[:nrec] = rec
-            rec = grown
-        rec[nrec, 0] = name_s
-        rec[nrec, 1] = name_e
-        rec[nrec, 2] = com_s
-        rec[nrec, 3] = com_e
+        pos, rec = _header(data, pos, n, rec, nrec)
         seq_s = olen
         while pos < n:
             c = data[pos]
@@ -409,8 +417,8 @@ def scan_records(data: bytes, fastq: bool = False, table: np.ndarray = RAW_BYTES
 # The parallel scan: the text cut into pieces of about SCAN_PIECE bytes at line starts, each piece's header lines
 # and sequence bytes counted on a thread, then its sequence bytes written at their place. A piece starts either at
 # a header line or inside a record's sequence lines, so it can be read on its own as long as the text is plain
-# FASTA: where a line starts with '@' or '+' (a FASTQ record, or the error of bwa's path) or a '\r' occurs
-# (kseq drops one at a line's end only when the record already holds two bases, which a piece cannot see), the
+# FASTA: where a line starts with '@' or '+' (a FASTQ record, or the error of bwa's path) or a sequence line holds
+# a '\r' (kseq drops one at a line's end only when the record already holds two bases, which a piece cannot see), the
 # whole text is scanned by _scan. 3.1 GB of FASTA: 5.0 s by _scan, ~0.4 s on 16 threads (the GPU box).
 SCAN_PIECE = 32 << 20
 
@@ -429,41 +437,14 @@ def _scan_piece(data, p0, p1, table, seq, out0, rec):
     """FASTA lines data[p0:p1) (p0 a line start, p1 a line start or the end): with out0 >= 0 their sequence bytes
     (through table) written to seq[out0:], else only counted; the header lines' (name_s, name_e, com_s, com_e,
     sequence bytes before the header) in rows of rec (grown as needed). Returns (headers, sequence bytes, rec, bad):
-    bad 1 where a line starts with '@' or '+' or a '\r' occurs (_scan must read the text)."""
+    bad 1 where a line starts with '@' or '+' or a sequence line holds a '\r' (_scan must read the text)."""
     pos = p0
     nh = 0
     o = 0
     while pos < p1:
         c = data[pos]
-        if c == 62:  # a header line, as _scan reads it
-            pos += 1
-            name_s = pos
-            while pos < p1 and not _isspace(data[pos]):
-                pos += 1
-            name_e = pos
-            if pos < p1 and data[pos] != 10:
-                if data[pos] == 13:
-                    return nh, o, rec, 1
-                pos += 1
-                com_s = pos
-                while pos < p1 and data[pos] != 10:
-                    if data[pos] == 13:
-                        return nh, o, rec, 1
-                    pos += 1
-                com_e = pos
-            else:
-                com_s = pos
-                com_e = pos
-            if pos < p1:
-                pos += 1
-            if nh == rec.shape[0]:
-                grown = np.empty((2 * nh, 5), dtype=np.int64)
-                grown[:nh] = rec
-                rec = grown
-            rec[nh, 0] = name_s
-            rec[nh, 1] = name_e
-            rec[nh, 2] = com_s
-            rec[nh, 3] = com_e
+        if c == 62:  # a header line, as _scan reads it (its rules need nothing from before the line)
+            pos, rec = _header(data, pos, p1, rec, nh)
             rec[nh, 4] = o
             nh += 1
             continue

@@ -126,6 +126,7 @@ SCAN_CASES = [
     FA_TEXT,
     FA_TEXT.replace("\n", "\r\n"),  # '\r': the pieces leave it to the serial scan
     ">a\nACGT\n>b x\nAC\n@r\n",  # a FASTQ-like line: likewise
+    ">a desc\r\nACGT\n>b\r\nAC\n>c x\r\nGG\n>d \r\nT\n",  # '\r' in header lines only: the pieces read them
     ">a\nACGT\n+\nIIII\n>b\nAC\n",
     "  \n\t>a desc with  spaces\n" + "ACGTN" * 40 + "\n\n\n" + ">b\n" + "acgt\n" * 30 + ">c\n>d\nA",
     ">only header no newline",
