@@ -12,9 +12,9 @@
 #                                    "tests/..." GPU tests; CHR20=0, WALK=0, FM=0: those stages left out; REUSE=1: the
 #                                    stand-in and its index of an earlier run on this box kept; SECOND=1: g3align twice,
 #                                    SECOND_MEM=0: not for mem; SR=1: the NPAIRS pairs also through minimap2 -ax sr and
-#                                    g3align map -ax sr; MEM=0: those pairs not through mem; SR_T="1 4 16": g3align
-#                                    map -ax sr's mapping of SR_PAIRS of them (200,000) at those thread counts, from an
-#                                    sr index saved first)
+#                                    g3align map -ax sr (GA=1: also with --gpu-align); MEM=0: those pairs not through
+#                                    mem; SR_T="1 4 16": g3align map -ax sr's mapping of SR_PAIRS of them (200,000) at
+#                                    those thread counts, from an sr index saved first)
 #   bash scripts/gpu_index.sh pack-cache  here: numba's cache for the box's Python (NBDIR), carried in $P/nb.txz
 #   bash scripts/gpu_index.sh wait S on the box: wait up to S seconds for run to end; the log and results to $OUT
 # Everything lands in $W (/tmp/g3wg): log (one line a stage, with wall time and peak RSS), gpumem.txt.
@@ -93,24 +93,36 @@ sys.exit(r)' "$W/$name.err" "$W/$name.out" "$@" > $W/$name.time; local rc=$?
             || { note "$name: FAILED $(cat $W/$name.time) $(tail -3 $W/$name.err | tr '\n' ' ')"; return 1; }
     }
     # map_vs_mm2 TAG PRESET READS...: minimap2 -ax PRESET and g3align map -ax PRESET (twice with SECOND=1, the two
-    # outputs compared) on READS, each building its index from the FASTA in the command; then the records compared
+    # outputs compared) on READS, each building its index from the FASTA in the command; then the records compared.
+    # GA=1: g3align also with --gpu-align (tag TAG-ga), against the same minimap2 run; REC=1: the first g3align run
+    # records what it compiles (G3ALIGN_JIT_RECORD, rec-TAG.jsonl: what the kernel list lacks)
     map_vs_mm2() {
         local tag=$1 x=$2; shift 2
         jit_wait   # (no compiling beside the peer's timed run)
         timed mm2-$tag minimap2 -ax $x -t $T $W/wg/wg.fa "$@" || true
         grep -h "Real time\|M::mm_idx_gen\|M::mm_idx_stat" $W/mm2-$tag.err | tail -3 >> $W/log || true
-        timed g3-map-$tag env G3ALIGN_STAGES=1 ${G3TRACE:+G3ALIGN_TRACE=$G3TRACE} $G3 map -ax $x -t $T --device $DEV \
-            $W/wg/wg.fa "$@" || true
-        grep -h -i "stage\|index" $W/g3-map-$tag.err | tail -8 >> $W/log || true
+        g3_vs_mm2 $tag $tag $x "" "$@"
+        [ "${GA:-0}" = 1 ] && g3_vs_mm2 $tag $tag-ga $x --gpu-align "$@"
+        return 0
+    }
+    # g3_vs_mm2 TAG G3TAG PRESET FLAGS READS...: g3align map -ax PRESET FLAGS (twice with SECOND=1), compared with
+    # minimap2's mm2-TAG output
+    g3_vs_mm2() {
+        local tag=$1 g=$2 x=$3 fl=$4; shift 4
+        timed g3-map-$g env G3ALIGN_STAGES=1 ${G3TRACE:+G3ALIGN_TRACE=$G3TRACE-$g.trace.json} \
+            ${REC:+G3ALIGN_JIT_RECORD=$W/rec-$g.jsonl} $G3 map -ax $x $fl -t $T \
+            --device $DEV $W/wg/wg.fa "$@" || true
+        grep -h -i "stage\|index" $W/g3-map-$g.err | tail -8 >> $W/log || true
         if [ "${SECOND:-0}" = 1 ]; then
-            timed g3-map-$tag-2 env G3ALIGN_STAGES=1 $G3 map -ax $x -t $T --device $DEV $W/wg/wg.fa "$@" || true
-            grep -h -i "stage\|index" $W/g3-map-$tag-2.err | tail -8 >> $W/log || true
-            cmp -s $W/g3-map-$tag.out $W/g3-map-$tag-2.out && note "g3 map $tag: second run identical" \
-                || note "g3 map $tag: second run DIFFERS"
-            rm -f $W/g3-map-$tag-2.out
+            timed g3-map-$g-2 env G3ALIGN_STAGES=1 $G3 map -ax $x $fl -t $T --device $DEV $W/wg/wg.fa "$@" || true
+            grep -h -i "stage\|index" $W/g3-map-$g-2.err | tail -8 >> $W/log || true
+            cmp -s $W/g3-map-$g.out $W/g3-map-$g-2.out && note "g3 map $g: second run identical" \
+                || note "g3 map $g: second run DIFFERS"
+            rm -f $W/g3-map-$g-2.out
         fi
-        timed compare-$tag $G3 compare $W/mm2-$tag.out $W/g3-map-$tag.out || true
-        head -20 $W/compare-$tag.out >> $W/log || true
+        timed compare-$g $G3 compare $W/mm2-$tag.out $W/g3-map-$g.out || true
+        head -20 $W/compare-$g.out >> $W/log || true
+        rm -f $W/g3-map-$g.out
     }
     note "device: $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader), $(nproc) cores"
     # chr20 on the GPU against the CPU's (divsufsort) files: their md5 sums, made by `pack` (CHR20=0: not)
@@ -164,7 +176,7 @@ for e in ev:
             rm -f $W/g3-mem-2.out
         fi
         if [ "${SR:-0}" = 1 ]; then   # the same pairs through minimap2 -ax sr and g3align map -ax sr
-            G3TRACE=$W/g3-map-sr.trace.json map_vs_mm2 sr sr $W/r1.fq $W/r2.fq
+            G3TRACE=$W/g3-map map_vs_mm2 sr sr $W/r1.fq $W/r2.fq
         fi
         if [ -n "$SR_T" ]; then   # g3align map -ax sr's mapping alone at -t N for N in SR_T, on SR_PAIRS pairs, from
             # the sr minimizer index saved once (g3align index -x sr): how the CPU fragment mode scales with threads
@@ -223,7 +235,7 @@ wait)
     mkdir -p "${OUT:-gpu_out}"; cp $W/log "${OUT:-gpu_out}/" 2>/dev/null || true
     # the rest in one file (at most 8 files come back from a call): stderr, times, traces, the GPU memory samples
     (cd $W && tar czf "${OUT:-gpu_out}/results.tgz" stages.out gpumem.txt spans.txt *.err *.time *.trace.json \
-        compare*.out 2>/dev/null) || true
+        compare*.out rec-*.jsonl 2>/dev/null) || true
     cat $W/log
     ;;
 *)

@@ -150,15 +150,18 @@ def test_map_with_gpu_index_equals_golden(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("renamed", [False, True])
-def test_map_sr_two_files_on_the_gpu_equals_cpu(tmp_path, renamed):
-    """-ax sr on two files in lockstep: the fragments of two reads map on the CPU threads and the GPU set-up waits
-    for a part that needs it; with every mate renamed each record is a fragment of its own, so the parts take the
-    GPU path after all (set up then). Either way the records are the CPU run's."""
+@pytest.mark.parametrize("align", [[], ["--gpu-align"]])
+@pytest.mark.parametrize("renamed", [0, 4, 40])
+def test_map_sr_two_files_on_the_gpu_equals_cpu(tmp_path, renamed, align):
+    """-ax sr on two files in lockstep: the fragments of two reads map on the CPU threads (with --gpu-align, their
+    base alignment as one batch of ksw2 jobs on the GPU: _map_frags_staged) and the GPU set-up waits for a part
+    that needs it; with every mate renamed (renamed=4) each record is a fragment of its own, so the parts take the
+    GPU path after all (set up then); with every tenth renamed, parts mix both. Either way the records are the CPU
+    run's."""
     r1, r2 = ROOT / "data" / "lambda_R1.fq.gz", ROOT / "data" / "lambda_R2.fq.gz"
     if renamed:
         lines = gzip.decompress(r2.read_bytes()).decode().splitlines(keepends=True)
-        for i in range(0, len(lines), 4):
+        for i in range(0, len(lines), renamed):
             lines[i] = "@x" + lines[i][1:]
         r2 = tmp_path / "r2.fq"
         r2.write_text("".join(lines))
@@ -166,8 +169,8 @@ def test_map_sr_two_files_on_the_gpu_equals_cpu(tmp_path, renamed):
     for dev in ("gpu", "cpu"):
         out = tmp_path / f"{dev}.sam"
         r = subprocess.run([sys.executable, "-m", "g3align.aligner.cli", "map", "-ax", "sr", "-t", "4", "--device",
-                            dev, "-o", str(out), str(ROOT / "data" / "lambda.fa.gz"), str(r1), str(r2)],
-                           capture_output=True, text=True)
+                            dev, *(align if dev == "gpu" else []), "-o", str(out), str(ROOT / "data" / "lambda.fa.gz"),
+                            str(r1), str(r2)], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         outs.append([ln for ln in out.read_text().splitlines() if not ln.startswith("@PG")])
     assert outs[0] == outs[1] and len(outs[0]) > 1000
