@@ -376,6 +376,28 @@ def map_frag(qc, seg_off, name, iv, fv, b, bkt_off, keys, key_off, pos, ref_len,
 
 
 @njit(cache=True, nogil=True)
+def _rc_into(src, dst, d1):
+    """dst[d1 - len(src):d1] = the reverse complement of codes src (N stays N)."""
+    for i in range(src.shape[0]):
+        c = src[i]
+        dst[d1 - 1 - i] = 3 - c if c < 4 else 4
+
+
+@njit(cache=True, nogil=True)
+def _flip_back(R_cat, ro, so, flips):
+    """Regions of a fragment's flipped segments (frag_flips) back to the strand and coordinates of the read as
+    given: segment s's rows ro[s]:ro[s + 1], its length so[s + 1] - so[s]."""
+    for s in range(flips.shape[0]):
+        if flips[s]:
+            ql = so[s + 1] - so[s]
+            for i in range(ro[s], ro[s + 1]):
+                t = R_cat[i, QS]
+                R_cat[i, QS] = ql - R_cat[i, QE]
+                R_cat[i, QE] = ql - t
+                R_cat[i, REV] = 1 - R_cat[i, REV]
+
+
+@njit(cache=True, nogil=True)
 def map_frag_range(flo, fhi, frag_off, seq, seq_off, raw, qual, qual_on, names, name_off, comments, com_off, iv, fv,
                    b, bkt_off, keys, key_off, pos, ref_len, ref_seq, ref_off, ctg_names, ctg_noff, rg_id, dual_skip,
                    diag_rids):
@@ -412,9 +434,7 @@ def map_frag_range(flo, fhi, frag_off, seq, seq_off, raw, qual, qual_on, names, 
         qc = seq[seq_off[r0]:seq_off[r1]].copy()
         for s in range(n_seg):
             if flips[s]:
-                q = seq[seq_off[r0] + so[s]:seq_off[r0] + so[s + 1]]
-                for i in range(q.shape[0]):
-                    qc[so[s + 1] - 1 - i] = 3 - q[i] if q[i] < 4 else 4
+                _rc_into(seq[seq_off[r0] + so[s]:seq_off[r0] + so[s + 1]], qc, so[s + 1])
         if flag & MO.F_INDEPEND_SEG:  # --no-pairing: each segment mapped alone, written as a fragment
             r_off = np.zeros(n_seg + 1, np.int64)
             parts = []
@@ -435,14 +455,7 @@ def map_frag_range(flo, fhi, frag_off, seq, seq_off, raw, qual, qual_on, names, 
             R_cat, r_off, cig, rl = map_frag(qc, so, names[name_off[r0]:name_off[r0 + 1]], iv, fv, b, bkt_off, keys,
                                              key_off, pos, ref_len, ref_seq, ref_off, dual_skip, diag_rids[r0])
             rls = np.full(n_seg, rl, np.int64)
-        for s in range(n_seg):  # back to the strand and coordinates of the read as given
-            if flips[s]:
-                ql = so[s + 1] - so[s]
-                for i in range(r_off[s], r_off[s + 1]):
-                    t = R_cat[i, QS]
-                    R_cat[i, QS] = ql - R_cat[i, QE]
-                    R_cat[i, QE] = ql - t
-                    R_cat[i, REV] = 1 - R_cat[i, REV]
+        _flip_back(R_cat, r_off, so, flips)
         s0 = seq_off[r0]
         buf, nb_ = write_frag(buf, nb_, flag, names[name_off[r0]:name_off[r1]], name_off[r0:r1 + 1] - name_off[r0],
                               raw[s0:seq_off[r1]], qual[s0:seq_off[r1]] if qual_on else qual[:0],
@@ -463,11 +476,23 @@ def frag_codes(seq, seq_off, frag_off, pe_ori):
         flips = frag_flips(r1 - r0, pe_ori)
         for s in range(r1 - r0):
             if flips[s]:
-                a, e = seq_off[r0 + s], seq_off[r0 + s + 1]
-                for i in range(e - a):
-                    c = seq[a + i]
-                    qc[e - 1 - i] = 3 - c if c < 4 else 4
+                _rc_into(seq[seq_off[r0 + s]:seq_off[r0 + s + 1]], qc, seq_off[r0 + s + 1])
     return qc
+
+
+@njit(cache=True, nogil=True)
+def _put_read(Rs, r_off, As, a_off2, st, j, ok, rl, R, n, aa):
+    """A plan's row for read j (map_range_plan, map_frag_plan): its state (ok, rep_len), regions R[:n] after
+    r_off[j] and anchors aa after a_off2[j] (r_off[j + 1], a_off2[j + 1] set) -> (Rs, As), grown as needed."""
+    st[j, 0] = 1 if ok else 0
+    st[j, 1] = rl
+    Rs = _grow_rows(Rs, r_off[j], n)
+    Rs[r_off[j]:r_off[j] + n] = R[:n]
+    r_off[j + 1] = r_off[j] + n
+    As = _grow_rows(As, a_off2[j], aa.shape[0])
+    As[a_off2[j]:a_off2[j] + aa.shape[0]] = aa
+    a_off2[j + 1] = a_off2[j] + aa.shape[0]
+    return Rs, As
 
 
 @njit(cache=True, nogil=True)
@@ -522,14 +547,7 @@ def map_frag_plan(flo, fhi, frag_off, qc, seq_off, names, name_off, iv, fv, b, b
             ok, R, n, aa, rl = map_one_pre(q, names[name_off[r0]:name_off[r0 + 1]], iv, fv, b, bkt_off, keys, key_off,
                                            pos, ref_len, dual_skip, diag_rids[r0], False, no_seeds, no_seeds, 0,
                                            no_mini, False, no_f, no_f)
-            st[j, 0] = 1 if ok else 0
-            st[j, 1] = rl
-            Rs = _grow_rows(Rs, r_off[j], n)
-            Rs[r_off[j]:r_off[j] + n] = R[:n]
-            r_off[j + 1] = r_off[j] + n
-            As = _grow_rows(As, a_off2[j], aa.shape[0])
-            As[a_off2[j]:a_off2[j] + aa.shape[0]] = aa
-            a_off2[j + 1] = a_off2[j] + aa.shape[0]
+            Rs, As = _put_read(Rs, r_off, As, a_off2, st, j, ok, rl, R, n, aa)
             K = _plan_keys(q, iv, fv, R, n if ok and cigar else 0, aa, ref_seq, ref_off, ref_len, K, k_off, j)
             continue
         so = seq_off[r0:r1 + 1] - seq_off[r0]
@@ -539,17 +557,10 @@ def map_frag_plan(flo, fhi, frag_off, qc, seq_off, names, name_off, iv, fv, b, b
                                                           diag_rids[r0])
         for s in range(r1 - r0):
             j = r0 + s - lo
-            st[j, 0] = 1 if ok else 0
-            st[j, 1] = rl
             R = R_seg[s_off[s]:s_off[s + 1]]
             n = R.shape[0]
             aa = a_cat[a_off[s]:a_off[s + 1]]
-            Rs = _grow_rows(Rs, r_off[j], n)
-            Rs[r_off[j]:r_off[j] + n] = R
-            r_off[j + 1] = r_off[j] + n
-            As = _grow_rows(As, a_off2[j], aa.shape[0])
-            As[a_off2[j]:a_off2[j] + aa.shape[0]] = aa
-            a_off2[j + 1] = a_off2[j] + aa.shape[0]
+            Rs, As = _put_read(Rs, r_off, As, a_off2, st, j, ok, rl, R, n, aa)
             K = _plan_keys(fq[so[s]:so[s + 1]], iv, fv, R, n if ok and cigar else 0, aa, ref_seq, ref_off, ref_len,
                            K, k_off, j)
     return Rs[:r_off[nr]], r_off, As[:a_off2[nr]], a_off2, st, K[:k_off[nr]], k_off
@@ -615,15 +626,7 @@ def map_frag_finish(flo, fhi, frag_off, seq, qc, seq_off, raw, qual, qual_on, na
         else:
             R_cat, ro = np.zeros((0, NR), np.int64), np.zeros(n_seg + 1, np.int64)
         so = seq_off[r0:r1 + 1] - seq_off[r0]
-        flips = frag_flips(n_seg, iv[I_PE_ORI])
-        for s in range(n_seg):  # back to the strand and coordinates of the read as given
-            if flips[s]:
-                ql = so[s + 1] - so[s]
-                for i in range(ro[s], ro[s + 1]):
-                    t = R_cat[i, QS]
-                    R_cat[i, QS] = ql - R_cat[i, QE]
-                    R_cat[i, QE] = ql - t
-                    R_cat[i, REV] = 1 - R_cat[i, REV]
+        _flip_back(R_cat, ro, so, frag_flips(n_seg, iv[I_PE_ORI]))
         buf, nb_ = write_frag(buf, nb_, flag, names[name_off[r0]:name_off[r1]], name_off[r0:r1 + 1] - name_off[r0],
                               raw[s0:seq_off[r1]], qual[s0:seq_off[r1]] if qual_on else qual[:0],
                               seq[s0:seq_off[r1]], so, R_cat, ro, cig, rls, ref_seq, ref_off, ctg_names, ctg_noff,
@@ -662,6 +665,7 @@ def map_range_plan(lo, hi, seq, seq_off, names, name_off, iv, fv, b, bkt_off, ke
     st = np.zeros((nr, 2), np.int64)
     K = np.empty((max(16, 4 * nr), MA.KJ), np.int64)
     k_off = np.zeros(nr + 1, np.int64)
+    cigar = (flag & MO.F_CIGAR) != 0
     for i in range(lo, hi):
         j = i - lo
         q = seq[seq_off[i]:seq_off[i + 1]]
@@ -672,25 +676,8 @@ def map_range_plan(lo, hi, seq, seq_off, names, name_off, iv, fv, b, bkt_off, ke
                                        rep_len[k], mini_pos[mini_off[k]:mini_off[k + 1]], fp_on,
                                        f[a_off[k]:a_off[k + 1]] if fp_on else f,
                                        p[a_off[k]:a_off[k + 1]] if fp_on else p)
-        st[j, 0] = 1 if ok else 0
-        st[j, 1] = rl
-        Rs = _grow_rows(Rs, r_off[j], n)
-        Rs[r_off[j]:r_off[j] + n] = R[:n]
-        r_off[j + 1] = r_off[j] + n
-        As = _grow_rows(As, a_off2[j], aa.shape[0])
-        As[a_off2[j]:a_off2[j] + aa.shape[0]] = aa
-        a_off2[j + 1] = a_off2[j] + aa.shape[0]
-        k_off[j + 1] = k_off[j]
-        if ok and (flag & MO.F_CIGAR) and n > 0:
-            cap = 4
-            for r in range(n):
-                cap += R[r, CNT] + 2
-            jc = MA.jc_new(MA.JC_PLAN, cap)
-            _align(q, iv, fv, R[:n].copy(), n, aa.copy(), ref_seq, ref_off, ref_len, np.zeros(16, np.uint32), jc)
-            nk = jc[0][2]
-            K = _grow_rows(K, k_off[j], nk)
-            K[k_off[j]:k_off[j] + nk] = jc[1][:nk]
-            k_off[j + 1] = k_off[j] + nk
+        Rs, As = _put_read(Rs, r_off, As, a_off2, st, j, ok, rl, R, n, aa)
+        K = _plan_keys(q, iv, fv, R, n if ok and cigar else 0, aa, ref_seq, ref_off, ref_len, K, k_off, j)
     return Rs[:r_off[nr]], r_off, As[:a_off2[nr]], a_off2, st, K[:k_off[nr]], k_off
 
 
@@ -757,8 +744,9 @@ class MapAligner:
         batch_align (default: on with device "gpu" unless opt.gpu_align is False (--cpu-align); with batch
         seeding on the CPU only when opt.gpu_align is True) the staged base alignment. On chr20 pbsim CLR reads
         it makes the whole GPU run 2.3x faster than aligning per read on 16 CPU threads; on the small E. coli
-        sets it is about even (docs/BENCHMARKS.md's git history). stage_frags (default: batch_align with
-        --gpu-align given): fragment mode's base alignment staged too (_map_frags_staged)."""
+        sets it is about even (docs/BENCHMARKS.md's git history). stage_frags (default: batch_align): fragment
+        mode's base alignment staged too (_map_frags_staged; on the 3.1 Gbp stand-in's 1M pairs it took -ax sr's
+        mapping phase on an H200 from 13.9-15.3 s on 16 CPU threads to 9.7 s)."""
         self.idx = idx
         self.opt = opt
         self.device = device
@@ -769,9 +757,8 @@ class MapAligner:
         if batch_align is None:  # --gpu-align / --cpu-align, else on when the batch is on the GPU
             batch_align = self.batch_seed and (device == "gpu" if opt.gpu_align is None else opt.gpu_align)
         self.batch_align = batch_align and bool(opt.flag & MO.F_CIGAR)
-        # fragment mode's base alignment as a batch of ksw2 jobs too (_map_frags_staged), with the staged alignment:
-        # for now only where asked (stage_frags, or --gpu-align given), as its GPU run is not yet measured
-        self.stage_frags = self.batch_align and (opt.gpu_align is True if stage_frags is None else stage_frags)
+        # fragment mode's base alignment as a batch of ksw2 jobs too (_map_frags_staged), with the staged alignment
+        self.stage_frags = self.batch_align and (True if stage_frags is None else stage_frags)
         self.ext_stats: dict = {}
         self.stage_times: dict = {}
         self._dev_ready = False
@@ -942,7 +929,6 @@ class MapAligner:
         every range of fragments planned on the pool (map_frag_plan), the jobs run on the GPU or the CPU twin, then
         every range finished (map_frag_finish). The jobs read their queries from frag_codes' buffer (the segments
         as mapped, those frag_flips names reverse-complemented)."""
-        from g3align.aligner.map import align_batch as mmext
         b, bkt_off, keys, key_off, pos = self.idx.arrays()
         ref = self.idx.ref
         iv = self.iv
@@ -955,21 +941,10 @@ class MapAligner:
                                  keys, key_off, pos, self.ref_len, ref.ref_seq, ref.ref_off, self.dual_skip, diag)
 
         plans = list(pool.map(plan, ranges))
-        K = np.concatenate([pl[5] for pl in plans]) if plans else np.zeros((0, MA.KJ), np.int64)
-        key_read = np.concatenate([np.repeat(np.arange(frag_off[lo], frag_off[hi], dtype=np.int64), np.diff(pl[6]))
-                                   for (lo, hi), pl in zip(ranges, plans)])
-        jobs = mmext.keys_to_jobs(K, key_read, seq_off, ref.ref_off)
-        P = mmext.scoring_pset(int(iv[I_A]), int(iv[I_B]), int(iv[I_SC_AMBI]), int(iv[I_Q]), int(iv[I_E]),
-                               int(iv[I_Q2]), int(iv[I_E2]))
+        jobs, P = self._plan_jobs(plans, [int(frag_off[lo]) for lo, _ in ranges], seq_off)
         t = self._lap("fragments: chaining+regions (CPU)", t)
-        ref_seq = self._align_setup() if self.device == "gpu" else ref.ref_seq
-        stats: dict = {}
-        ksw2_stream = getattr(_WORKER, "ksw2_stream", None)
-        with contextlib.nullcontext() if ksw2_stream is None else on_stream(ksw2_stream):
-            pez, pcig, pcig_off, pn_cig = mmext.run_jobs(qc, ref_seq, jobs, P, self.device, stats, MAP_KSW2_SCRATCH)
-        with self._lock:
-            for k, v in stats.items():
-                self.ext_stats[k] = self.ext_stats.get(k, 0) + v
+        pez, pcig, pcig_off, pn_cig = self._ksw2(qc, jobs, P, self._align_setup() if self.device == "gpu"
+                                                 else ref.ref_seq)
         t = self._lap("fragments: extension (ksw2 batch)", t)
         k0 = np.cumsum([0] + [pl[5].shape[0] for pl in plans])
 
@@ -1023,20 +998,12 @@ class MapAligner:
                     diag, sd, fp) -> bytes:
         """map_batch with the base alignment as one batch of ksw2 jobs (aligner/map/align_batch.py): plan every range
         (map_range_plan) on the pool ex, run the jobs on the GPU or the CPU twin, then finish every range."""
-        from g3align.aligner.map import align_batch as mmext
         ref = self.idx.ref
         t = time.perf_counter()
         plans, jobs, P = self._plan(ex, batch, ranges, seq_off, names, name_off, diag, sd, fp)
         t = self._lap("chaining+regions (CPU)", t)
-        ref_seq = self._ref_dev if self.device == "gpu" else ref.ref_seq
-        stats: dict = {}
-        ksw2_stream = getattr(_WORKER, "ksw2_stream", None)  # (worker_init's, on the GPU)
-        with contextlib.nullcontext() if ksw2_stream is None else on_stream(ksw2_stream):
-            pez, pcig, pcig_off, pn_cig = mmext.run_jobs(batch.seq, ref_seq, jobs, P, self.device, stats,
-                                                         MAP_KSW2_SCRATCH)
-        with self._lock:
-            for k, v in stats.items():
-                self.ext_stats[k] = self.ext_stats.get(k, 0) + v
+        pez, pcig, pcig_off, pn_cig = self._ksw2(batch.seq, jobs, P,
+                                                 self._ref_dev if self.device == "gpu" else ref.ref_seq)
         t = self._lap("extension (ksw2 batch)", t)
         k0 = np.cumsum([0] + [pl[5].shape[0] for pl in plans])
 
@@ -1055,10 +1022,8 @@ class MapAligner:
 
     def _plan(self, ex, batch, ranges, seq_off, names, name_off, diag, sd, fp):
         """map_range_plan over the ranges on the executor -> (per-range plans, ksw2 jobs of the batch, P)."""
-        from g3align.aligner.map import align_batch as mmext
         b, bkt_off, keys, key_off, pos = self.idx.arrays()
         ref = self.idx.ref
-        iv = self.iv
 
         def plan(lo_hi):
             lo, hi = lo_hi
@@ -1067,13 +1032,34 @@ class MapAligner:
                                   self.batch_seed, *sd, self.batch_chain, *fp)
 
         plans = list(ex.map(plan, ranges))
+        jobs, P = self._plan_jobs(plans, [lo for lo, _ in ranges], seq_off)
+        return plans, jobs, P
+
+    def _plan_jobs(self, plans, first_reads, seq_off):
+        """The batch's ksw2 jobs from its ranges' plans (map_range_plan / map_frag_plan: the job keys pl[5], their
+        offsets per read pl[6]; first_reads: each range's first read in the batch) -> (jobs, P)."""
+        from g3align.aligner.map import align_batch as mmext
+        iv = self.iv
         K = np.concatenate([pl[5] for pl in plans]) if plans else np.zeros((0, MA.KJ), np.int64)
-        key_read = np.concatenate([np.repeat(np.arange(lo, hi, dtype=np.int64), np.diff(pl[6]))
-                                   for (lo, hi), pl in zip(ranges, plans)])
-        jobs = mmext.keys_to_jobs(K, key_read, seq_off, ref.ref_off)
+        key_read = np.concatenate([np.repeat(np.arange(r0, r0 + pl[6].shape[0] - 1, dtype=np.int64), np.diff(pl[6]))
+                                   for r0, pl in zip(first_reads, plans)])
+        jobs = mmext.keys_to_jobs(K, key_read, seq_off, self.idx.ref.ref_off)
         P = mmext.scoring_pset(int(iv[I_A]), int(iv[I_B]), int(iv[I_SC_AMBI]), int(iv[I_Q]), int(iv[I_E]),
                                int(iv[I_Q2]), int(iv[I_E2]))
-        return plans, jobs, P
+        return jobs, P
+
+    def _ksw2(self, seq_buf, jobs, P, ref_seq):
+        """The jobs (queries in seq_buf) on the GPU, on the worker's ksw2 stream where worker_init made one, or on
+        the CPU twin -> (ez, cig, cig_off, n_cig); their counts added to ext_stats."""
+        from g3align.aligner.map import align_batch as mmext
+        stats: dict = {}
+        ksw2_stream = getattr(_WORKER, "ksw2_stream", None)  # (worker_init's, on the GPU)
+        with contextlib.nullcontext() if ksw2_stream is None else on_stream(ksw2_stream):
+            out = mmext.run_jobs(seq_buf, ref_seq, jobs, P, self.device, stats, MAP_KSW2_SCRATCH)
+        with self._lock:
+            for k, v in stats.items():
+                self.ext_stats[k] = self.ext_stats.get(k, 0) + v
+        return out
 
     def batch_jobs(self, batch, n_threads: int = 1):
         """The ksw2 jobs the staged path would run for a batch: (code buffer, jobs, P) (for benchmarks)."""
