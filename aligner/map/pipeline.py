@@ -481,6 +481,15 @@ def frag_codes(seq, seq_off, frag_off, pe_ori):
 
 
 @njit(cache=True, nogil=True)
+def _plan_arrays(nr):
+    """A plan's arrays for nr reads (map_range_plan, map_frag_plan; _put_read and _plan_keys grow them): regions and
+    their offsets, anchors and theirs, per-read (ok, rep_len), job keys and their offsets."""
+    return (np.empty((max(16, 2 * nr), NR), np.int64), np.zeros(nr + 1, np.int64),
+            np.empty((max(64, 16 * nr), 2), np.uint64), np.zeros(nr + 1, np.int64), np.zeros((nr, 2), np.int64),
+            np.empty((max(16, 4 * nr), MA.KJ), np.int64), np.zeros(nr + 1, np.int64))
+
+
+@njit(cache=True, nogil=True)
 def _put_read(Rs, r_off, As, a_off2, st, j, ok, rl, R, n, aa):
     """A plan's row for read j (map_range_plan, map_frag_plan): its state (ok, rep_len), regions R[:n] after
     r_off[j] and anchors aa after a_off2[j] (r_off[j + 1], a_off2[j + 1] set) -> (Rs, As), grown as needed."""
@@ -528,13 +537,7 @@ def map_frag_plan(flo, fhi, frag_off, qc, seq_off, names, name_off, iv, fv, b, b
     lo, hi = frag_off[flo], frag_off[fhi]
     nr = hi - lo
     flag = iv[I_FLAG]
-    Rs = np.empty((max(16, 2 * nr), NR), np.int64)
-    r_off = np.zeros(nr + 1, np.int64)
-    As = np.empty((max(64, 16 * nr), 2), np.uint64)
-    a_off2 = np.zeros(nr + 1, np.int64)
-    st = np.zeros((nr, 2), np.int64)
-    K = np.empty((max(16, 4 * nr), MA.KJ), np.int64)
-    k_off = np.zeros(nr + 1, np.int64)
+    Rs, r_off, As, a_off2, st, K, k_off = _plan_arrays(nr)
     no_seeds = np.zeros((0, 2), np.uint64)
     no_mini = np.zeros(0, np.uint64)
     no_f = np.zeros(0, np.int64)
@@ -658,13 +661,7 @@ def map_range_plan(lo, hi, seq, seq_off, names, name_off, iv, fv, b, bkt_off, ke
          diag_rids, mv, mv_off, a, a_off, rep_len, mini_pos, mini_off, f, p))
     nr = hi - lo
     flag = iv[I_FLAG]
-    Rs = np.empty((max(16, 2 * nr), NR), np.int64)
-    r_off = np.zeros(nr + 1, np.int64)
-    As = np.empty((max(64, 16 * nr), 2), np.uint64)
-    a_off2 = np.zeros(nr + 1, np.int64)
-    st = np.zeros((nr, 2), np.int64)
-    K = np.empty((max(16, 4 * nr), MA.KJ), np.int64)
-    k_off = np.zeros(nr + 1, np.int64)
+    Rs, r_off, As, a_off2, st, K, k_off = _plan_arrays(nr)
     cigar = (flag & MO.F_CIGAR) != 0
     for i in range(lo, hi):
         j = i - lo
