@@ -808,7 +808,7 @@ class MapAligner:
                 get_module("mmseed")
                 get_module("mmsketch", {"MM_K": int(self.iv[I_K]), "MM_W": int(self.iv[I_W]),
                                         "MM_HPC": int(self.iv[I_HPC] != 0)})
-            if self.batch_align:
+            if self.batch_align and self._ref_dev is None:  # (None unless _align_setup uploaded it already)
                 self._ref_dev = cp.asarray(self.idx.ref.ref_seq)
             if self.batch_chain:
                 get_module("lchain")
