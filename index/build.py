@@ -43,10 +43,13 @@ class _Progress:
 
 
 def build_index(fasta_path, prefix=None, sa_intv: int = 8, progress: bool = True,
-                bwa_files: bool = False, device: str = "cpu") -> str:
+                bwa_files: bool = False, device: str = "cpu", algo: str = "auto", block=None) -> str:
     """Build the g3align index of ``fasta_path`` into ``PREFIX.g3i`` (default prefix: the FASTA path); with
     ``bwa_files`` also bwa's PREFIX.{pac,ann,amb,bwt,sa}, byte for byte as `bwa index` writes them (bwafmt.py).
     ``device``: "cpu" (divsufsort) or "gpu" (index/sufsort.py's bucket sort); the files are the same bytes.
+    ``algo`` (CPU): "is" (divsufsort: the whole suffix array in memory), "bwtsw" (index/bwtsw.py: block by block,
+    ``block`` suffixes a block at most, in bounded memory; not with ``bwa_files``) or "auto" (bwtsw when divsufsort's
+    build would not fit in this machine's memory); the same bytes.
 
     Returns the index file path. Raises ``FastaFormatError`` (a ValueError) for unusable FASTA input.
     """
@@ -60,7 +63,19 @@ def build_index(fasta_path, prefix=None, sa_intv: int = 8, progress: bool = True
     _log(f"read {len(ref.names)} sequence(s), {ref.l_pac} bp, {ref.hole_off.size} ambiguity hole(s) "
          f"({n_amb} bp) from {fasta_path} in {time.perf_counter() - t:.2f} s")
 
-    check_memory(ref.l_pac, device)
+    if algo not in ("auto", "is", "bwtsw"):
+        raise ValueError(f"unknown index algorithm '{algo}' (auto, is or bwtsw)")
+    if device == "cpu" and algo == "auto":
+        have = _mem_total()
+        algo = "bwtsw" if have and memory_needed(ref.l_pac, "cpu") > have and not bwa_files else "is"
+    if device == "cpu" and algo == "bwtsw":
+        if bwa_files:
+            raise ValueError("--bwa (bwa's index files) needs -a is or --device gpu, not the blockwise build "
+                             "(-a bwtsw)")
+        check_memory(ref.l_pac, device, algo, block)
+        _log(f"building the BWT block by block (-a bwtsw, up to {block or _bwtsw_block()} suffixes a block)")
+    else:
+        check_memory(ref.l_pac, device)
 
     stage_t = {}
     bar = _Progress(progress)
@@ -87,7 +102,8 @@ def build_index(fasta_path, prefix=None, sa_intv: int = 8, progress: bool = True
     stats = []
     try:
         fm = build_fm(ref.pac, sa_intv=sa_intv, progress=prog, with_rows=bwa_index_files if bwa_files else None,
-                      device=device, stats=stats)
+                      device=device, stats=stats, algo="bwtsw" if device == "cpu" and algo == "bwtsw" else "is",
+                      block=block, tmp_dir=os.path.dirname(os.path.abspath(prefix)), log=_log)
     finally:
         bar.close()
     if stats:
@@ -131,11 +147,21 @@ def _size(b: float) -> str:
     return f"{b / 1e9:.1f} GB" if b >= 1e8 else f"{b / 1e6:.1f} MB"
 
 
-def check_memory(l_pac: int, device: str) -> None:
+def _bwtsw_block() -> int:
+    from g3align.index.bwtsw import BLOCK
+    return BLOCK
+
+
+def check_memory(l_pac: int, device: str, algo: str = "is", block=None) -> None:
     """A one-line ValueError, before the build, when the reference is beyond the FM-index's limit or this machine's
     memory is below what the build needs at least."""
     check_rows(2 * int(l_pac))
-    need, have = memory_needed(l_pac, device), _mem_total()
+    if device == "cpu" and algo == "bwtsw":
+        from g3align.index.bwtsw import memory_needed as blockwise_needed
+        need = blockwise_needed(l_pac, block or _bwtsw_block())
+    else:
+        need = memory_needed(l_pac, device)
+    have = _mem_total()
     if have and need > have:
         hint = "" if device == "gpu" else f"; on a GPU (--device gpu) it needs {_size(memory_needed(l_pac, 'gpu'))}"
         raise ValueError(f"indexing {l_pac} bp on the {device.upper()} needs at least {_size(need)} of memory, "
@@ -144,7 +170,7 @@ def check_memory(l_pac: int, device: str) -> None:
 
 _STAGE_NAMES = {
     "text": "text construction",
-    "sa": "suffix array (divsufsort)",
+    "sa": "suffix array",
     "occ": "occurrence table",
     "sample": "SA sampling",
 }

@@ -556,7 +556,8 @@ def pack_sa(samples: np.ndarray, wide: int) -> np.ndarray:
 
 
 def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None = None,
-             device: str = "cpu", with_rows=None, stats=None) -> FMIndex:
+             device: str = "cpu", with_rows=None, stats=None, algo: str = "is", block=None, tmp_dir=None,
+             log=None) -> FMIndex:
     """Build the FM-index of ``pac + revcomp(pac)``.
 
     ``progress``: optional callable ``progress(stage: str, done: int, total: int)`` called as work
@@ -565,7 +566,10 @@ def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None
     suffixes with divsufsort (the whole suffix array in memory); "gpu" by buckets on the GPU (index/sufsort.py,
     never the whole suffix array; the same index). ``with_rows``: optional callable given the sorted rows
     (sufsort.Rows, sampled every min(sa_intv, 32) rows) on either device (bwa's index files are written from
-    them). ``stats``: a list that receives sufsort.sort_rows' chunk statistics (GPU).
+    them). ``stats``: a list that receives sufsort.sort_rows' chunk statistics (GPU). ``algo`` (CPU): "is" for
+    divsufsort, "bwtsw" for the blockwise build in bounded memory (index/bwtsw.py: ``block`` suffixes a block at most,
+    the occurrence table kept in a file-backed map in ``tmp_dir``, ``log`` a callable given its stage lines); the
+    same index.
     """
     pac = np.asarray(pac, dtype=np.uint8)
     if pac.shape[0] < 1:
@@ -574,6 +578,13 @@ def build_fm(pac: np.ndarray, sa_intv: int = 8, progress=None, wide: bool | None
     wide = table_layout(2 * int(pac.shape[0]), wide)
     if device == "gpu":
         return _build_fm_rows(pac, sa_shift, progress, wide, with_rows, "gpu", stats=stats)
+    if algo == "bwtsw":
+        if with_rows is not None:
+            raise ValueError("bwa's index files (--bwa) are written by the GPU build or divsufsort's (-a is), "
+                             "not by the blockwise one (-a bwtsw)")
+        from g3align.index.bwtsw import BLOCK, build_fm_blockwise
+        return build_fm_blockwise(pac, sa_shift, wide=wide, progress=progress, block=block or BLOCK,
+                                  tmp_dir=tmp_dir, log=log)
 
     def _p(stage, done, total):
         if progress is not None:
@@ -673,13 +684,15 @@ def _c1(bc) -> np.ndarray:
     return C1
 
 
-def _occ_table(n: int, wide: int, codes_for, progress=None):
+def _occ_table(n: int, wide: int, codes_for, progress=None, alloc=None):
     """(occ, the 16 code totals, primary, row_sa1): the occurrence table of rows 0..n, their pair codes given
-    ~32M rows at a time by codes_for(r0, r1, codes, specials) (_codes_sa or _codes_bwt)."""
+    ~32M rows at a time by codes_for(r0, r1, codes, specials) (_codes_sa or _codes_bwt). alloc(words): where the
+    table goes (default: a new array in memory)."""
     shift = OCC_SHIFT
     stride = OCC_STRIDE
     nblocks = ((n + 1) >> shift) + 1
-    occ = np.empty(occ_words(n, wide), dtype=np.uint32)
+    words = occ_words(n, wide)
+    occ = np.empty(words, dtype=np.uint32) if alloc is None else alloc(words)
     nbw = np.int64(nblocks * stride)
     sup = np.zeros(16, dtype=np.int64)
     counts = np.zeros(16, dtype=np.int64)

@@ -2,10 +2,12 @@
 """Check an FM-index against its text: walk it backwards from the row of '$' for K steps (LF mapping) and compare
 each row's BWT base with the text base before its suffix, and each sampled row's SA value with its text position
 (the walk starts at the text's end: on a 3.1 Gbp index its positions are above 2**32, the wide layout's bit 32).
-A wrong row anywhere on the walk shows as a wrong base or SA from there on. Used on indexes too large to build on
-the CPU (scripts/gpu_index.sh).
+A wrong row anywhere on the walk shows as a wrong base or SA from there on. With PAIRS, also that many random rows
+all over the index: each row's suffix (located with the sampled SA) must sort below the next row's, compared base by
+base in the text (up to 2**20 bases; a pair still equal there is counted as undecided). Used on indexes too large to
+build with divsufsort (scripts/gpu_index.sh, the blockwise CPU build).
 
-    python scripts/fm_walk.py PREFIX [K]      (PREFIX.g3i; prints one line, exits 1 on a mismatch)
+    python scripts/fm_walk.py PREFIX [K] [PAIRS]   (PREFIX.g3i; prints one line, exits 1 on a mismatch)
 """
 from __future__ import annotations
 
@@ -43,6 +45,40 @@ def walk(fm, pac, k):
     return bad, checked, sa_bad
 
 
+@njit(cache=True, inline="always")
+def _t(pac, n, q):
+    lp = pac.shape[0]
+    return np.int64(pac[q]) if q < lp else np.int64(3 - pac[n - 1 - q])
+
+
+@njit(cache=True)
+def order(fm, pac, rows):
+    """(pairs out of order, pairs undecided) over the rows r, r + 1 (r in rows, 1 <= r < n)."""
+    n = fm.n
+    bad = 0
+    undecided = 0
+    for j in range(rows.shape[0]):
+        r = rows[j]
+        a = fm_sa(fm, r)
+        b = fm_sa(fm, r + 1)
+        d = 0
+        while d < (1 << 20):
+            if b + d >= n:                 # the next row's suffix ended first: it is the smaller
+                bad += 1
+                break
+            if a + d >= n:
+                break
+            x, y = _t(pac, n, a + d), _t(pac, n, b + d)
+            if x != y:
+                if x > y:
+                    bad += 1
+                break
+            d += 1
+        if d == (1 << 20):
+            undecided += 1
+    return bad, undecided
+
+
 def main() -> int:
     prefix = sys.argv[1]
     k = int(float(sys.argv[2])) if len(sys.argv) > 2 else 10_000_000
@@ -54,6 +90,14 @@ def main() -> int:
     t_walk = time.perf_counter() - t
     print(f"fm_walk {prefix}: loaded in {t_load:.1f} s; {min(k, fm.n):,} rows walked in {t_walk:.1f} s: {bad} wrong "
           f"bases, {checked:,} sampled rows checked, {sa_bad} wrong SA values", file=sys.stderr)
+    if len(sys.argv) > 3:
+        pairs = int(float(sys.argv[3]))
+        rows = np.sort(np.random.default_rng(1).integers(1, fm.n, pairs))
+        t = time.perf_counter()
+        out, und = order(fm, ref.pac, rows)
+        print(f"fm_walk {prefix}: {pairs:,} random rows against the next one in {time.perf_counter() - t:.1f} s: "
+              f"{out} out of order, {und} undecided after 2**20 bases", file=sys.stderr)
+        bad += out
     return 1 if bad or sa_bad else 0
 
 

@@ -27,8 +27,14 @@ from g3align.aligner.cli.startup import gpu_machine
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
               help="where the suffixes are sorted (gpu: buckets, kernels/sufsort.cu; cpu: divsufsort) and the "
                    "minimizer indexes built (gpu: index/mmgpu.py); auto: the GPU when there is one; the same bytes")
+@click.option("-a", "algo", type=click.Choice(["auto", "is", "bwtsw"]), default="auto", show_default=True,
+              help="CPU suffix sorting: is = divsufsort (the whole suffix array in memory, ~9 bytes a base of both "
+                   "strands), bwtsw = block by block in bounded memory (~1.25 bytes a base of both strands plus "
+                   "48 bytes a block suffix); auto = bwtsw when is would not fit in memory; the same index")
+@click.option("-b", "block", type=click.IntRange(1 << 10, 1 << 27), default=None, metavar="INT",
+              help="suffixes a block of -a bwtsw at most [134217728]")
 @click.argument("fasta")
-def index_cmd(fasta, prefix, sa_intv, presets, no_fm, bwa_files, device):
+def index_cmd(fasta, prefix, sa_intv, presets, no_fm, bwa_files, device, algo, block):
     """Build the FM-index (double-step occurrence tables) of FASTA[.gz] for `mem`, and with -x the
     minimizer indexes for `map`."""
     from g3align.index.build import build_index
@@ -42,13 +48,17 @@ def index_cmd(fasta, prefix, sa_intv, presets, no_fm, bwa_files, device):
             raise G3Error(f"cannot write the index {prefix}.*: no directory '{out_dir}'")
         if not os.access(out_dir, os.W_OK):
             raise G3Error(f"cannot write the index {prefix}.*: directory '{out_dir}' is not writable")
+        if algo == "bwtsw" and bwa_files:
+            raise G3Error("--bwa (bwa's index files) needs -a is or --device gpu, not the blockwise build (-a bwtsw)")
+        if algo != "auto" and device == "gpu":
+            raise G3Error(f"-a {algo} chooses the CPU's suffix sorting, not --device gpu")
         if os.path.exists(fasta):
             jit.precompile("index")
         # (gpu without a GPU: pick_device's one-line error)
         dev = pick_device(device, 1, "index") if device == "gpu" or gpu_machine(device) else "cpu"
         if not no_fm:
             build_index(fasta, prefix, sa_intv=sa_intv, progress=sys.stderr.isatty(), bwa_files=bwa_files,
-                        device=dev)
+                        device="cpu" if algo != "auto" else dev, algo=algo, block=block)
         elif bwa_files:
             raise G3Error("--bwa needs the FM-index (drop --no-fm)")
         if presets:
