@@ -65,9 +65,11 @@ def build_index(fasta_path, prefix=None, sa_intv: int = 8, progress: bool = True
 
     if algo not in ("auto", "is", "bwtsw"):
         raise ValueError(f"unknown index algorithm '{algo}' (auto, is or bwtsw)")
-    if device == "cpu" and algo == "auto":
-        have = _mem_total()
-        algo = "bwtsw" if have and memory_needed(ref.l_pac, "cpu") > have and not bwa_files else "is"
+    if device == "cpu" and algo == "auto":   # block by block where divsufsort's would not fit and that needs less
+        from g3align.index.bwtsw import memory_needed as blockwise_needed
+        have, need = _mem_total(), memory_needed(ref.l_pac, "cpu")
+        algo = "bwtsw" if (have and need > have and not bwa_files
+                           and blockwise_needed(ref.l_pac, block or _bwtsw_block()) < need) else "is"
     if device == "cpu" and algo == "bwtsw":
         if bwa_files:
             raise ValueError("--bwa (bwa's index files) needs -a is or --device gpu, not the blockwise build "
@@ -75,7 +77,7 @@ def build_index(fasta_path, prefix=None, sa_intv: int = 8, progress: bool = True
         check_memory(ref.l_pac, device, algo, block)
         _log(f"building the BWT block by block (-a bwtsw, up to {block or _bwtsw_block()} suffixes a block)")
     else:
-        check_memory(ref.l_pac, device)
+        check_memory(ref.l_pac, device, "is", block)
 
     stage_t = {}
     bar = _Progress(progress)
@@ -164,6 +166,11 @@ def check_memory(l_pac: int, device: str, algo: str = "is", block=None) -> None:
     have = _mem_total()
     if have and need > have:
         hint = "" if device == "gpu" else f"; on a GPU (--device gpu) it needs {_size(memory_needed(l_pac, 'gpu'))}"
+        if device == "cpu" and algo != "bwtsw":
+            from g3align.index.bwtsw import memory_needed as blockwise_needed
+            bw = blockwise_needed(l_pac, block or _bwtsw_block())
+            if bw < need:
+                hint += f", block by block (-a bwtsw) {_size(bw)}"
         raise ValueError(f"indexing {l_pac} bp on the {device.upper()} needs at least {_size(need)} of memory, "
                          f"this machine has {_size(have)}{hint}")
 

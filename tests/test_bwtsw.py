@@ -95,3 +95,22 @@ def test_memory_needed_is_bounded():
     """The blockwise build's estimate for a 3.1 Gbp reference stays under 16 GB (divsufsort's is ~55 GB)."""
     from g3align.index.build import memory_needed
     assert bwtsw.memory_needed(3_130_000_000) < 16e9 < memory_needed(3_130_000_000, "cpu")
+
+
+def test_auto_picks_the_blockwise_build_where_divsufsort_would_not_fit(tmp_path, monkeypatch, capsys):
+    """-a auto (the default): on a machine whose memory divsufsort's build exceeds but the blockwise one does not
+    (300 kB stands in for a genome too large), the blockwise build runs and writes the same index; where neither
+    fits, the one-line error names the blockwise build's need; with -a is, it also says what -a bwtsw would need."""
+    from g3align.index import build
+    fa = os.path.join(DATA, "lambda.fa.gz")
+    build.build_index(fa, str(tmp_path / "is"), algo="is", progress=False)
+    monkeypatch.setattr(build, "_mem_total", lambda: 300_000)
+    build.build_index(fa, str(tmp_path / "auto"), block=1024, progress=False)
+    assert "block by block" in capsys.readouterr().err
+    assert (tmp_path / "is.g3i").read_bytes() == (tmp_path / "auto.g3i").read_bytes()
+    monkeypatch.setattr(build, "_mem_total", lambda: 10**5)
+    with pytest.raises(ValueError, match=r"on the CPU needs at least 0\.2 MB of memory, this machine has 0\.1 MB"):
+        build.build_index(fa, str(tmp_path / "x"), block=1024, progress=False)
+    monkeypatch.setattr(build, "_mem_total", lambda: 300_000)
+    with pytest.raises(ValueError, match=r"needs at least 0\.6 MB .*block by block \(-a bwtsw\) 0\.2 MB"):
+        build.build_index(fa, str(tmp_path / "y"), algo="is", block=1024, progress=False)
