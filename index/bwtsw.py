@@ -175,6 +175,15 @@ def _radix_order(key, nbits):
     return idx, v
 
 
+@njit(cache=True, inline="always")
+def _run_end(a, q):
+    """The end of the run of values equal to a[q] that starts at q."""
+    e = q + 1
+    while e < a.shape[0] and a[e] == a[q]:
+        e += 1
+    return e
+
+
 @njit(cache=True)
 def _first_ranks(o, ks, isa):
     """isa[o[q]] = the first place of q's run of equal keys (ks = key[o]); returns the places (slots) of the tied
@@ -183,9 +192,7 @@ def _first_ranks(o, ks, isa):
     nt = 0
     q = 0
     while q < m1:
-        e = q + 1
-        while e < m1 and ks[e] == ks[q]:
-            e += 1
+        e = _run_end(ks, q)
         for u in range(q, e):
             isa[o[u]] = q
         if e - q > 1:
@@ -196,9 +203,7 @@ def _first_ranks(o, ks, isa):
     w = 0
     q = 0
     while q < m1:
-        e = q + 1
-        while e < m1 and ks[e] == ks[q]:
-            e += 1
+        e = _run_end(ks, q)
         if e - q > 1:
             for u in range(q, e):
                 slot[w] = u
@@ -248,9 +253,7 @@ def _refine(isa, pos, slot, h):
             ss = sec[o]
         q = 0
         while q < sz:
-            f = q + 1
-            while f < sz and ss[f] == ss[q]:
-                f += 1
+            f = min(_run_end(ss, q), sz)
             rk = slot[i + q]
             for u in range(q, f):
                 isa[ps[u]] = rk
@@ -321,22 +324,18 @@ def _merge(W, L, Rs, ch):
     ov = np.uint64(0)
     ix = np.int64(-1)            # the input word at hand
     iv = np.uint64(0)
-    for q in range(m - 1, -1, -1):
-        r = Rs[q]
-        while i >= r:
+    q = m - 1
+    while q >= 0:                # from the end: the old row i, or the new suffix q when it sorts after it
+        if i >= Rs[q]:
             x = i >> 5
             if x != ix:
                 iv = _word(W, x)
                 ix = x
             c = (iv >> np.uint64(62 - 2 * (i & 31))) & np.uint64(3)
-            if (w >> 5) != ox:
-                _put_word(W, ox, ov)
-                ox = w >> 5
-                ov = np.uint64(0)
-            ov |= c << np.uint64(62 - 2 * (w & 31))
             i -= 1
-            w -= 1
-        c = np.uint64(ch[q])
+        else:
+            c = np.uint64(ch[q])
+            q -= 1
         if (w >> 5) != ox:
             _put_word(W, ox, ov)
             ox = w >> 5
