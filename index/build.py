@@ -66,18 +66,12 @@ def build_index(fasta_path, prefix=None, sa_intv: int = 8, progress: bool = True
     if algo not in ("auto", "is", "bwtsw"):
         raise ValueError(f"unknown index algorithm '{algo}' (auto, is or bwtsw)")
     if device == "cpu" and algo == "auto":   # block by block where divsufsort's would not fit and that needs less
-        from g3align.index.bwtsw import memory_needed as blockwise_needed
         have, need = _mem_total(), memory_needed(ref.l_pac, "cpu")
         algo = "bwtsw" if (have and need > have and not bwa_files
-                           and blockwise_needed(ref.l_pac, block or _bwtsw_block()) < need) else "is"
+                           and _blockwise_needed(ref.l_pac, block) < need) else "is"
+    check_memory(ref.l_pac, device, algo, block)
     if device == "cpu" and algo == "bwtsw":
-        if bwa_files:
-            raise ValueError("--bwa (bwa's index files) needs -a is or --device gpu, not the blockwise build "
-                             "(-a bwtsw)")
-        check_memory(ref.l_pac, device, algo, block)
-        _log(f"building the BWT block by block (-a bwtsw, up to {block or _bwtsw_block()} suffixes a block)")
-    else:
-        check_memory(ref.l_pac, device, "is", block)
+        _log(f"building the BWT block by block (-a bwtsw, up to {_block(block)} suffixes a block)")
 
     stage_t = {}
     bar = _Progress(progress)
@@ -149,26 +143,27 @@ def _size(b: float) -> str:
     return f"{b / 1e9:.1f} GB" if b >= 1e8 else f"{b / 1e6:.1f} MB"
 
 
-def _bwtsw_block() -> int:
+def _block(block) -> int:
+    """The blockwise build's block size (its default when None)."""
     from g3align.index.bwtsw import BLOCK
-    return BLOCK
+    return int(block or BLOCK)
+
+
+def _blockwise_needed(l_pac: int, block) -> int:
+    from g3align.index.bwtsw import memory_needed as blockwise_needed
+    return blockwise_needed(l_pac, _block(block))
 
 
 def check_memory(l_pac: int, device: str, algo: str = "is", block=None) -> None:
     """A one-line ValueError, before the build, when the reference is beyond the FM-index's limit or this machine's
     memory is below what the build needs at least."""
     check_rows(2 * int(l_pac))
-    if device == "cpu" and algo == "bwtsw":
-        from g3align.index.bwtsw import memory_needed as blockwise_needed
-        need = blockwise_needed(l_pac, block or _bwtsw_block())
-    else:
-        need = memory_needed(l_pac, device)
+    need = _blockwise_needed(l_pac, block) if device == "cpu" and algo == "bwtsw" else memory_needed(l_pac, device)
     have = _mem_total()
     if have and need > have:
         hint = "" if device == "gpu" else f"; on a GPU (--device gpu) it needs {_size(memory_needed(l_pac, 'gpu'))}"
         if device == "cpu" and algo != "bwtsw":
-            from g3align.index.bwtsw import memory_needed as blockwise_needed
-            bw = blockwise_needed(l_pac, block or _bwtsw_block())
+            bw = _blockwise_needed(l_pac, block)
             if bw < need:
                 hint += f", block by block (-a bwtsw) {_size(bw)}"
         raise ValueError(f"indexing {l_pac} bp on the {device.upper()} needs at least {_size(need)} of memory, "

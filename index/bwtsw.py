@@ -42,7 +42,7 @@ import time
 import numpy as np
 from numba import get_num_threads, prange
 
-from g3align.index.fm import _assemble, _base_counts, _occ_table, popcount64, sa_words, table_layout
+from g3align.index.fm import _assemble, _c1, _occ_table, popcount64, sa_words, table_layout
 from g3align.index.sufsort import _base, pack_text
 from g3align.jit import njit
 
@@ -366,7 +366,8 @@ _LANES = 8  # LF chains walked together by one thread (their memory accesses ove
 @njit(cache=True, parallel=True)
 def _walk(W, C1, dollar, cp_pos, cp_row, shift, lo, hi):
     """SA at every row multiple of 1 << shift: chain s walks from the suffix at cp_pos[s] (row cp_row[s]) back to
-    cp_pos[s + 1] + 1 (cp_pos descending, ending with 0); lo / hi receive the samples' low 32 bits / bit 32."""
+    cp_pos[s + 1] + 1 (cp_pos descending, ending with 0); lo / hi receive the samples' low 32 bits / bit 32
+    (hi empty: no bit 32)."""
     ns = cp_pos.shape[0]
     ng = (ns + _LANES - 1) // _LANES
     mask = (np.int64(1) << shift) - 1
@@ -392,7 +393,8 @@ def _walk(W, C1, dollar, cp_pos, cp_row, shift, lo, hi):
                 ru = r[u]
                 if (ru & mask) == 0:
                     lo[ru >> shift] = np.uint32(p[u] & 0xFFFFFFFF)
-                    hi[ru >> shift] = np.uint8(p[u] >> 32)
+                    if hi.shape[0]:
+                        hi[ru >> shift] = np.uint8(p[u] >> 32)
                 p[u] -= 1
                 if p[u] <= end[u]:
                     live -= 1
@@ -472,9 +474,7 @@ def build_fm_blockwise(pac: np.ndarray, sa_shift: int, wide=None, progress=None,
     nblocks, t_chain, t_sort, t_merge = 0, 0.0, 0.0, 0.0
     while k > 0:
         m = min(k, block, max(first, L - 1))
-        C = np.empty(4, np.int64)
-        C[0] = 1
-        C[1:] = 1 + np.cumsum(cnt)[:3]
+        C = _c1(cnt)                            # the first row of each base among the old suffixes
         key = np.empty(m + 1, np.uint64)
         t = time.perf_counter()
         _chain(P, W, C, np.int64(dollar), np.int64(k), np.int64(m), key)
@@ -507,15 +507,12 @@ def build_fm_blockwise(pac: np.ndarray, sa_shift: int, wide=None, progress=None,
          f"sorting {t_sort:.2f} s, merging {t_merge:.2f} s ({time.perf_counter() - t0:.2f} s)")
     _p("sa", 1, 1)
 
-    bc = cnt.copy()
-    C1 = np.empty(4, np.int64)
-    C1[0] = 1
-    C1[1:] = 1 + np.cumsum(bc)[:3]
+    C1 = _c1(cnt)                               # cnt: now the bases of the whole text
     _p("sample", 0, 1)
     t = time.perf_counter()
     m_s = (n >> sa_shift) + 1
     sa = np.zeros(sa_words(n, sa_shift, wide), np.uint32)
-    hi = np.zeros(m_s, np.uint8)
+    hi = np.zeros(m_s if wide else 0, np.uint8)   # bit 32 of the samples: only the wide layout has one
     _walk(W, C1, np.int64(primary), np.array(cp_pos, np.int64), np.array(cp_row, np.int64), np.int64(sa_shift),
           sa[:m_s], hi)
     if wide:
@@ -545,8 +542,6 @@ def build_fm_blockwise(pac: np.ndarray, sa_shift: int, wide=None, progress=None,
     if p0 != primary:
         raise RuntimeError("blockwise BWT: the $ row moved")
     del W, codes_for
-    cntp = _base_counts(pac)
-    bc2 = cntp + cntp[::-1]
     t0b = int(pac[0])
-    return _assemble(n, lp, primary, row_sa1, t0b, 3 - t0b, bc2, counts, occ, wide, sa, sa_shift)
+    return _assemble(n, lp, primary, row_sa1, t0b, 3 - t0b, cnt, counts, occ, wide, sa, sa_shift)
 

@@ -21,11 +21,17 @@ from g3align.index.store import load_index
 from g3align.jit import njit
 
 
+@njit(cache=True, inline="always")
+def _t(pac, n, q):
+    """T[q] of T = pac + revcomp(pac), n = len(T)."""
+    lp = pac.shape[0]
+    return np.int64(pac[q]) if q < lp else np.int64(3 - pac[n - 1 - q])
+
+
 @njit(cache=True)
 def walk(fm, pac, k):
     """(base mismatches, sampled rows checked, SA mismatches) over the first k rows of the walk from row 0."""
     n = fm.n
-    lp = pac.shape[0]
     mask = (np.int64(1) << fm.sa_shift) - 1
     row = np.int64(0)
     bad = 0
@@ -37,18 +43,10 @@ def walk(fm, pac, k):
             checked += 1
             if fm_sa(fm, row) != pos:     # a sampled row: its stored value (bit 32 included, wide layout)
                 sa_bad += 1
-        q = pos - 1                      # the base before it: T[q]
-        t = np.int64(pac[q]) if q < lp else np.int64(3 - pac[n - 1 - q])
-        if fm_bwt(fm, row) != t:
+        if fm_bwt(fm, row) != _t(pac, n, pos - 1):   # the base before it
             bad += 1
         row = fm_lf(fm, row)
     return bad, checked, sa_bad
-
-
-@njit(cache=True, inline="always")
-def _t(pac, n, q):
-    lp = pac.shape[0]
-    return np.int64(pac[q]) if q < lp else np.int64(3 - pac[n - 1 - q])
 
 
 @njit(cache=True)

@@ -30,7 +30,8 @@ from g3align.aligner.cli.startup import gpu_machine
 @click.option("-a", "algo", type=click.Choice(["auto", "is", "bwtsw"]), default="auto", show_default=True,
               help="CPU suffix sorting: is = divsufsort (the whole suffix array in memory, ~9 bytes a base of both "
                    "strands), bwtsw = block by block in bounded memory (~1.25 bytes a base of both strands plus "
-                   "48 bytes a block suffix); auto = bwtsw when is would not fit in memory; the same index")
+                   "48 bytes a block suffix); auto = bwtsw where is would not fit in memory and bwtsw needs less; "
+                   "the same index")
 @click.option("-b", "block", type=click.IntRange(1 << 10, 1 << 27), default=None, metavar="INT",
               help="suffixes a block of -a bwtsw at most [134217728]")
 @click.argument("fasta")
